@@ -1,0 +1,11 @@
+//! rooftop: an analytical performance simulator and roofline model for LLM inference.
+//!
+//! Data flows one way: descriptions (TOML, [`spec`]) → a scenario → the per-layer operator
+//! list and its costs ([`cost`]) → aggregates (TPOT, throughput, breakdown) → exporters
+//! (text, JSON, CSV, plots). Calibration changes only the parameters the costs read.
+
+pub mod error;
+pub mod spec;
+pub mod units;
+
+pub use error::{Error, Result};

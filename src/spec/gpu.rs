@@ -1,0 +1,116 @@
+//! GPU descriptions: what one device can move and compute.
+//!
+//! A roofline needs two numbers per device and dtype: peak memory bandwidth and dense peak
+//! tensor throughput. A dtype the GPU cannot run natively is absent from `dense_peak`, never
+//! zero: asking for it is an error, not an extrapolation.
+
+use crate::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Dense (not 2:4 sparse) tensor-core peak throughput per math dtype.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DensePeak {
+    /// BF16 inputs, FP32 accumulate.
+    pub bf16: Option<FlopsPerSec>,
+    /// FP8 (e4m3/e5m2) inputs.
+    pub fp8: Option<FlopsPerSec>,
+    /// FP4 (e2m1, NVFP4/MXFP4 block-scaled) inputs.
+    pub fp4: Option<FlopsPerSec>,
+    /// INT8 inputs (operations per second).
+    pub int8: Option<FlopsPerSec>,
+}
+
+/// Tensor-core math dtypes a GEMM can run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MathDtype {
+    Bf16,
+    Fp8,
+    Fp4,
+    Int8,
+}
+
+impl MathDtype {
+    pub const ALL: [MathDtype; 4] = [MathDtype::Bf16, MathDtype::Fp8, MathDtype::Fp4, MathDtype::Int8];
+    pub fn name(self) -> &'static str {
+        match self {
+            MathDtype::Bf16 => "bf16",
+            MathDtype::Fp8 => "fp8",
+            MathDtype::Fp4 => "fp4",
+            MathDtype::Int8 => "int8",
+        }
+    }
+}
+
+/// One GPU model, read 1:1 from `configs/gpus/<name>.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    /// Short name used on the command line.
+    pub name: String,
+    /// Marketing name.
+    pub full_name: String,
+    /// Architecture and compute capability, for the reader.
+    #[serde(default)]
+    pub architecture: String,
+    /// Device memory capacity.
+    pub memory_capacity: Bytes,
+    /// Peak DRAM bandwidth.
+    pub memory_bandwidth: BytesPerSec,
+    /// Streaming multiprocessors.
+    #[serde(default)]
+    pub sm_count: Option<u32>,
+    /// Boost clock the dense peaks assume.
+    #[serde(default)]
+    pub boost_clock: Option<Hertz>,
+    /// Last-level cache.
+    #[serde(default)]
+    pub l2_cache: Option<Bytes>,
+    /// Name of the interconnect the card attaches to the host by.
+    #[serde(default)]
+    pub host_link: Option<String>,
+    /// Dense tensor peaks per dtype.
+    pub dense_peak: DensePeak,
+    /// Where each figure comes from: field name → citation.
+    pub sources: BTreeMap<String, String>,
+}
+
+impl GpuSpec {
+    /// Dense peak for a math dtype, `None` where the GPU cannot run it natively.
+    pub fn peak(&self, dtype: MathDtype) -> Option<FlopsPerSec> {
+        match dtype {
+            MathDtype::Bf16 => self.dense_peak.bf16,
+            MathDtype::Fp8 => self.dense_peak.fp8,
+            MathDtype::Fp4 => self.dense_peak.fp4,
+            MathDtype::Int8 => self.dense_peak.int8,
+        }
+    }
+
+    /// Check the physical constraints serde cannot: nonzero bandwidth and capacity, a BF16
+    /// peak (every GPU the cost model handles has one).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.memory_bandwidth.0 <= 0.0 {
+            return Err(("memory_bandwidth".into(), "a bandwidth above zero".into()));
+        }
+        if self.memory_capacity.0 <= 0.0 {
+            return Err(("memory_capacity".into(), "a capacity above zero".into()));
+        }
+        match self.dense_peak.bf16 {
+            Some(p) if p.0 > 0.0 => {}
+            _ => return Err(("dense_peak.bf16".into(), "a BF16 peak above zero".into())),
+        }
+        for d in MathDtype::ALL {
+            if let Some(p) = self.peak(d) {
+                if p.0 <= 0.0 {
+                    return Err((
+                        format!("dense_peak.{}", d.name()),
+                        "a peak above zero, or the key left out when the GPU lacks the dtype".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

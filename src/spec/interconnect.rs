@@ -1,0 +1,88 @@
+//! Interconnect descriptions: the links GPUs exchange collective traffic over.
+//!
+//! The all-reduce model needs per-direction bandwidth (raw and achievable), the per-hop
+//! latency with and without peer-to-peer access, and NCCL's own latency constants for the
+//! transport (from NCCL's `src/graph/tuning.cc`), so the collective cost follows the same
+//! reasoning NCCL uses to choose its algorithm and protocol.
+
+use crate::units::{BytesPerSec, Seconds};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Link family; decides which NCCL latency table applies and whether vLLM's custom
+/// all-reduce can be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    Pcie,
+    Nvlink,
+}
+
+/// Latency per NCCL protocol.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolLatency {
+    pub ll: Seconds,
+    pub ll128: Seconds,
+    pub simple: Seconds,
+}
+
+/// Latency per NCCL algorithm and protocol.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AlgorithmLatency {
+    pub ring: ProtocolLatency,
+    pub tree: ProtocolLatency,
+}
+
+/// One link type, read 1:1 from `configs/interconnects/<name>.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InterconnectSpec {
+    pub name: String,
+    pub full_name: String,
+    pub kind: LinkKind,
+    /// Raw signalling bandwidth, one direction.
+    pub bandwidth_per_direction: BytesPerSec,
+    /// Achievable GPU-to-GPU bandwidth, one direction, between GPUs on one socket or switch.
+    pub p2p_bandwidth: BytesPerSec,
+    /// Achievable GPU-to-GPU bandwidth across CPU sockets (PCIe only; defaults to
+    /// `p2p_bandwidth`).
+    #[serde(default)]
+    pub cross_socket_bandwidth: Option<BytesPerSec>,
+    /// One-hop latency with peer-to-peer access enabled.
+    pub p2p_latency: Seconds,
+    /// One-hop latency when P2P is disabled and traffic is staged through host memory.
+    #[serde(default)]
+    pub staged_latency: Option<Seconds>,
+    /// NCCL's base latency per collective call.
+    pub nccl_base_latency: AlgorithmLatency,
+    /// NCCL's per-step hardware latency for this transport.
+    pub nccl_step_latency: AlgorithmLatency,
+    pub sources: BTreeMap<String, String>,
+}
+
+impl InterconnectSpec {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for (field, v) in [
+            ("bandwidth_per_direction", self.bandwidth_per_direction.0),
+            ("p2p_bandwidth", self.p2p_bandwidth.0),
+        ] {
+            if v <= 0.0 {
+                return Err((field.into(), "a bandwidth above zero".into()));
+            }
+        }
+        if self.p2p_bandwidth.0 > self.bandwidth_per_direction.0 * 1.0001 {
+            return Err((
+                "p2p_bandwidth".into(),
+                "an achievable bandwidth no higher than bandwidth_per_direction".into(),
+            ));
+        }
+        if let Some(c) = self.cross_socket_bandwidth {
+            if c.0 <= 0.0 {
+                return Err(("cross_socket_bandwidth".into(), "a bandwidth above zero".into()));
+            }
+        }
+        Ok(())
+    }
+}

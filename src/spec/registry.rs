@@ -1,0 +1,123 @@
+//! Finding descriptions: a path given by the user, or a built-in embedded in the binary.
+//!
+//! Every file under `configs/` is compiled in (see `build.rs`), so `rooftop` works from any
+//! directory. A user's path always wins over a built-in name. Parsing and validation errors
+//! name the file, the line and the field.
+
+use crate::error::{line_of_field, Error, Result};
+use crate::spec::{GpuSpec, InterconnectSpec, ModelSpec, SystemSpec};
+use serde::de::DeserializeOwned;
+use std::path::Path;
+
+include!(concat!(env!("OUT_DIR"), "/builtin_configs.rs"));
+
+/// Kinds of description, named as their folders under `configs/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gpu,
+    Interconnect,
+    System,
+    Model,
+    Measured,
+}
+
+impl Kind {
+    pub fn folder(self) -> &'static str {
+        match self {
+            Kind::Gpu => "gpus",
+            Kind::Interconnect => "interconnects",
+            Kind::System => "systems",
+            Kind::Model => "models",
+            Kind::Measured => "measured",
+        }
+    }
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Gpu => "GPU",
+            Kind::Interconnect => "interconnect",
+            Kind::System => "system",
+            Kind::Model => "model",
+            Kind::Measured => "measurement",
+        }
+    }
+}
+
+/// Names of the built-ins of one kind, sorted.
+pub fn builtin_names(kind: Kind) -> Vec<&'static str> {
+    BUILTINS
+        .iter()
+        .filter(|(k, _, _)| *k == kind.folder())
+        .map(|(_, n, _)| *n)
+        .collect()
+}
+
+/// The embedded text of a built-in.
+pub fn builtin_text(kind: Kind, name: &str) -> Option<&'static str> {
+    BUILTINS
+        .iter()
+        .find(|(k, n, _)| *k == kind.folder() && *n == name)
+        .map(|(_, _, t)| *t)
+}
+
+/// A description's source text and a label for errors (the path, or `built-in <kind>/<name>`).
+pub fn load_text(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
+    let p = Path::new(name_or_path);
+    let looks_like_path = name_or_path.contains('/') || name_or_path.ends_with(".toml") || name_or_path.ends_with(".json");
+    if p.is_file() || (looks_like_path && !p.exists() && builtin_text(kind, name_or_path).is_none()) {
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), source })?;
+        return Ok((text, name_or_path.to_string()));
+    }
+    match builtin_text(kind, name_or_path) {
+        Some(t) => Ok((t.to_string(), format!("configs/{}/{}.toml", kind.folder(), name_or_path))),
+        None => Err(Error::Unknown {
+            kind: kind.noun(),
+            name: name_or_path.to_string(),
+            known: builtin_names(kind).join(", "),
+        }),
+    }
+}
+
+/// Parse TOML text into `T`, mapping errors to `Error::Parse` with the file label.
+pub fn parse_toml<T: DeserializeOwned>(text: &str, label: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| Error::Parse {
+        file: label.to_string(),
+        message: e.to_string().trim_end().replace('\n', "\n  "),
+    })
+}
+
+fn invalid(label: &str, text: &str, (field, expected): (String, String)) -> Error {
+    Error::Invalid {
+        file: label.to_string(),
+        line: line_of_field(text, &field),
+        field,
+        expected,
+    }
+}
+
+pub fn load_gpu(name: &str) -> Result<GpuSpec> {
+    let (text, label) = load_text(Kind::Gpu, name)?;
+    let g: GpuSpec = parse_toml(&text, &label)?;
+    g.validate().map_err(|e| invalid(&label, &text, e))?;
+    Ok(g)
+}
+
+pub fn load_interconnect(name: &str) -> Result<InterconnectSpec> {
+    let (text, label) = load_text(Kind::Interconnect, name)?;
+    let i: InterconnectSpec = parse_toml(&text, &label)?;
+    i.validate().map_err(|e| invalid(&label, &text, e))?;
+    Ok(i)
+}
+
+pub fn load_system_spec(name: &str) -> Result<SystemSpec> {
+    let (text, label) = load_text(Kind::System, name)?;
+    let s: SystemSpec = parse_toml(&text, &label)?;
+    s.validate().map_err(|e| invalid(&label, &text, e))?;
+    Ok(s)
+}
+
+pub fn load_model(name: &str) -> Result<ModelSpec> {
+    let (text, label) = load_text(Kind::Model, name)?;
+    let m: ModelSpec = parse_toml(&text, &label)?;
+    m.validate().map_err(|e| invalid(&label, &text, e))?;
+    Ok(m)
+}

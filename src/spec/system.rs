@@ -1,0 +1,185 @@
+//! System descriptions: GPUs, how many, how they are joined, and the serving engine's facts.
+//!
+//! The same GPUs behave very differently under different engines and topologies (CUDA graphs
+//! on or off, NCCL vs a custom all-reduce, fused vs separate dequantization), so those facts
+//! live with the system, together with the default efficiencies the prediction uses. Every
+//! number carries its source in the file's `[sources]` table.
+
+use crate::spec::model::FormatKind;
+use crate::units::{Bytes, Fraction, Seconds};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How the GPUs reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topology {
+    /// Every GPU directly on a CPU root port; traffic between sockets crosses the CPU link.
+    RootComplex,
+    /// GPUs behind PCIe switches; peer traffic stays in the switch.
+    PcieSwitch,
+    /// All-to-all NVLink through NVSwitch: every pair at full link bandwidth.
+    Nvswitch,
+}
+
+/// Which all-reduce implementation the engine uses for tensor-parallel reductions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllReduceImpl {
+    /// NCCL ring/tree for every size.
+    Nccl,
+    /// vLLM's rule: its custom one-shot/two-shot kernel when the world size is 2 or all GPUs
+    /// are NVLink-connected and the message is under the size limit, NCCL otherwise.
+    VllmAuto,
+    /// A custom one-shot/two-shot kernel for every size under the limit (e.g. a PCIe
+    /// one-shot kernel from a community fork).
+    Custom,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NcclAlgorithm {
+    Ring,
+    Tree,
+    /// The faster of the two for each message, as NCCL's tuner picks.
+    Auto,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NcclProtocol {
+    Ll,
+    Ll128,
+    Simple,
+    /// The fastest for each message, as NCCL's tuner picks.
+    Auto,
+}
+
+/// Serving-engine facts the cost model reads.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSpec {
+    /// Engine and version, for the reader.
+    pub name: String,
+    /// Decode steps replayed from CUDA graphs (GPU-side gaps only) or launched eagerly.
+    pub cuda_graphs: bool,
+    pub allreduce: AllReduceImpl,
+    pub nccl_algorithm: NcclAlgorithm,
+    pub nccl_protocol: NcclProtocol,
+    /// Largest message the custom all-reduce takes (vLLM: 8 MB for 8 GPUs).
+    pub custom_allreduce_max: Bytes,
+    /// Below this size the custom kernel is one-shot, above it two-shot.
+    pub one_shot_max: Bytes,
+    /// GPU idle time between consecutive kernels inside a CUDA graph.
+    pub kernel_gap: Seconds,
+    /// CPU launch cost per kernel when CUDA graphs are off.
+    pub kernel_launch: Seconds,
+    /// Fixed cost of one decode step outside the GPU's kernels: scheduling, sampling,
+    /// output processing.
+    pub step_overhead: Seconds,
+    /// Fraction of each GPU's memory the engine takes (vLLM's `gpu_memory_utilization`).
+    pub gpu_memory_utilization: Fraction,
+    /// Memory per GPU held for activations, CUDA graphs and workspace.
+    pub activation_reserve: Bytes,
+    /// Most sequences the scheduler runs at once.
+    pub max_num_seqs: u32,
+    /// Token budget per step (decode tokens plus prefill chunks).
+    pub max_num_batched_tokens: u32,
+    /// Prefill split into chunks that share steps with decode.
+    pub chunked_prefill: bool,
+    /// Weight formats this engine's kernels dequantize in a separate, memory-bound cast pass
+    /// instead of inside the GEMM.
+    #[serde(default)]
+    pub unfused_dequant: Vec<FormatKind>,
+}
+
+/// Compute efficiency per weight format's GEMM path.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GemmEfficiency {
+    pub bf16: Fraction,
+    pub fp8: Fraction,
+    pub int8: Fraction,
+    pub int4: Fraction,
+    pub nvfp4: Fraction,
+    pub mxfp4: Fraction,
+}
+
+impl GemmEfficiency {
+    pub fn get(&self, f: FormatKind) -> f64 {
+        match f {
+            FormatKind::Bf16 => self.bf16.0,
+            FormatKind::Fp8 => self.fp8.0,
+            FormatKind::Int8 => self.int8.0,
+            FormatKind::Int4 => self.int4.0,
+            FormatKind::Nvfp4 => self.nvfp4.0,
+            FormatKind::Mxfp4 => self.mxfp4.0,
+        }
+    }
+}
+
+/// Default efficiencies: fractions of datasheet peaks the engine's kernels reach.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencySpec {
+    /// Achieved fraction of peak DRAM bandwidth by memory-bound kernels.
+    pub memory: Fraction,
+    /// Achieved fraction of dense tensor peak by GEMMs, per weight format.
+    pub gemm: GemmEfficiency,
+    /// Achieved fraction of dense BF16 peak by attention kernels when compute-bound.
+    pub attention: Fraction,
+    /// Achieved fraction of the link's achievable P2P bandwidth by collectives.
+    pub link: Fraction,
+}
+
+/// One system, read 1:1 from `configs/systems/<name>.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSpec {
+    pub name: String,
+    pub description: String,
+    /// GPU name (a built-in or a path).
+    pub gpu: String,
+    pub gpu_count: u32,
+    /// Interconnect name (a built-in or a path).
+    pub interconnect: String,
+    pub topology: Topology,
+    /// CPU sockets the GPUs are spread over (PCIe root-complex systems).
+    #[serde(default = "one")]
+    pub sockets: u32,
+    /// Peer-to-peer access between GPUs enabled.
+    pub p2p: bool,
+    /// Rental or amortised price, US dollars per GPU-hour, where known.
+    #[serde(default)]
+    pub price_per_gpu_hour_usd: Option<f64>,
+    pub engine: EngineSpec,
+    pub efficiency: EfficiencySpec,
+    pub sources: BTreeMap<String, String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl SystemSpec {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.gpu_count == 0 {
+            return Err(("gpu_count".into(), "at least 1 GPU".into()));
+        }
+        if self.sockets == 0 {
+            return Err(("sockets".into(), "at least 1 socket".into()));
+        }
+        if self.engine.max_num_seqs == 0 {
+            return Err(("engine.max_num_seqs".into(), "at least 1 sequence".into()));
+        }
+        if self.engine.max_num_batched_tokens == 0 {
+            return Err(("engine.max_num_batched_tokens".into(), "at least 1 token".into()));
+        }
+        if let Some(p) = self.price_per_gpu_hour_usd {
+            if !(p.is_finite() && p >= 0.0) {
+                return Err(("price_per_gpu_hour_usd".into(), "a price of zero or more".into()));
+            }
+        }
+        Ok(())
+    }
+}

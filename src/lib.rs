@@ -9,3 +9,4 @@ pub mod spec;
 pub mod units;
 
 pub use error::{Error, Result};
+pub mod measured;

@@ -4,9 +4,12 @@
 //! list and its costs ([`cost`]) → aggregates (TPOT, throughput, breakdown) → exporters
 //! (text, JSON, CSV, plots). Calibration changes only the parameters the costs read.
 
+pub mod cost;
 pub mod error;
 pub mod spec;
 pub mod units;
 
 pub use error::{Error, Result};
 pub mod measured;
+pub mod output;
+pub mod predict;

@@ -1,0 +1,184 @@
+//! What is being evaluated: a parallel layout and the shape of one forward pass.
+
+use crate::error::{Error, Result};
+use crate::spec::{Attention, ModelSpec, System};
+use serde::Serialize;
+use std::fmt;
+
+/// How the model is spread over GPUs. GPUs used = tp × dp × pp.
+///
+/// - `tp`: tensor parallel degree of attention and dense layers (heads and MLP columns split).
+/// - `dp`: data-parallel attention replicas inside a pipeline stage (each runs its share of
+///   the sequences; 1 = plain TP).
+/// - `ep`: expert-parallel groups among the tp × dp GPUs of a stage; each group holds
+///   `experts / ep` experts, tensor-split over the group's `tp × dp / ep` GPUs.
+/// - `pp`: pipeline stages, each holding a contiguous block of layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Parallel {
+    pub tp: u32,
+    pub ep: u32,
+    pub pp: u32,
+    pub dp: u32,
+}
+
+impl Parallel {
+    pub fn tp(n: u32) -> Parallel {
+        Parallel { tp: n, ep: 1, pp: 1, dp: 1 }
+    }
+
+    /// GPUs the layout occupies.
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.dp * self.pp
+    }
+
+    /// Tensor-parallel degree inside one expert group.
+    pub fn moe_tp(&self) -> u32 {
+        (self.tp * self.dp / self.ep).max(1)
+    }
+
+    /// Build from optional overrides: unspecified `tp` fills the system's GPUs.
+    pub fn resolve(system: &System, tp: Option<u32>, ep: Option<u32>, pp: Option<u32>, dp: Option<u32>) -> Result<Parallel> {
+        let n = system.spec.gpu_count;
+        let pp = pp.unwrap_or(1);
+        let dp = dp.unwrap_or(1);
+        let ep = ep.unwrap_or(1);
+        if pp == 0 || dp == 0 || ep == 0 || tp == Some(0) {
+            return Err(Error::Scenario("parallel degrees must be at least 1".into()));
+        }
+        let tp = match tp {
+            Some(t) => t,
+            None => {
+                if n % (pp * dp) != 0 {
+                    return Err(Error::Scenario(format!(
+                        "pp {pp} × dp {dp} does not divide the system's {n} GPUs; give --tp explicitly"
+                    )));
+                }
+                n / (pp * dp)
+            }
+        };
+        Ok(Parallel { tp, ep, pp, dp })
+    }
+
+    /// Check the layout against the model and system.
+    pub fn validate(&self, model: &ModelSpec, system: &System) -> Result<()> {
+        let bad = |m: String| Err(Error::Scenario(m));
+        if self.gpus() > system.spec.gpu_count {
+            return bad(format!(
+                "layout {self} needs {} GPUs but system {} has {}",
+                self.gpus(),
+                system.spec.name,
+                system.spec.gpu_count
+            ));
+        }
+        let heads = model.config.num_attention_heads;
+        if heads % self.tp != 0 {
+            return bad(format!("tp {} does not divide the model's {heads} attention heads", self.tp));
+        }
+        if let Attention::Gqa { kv_heads, .. } = model.attention() {
+            if kv_heads % self.tp != 0 && self.tp % kv_heads != 0 {
+                return bad(format!("tp {} and the model's {kv_heads} KV heads do not divide one another", self.tp));
+            }
+        }
+        if self.pp > model.config.num_hidden_layers {
+            return bad(format!("pp {} exceeds the model's {} layers", self.pp, model.config.num_hidden_layers));
+        }
+        if (self.tp * self.dp) % self.ep != 0 {
+            return bad(format!("ep {} does not divide tp × dp = {}", self.ep, self.tp * self.dp));
+        }
+        match model.moe() {
+            Some(m) => {
+                if m.experts % self.ep != 0 {
+                    return bad(format!("ep {} does not divide the model's {} experts", self.ep, m.experts));
+                }
+            }
+            None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Parallel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tp{}", self.tp)?;
+        if self.ep > 1 {
+            write!(f, "ep{}", self.ep)?;
+        }
+        if self.dp > 1 {
+            write!(f, "dp{}", self.dp)?;
+        }
+        if self.pp > 1 {
+            write!(f, "pp{}", self.pp)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Parallel {
+    type Err = String;
+    /// `tp8`, `tp4ep2`, `pp2tp4`, `tp8ep8dp8`: degrees in any order, missing ones are 1.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let mut p = Parallel { tp: 1, ep: 1, pp: 1, dp: 1 };
+        let mut rest = s.trim();
+        if rest.is_empty() {
+            return Err("empty layout; expected e.g. tp8, tp4ep2, pp2tp4".into());
+        }
+        while !rest.is_empty() {
+            let key = rest.get(..2).ok_or_else(|| format!("bad layout \"{s}\""))?;
+            rest = &rest[2..];
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            rest = &rest[digits.len()..];
+            let v: u32 = digits
+                .parse()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| format!("bad layout \"{s}\": {key} needs a positive number; expected e.g. tp8, tp4ep2, pp2tp4"))?;
+            match key {
+                "tp" => p.tp = v,
+                "ep" => p.ep = v,
+                "pp" => p.pp = v,
+                "dp" => p.dp = v,
+                _ => return Err(format!("bad layout \"{s}\": unknown degree \"{key}\"; expected tp, ep, pp or dp")),
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Whether a pass decodes (new tokens read a cached context) or prefills a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Decode,
+    Prefill,
+}
+
+/// The shape of one forward pass over the whole system.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pass {
+    pub phase: Phase,
+    /// Sequences in the pass (all data-parallel replicas together).
+    pub sequences: f64,
+    /// New tokens per sequence: 1 for plain decode, k+1 for a speculative verify, the prompt
+    /// (or chunk) length for prefill.
+    pub tokens_per_sequence: f64,
+    /// Tokens already cached per sequence that the new tokens attend to (mean).
+    pub context: f64,
+}
+
+impl Pass {
+    /// Plain decode: `batch` sequences, one new token each, `context` cached tokens.
+    pub fn decode(batch: f64, context: f64) -> Pass {
+        Pass { phase: Phase::Decode, sequences: batch, tokens_per_sequence: 1.0, context }
+    }
+
+    /// Prefill of `sequences` prompts of `prompt` tokens with `context` tokens already cached
+    /// (0 for a fresh prompt; the previous chunks for chunked prefill).
+    pub fn prefill(sequences: f64, prompt: f64, context: f64) -> Pass {
+        Pass { phase: Phase::Prefill, sequences, tokens_per_sequence: prompt, context }
+    }
+
+    pub fn tokens(&self) -> f64 {
+        self.sequences * self.tokens_per_sequence
+    }
+}

@@ -1,0 +1,231 @@
+//! One design point: TPOT with its breakdown by category, layer and operator, the
+//! speed-of-light bound, throughput, and memory fit. This is the record `rooftop predict`
+//! exports as JSON and the plots consume.
+
+use crate::cost::weights::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
+use crate::error::Result;
+use crate::spec::{ModelSpec, System};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A model on a system under a layout, with the parameter set to predict with.
+#[derive(Debug, Clone)]
+pub struct Scenario<'a> {
+    pub model: &'a ModelSpec,
+    pub system: &'a System,
+    pub parallel: Parallel,
+    /// Default or calibrated parameters (the SOL set is always derived alongside).
+    pub params: CostParams,
+}
+
+impl<'a> Scenario<'a> {
+    pub fn new(model: &'a ModelSpec, system: &'a System, parallel: Parallel) -> Result<Self> {
+        parallel.validate(model, system)?;
+        Ok(Scenario { model, system, parallel, params: CostParams::default_for(system) })
+    }
+
+    pub fn evaluator(&self) -> Result<Evaluator<'a>> {
+        Evaluator::new(self.model, self.system, self.parallel, self.params)
+    }
+
+    pub fn sol_evaluator(&self) -> Result<Evaluator<'a>> {
+        Evaluator::new(self.model, self.system, self.parallel, CostParams::speed_of_light())
+    }
+
+    pub fn memory(&self, batch: f64, context: f64) -> MemoryReport {
+        MemoryReport::new(self, batch, context)
+    }
+}
+
+/// Category → milliseconds, every category present (stable JSON keys).
+pub fn breakdown_ms(b: &Breakdown) -> BTreeMap<&'static str, f64> {
+    Category::ALL.iter().map(|c| (c.name(), b.get(*c) * 1e3)).collect()
+}
+
+/// Weights and KV cache on one GPU, and what fits.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MemoryReport {
+    /// GPU memory capacity, GB (1e9 bytes).
+    pub capacity_gb: f64,
+    /// Memory the engine may use (capacity × gpu_memory_utilization), GB.
+    pub usable_gb: f64,
+    /// Weights held by one GPU (the most loaded pipeline stage), GB.
+    pub weights_per_gpu_gb: f64,
+    /// Activations, CUDA graphs and workspace reserved per GPU, GB.
+    pub activation_reserve_gb: f64,
+    /// Left for the KV cache per GPU, GB (negative: the weights do not fit).
+    pub kv_budget_gb: f64,
+    /// KV-cache bytes one token occupies on one GPU.
+    pub kv_bytes_per_token_per_gpu: f64,
+    /// KV cache the scenario needs per GPU (batch × context), GB.
+    pub kv_needed_gb: f64,
+    /// Tokens of KV cache the budget holds (whole server).
+    pub max_kv_tokens: f64,
+    /// Sequences of the given context that fit at once.
+    pub max_sequences_at_context: f64,
+    /// Weights fit and the scenario's KV cache fits.
+    pub fits: bool,
+}
+
+impl MemoryReport {
+    pub fn new(s: &Scenario, batch: f64, context: f64) -> MemoryReport {
+        let gpu = &s.system.gpu;
+        let eng = &s.system.spec.engine;
+        let cap = gpu.memory_capacity.0;
+        let usable = cap * eng.gpu_memory_utilization.0;
+        let w = weight_bytes_per_gpu(s.model, &s.parallel);
+        let act = eng.activation_reserve.0;
+        let budget = usable - w - act;
+        let kv_tok = kv_bytes_per_token_per_gpu(s.model, &s.parallel);
+        // Data-parallel attention replicas each cache only their own sequences.
+        let dp = s.parallel.dp as f64;
+        let max_tokens = if budget > 0.0 && kv_tok > 0.0 { (budget / kv_tok).floor() * dp } else { 0.0 };
+        let needed = batch / dp * (context + 1.0) * kv_tok;
+        MemoryReport {
+            capacity_gb: cap / 1e9,
+            usable_gb: usable / 1e9,
+            weights_per_gpu_gb: w / 1e9,
+            activation_reserve_gb: act / 1e9,
+            kv_budget_gb: budget / 1e9,
+            kv_bytes_per_token_per_gpu: kv_tok,
+            kv_needed_gb: needed / 1e9,
+            max_kv_tokens: max_tokens,
+            max_sequences_at_context: (max_tokens / (context + 1.0)).floor(),
+            fits: budget > 0.0 && needed <= budget,
+        }
+    }
+}
+
+/// One operator row of the report: per call and summed over the layers that run it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpRow {
+    pub name: &'static str,
+    pub category: &'static str,
+    /// Times the op runs per step (layers of its kind).
+    pub count: u32,
+    pub flops: f64,
+    pub bytes: f64,
+    /// FLOP per byte.
+    pub intensity: f64,
+    /// Kernel time per call, microseconds.
+    pub time_us: f64,
+    /// Fixed cost per call, microseconds.
+    pub overhead_us: f64,
+    /// (time + overhead) × count, milliseconds.
+    pub total_ms: f64,
+    pub bound: &'static str,
+    pub math: Option<&'static str>,
+    pub provenance: &'static str,
+}
+
+/// One layer's time.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LayerRow {
+    pub index: usize,
+    /// `dense` or `moe`.
+    pub kind: &'static str,
+    pub window: Option<u32>,
+    pub time_ms: f64,
+    pub breakdown_ms: BTreeMap<&'static str, f64>,
+}
+
+/// The result record of `rooftop predict`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Prediction {
+    pub model: String,
+    pub system: String,
+    pub parallel: String,
+    pub gpus: u32,
+    pub batch: u32,
+    pub context: u32,
+    /// Parameter set of `tpot_ms`: `default` or `calibrated`.
+    pub provenance: &'static str,
+    /// Time per output token (one decode step at this batch), ms.
+    pub tpot_ms: f64,
+    /// Speed-of-light TPOT (efficiency 1, no fixed costs), ms.
+    pub sol_tpot_ms: f64,
+    /// Output tokens per second of the whole server at this batch.
+    pub throughput_tok_s: f64,
+    pub sol_throughput_tok_s: f64,
+    /// Category → ms, summing to `tpot_ms`.
+    pub breakdown_ms: BTreeMap<&'static str, f64>,
+    /// Category → ms of the SOL bound, summing to `sol_tpot_ms`.
+    pub sol_breakdown_ms: BTreeMap<&'static str, f64>,
+    /// All-reduces per decode step and bytes each.
+    pub allreduces_per_step: u32,
+    pub allreduce_bytes: f64,
+    pub kernels_per_step: u32,
+    pub memory: MemoryReport,
+    pub layers: Vec<LayerRow>,
+    pub ops: Vec<OpRow>,
+}
+
+pub fn op_rows(step: &StepCost, provenance: &'static str) -> Vec<OpRow> {
+    step.ops_with_counts()
+        .into_iter()
+        .map(|(o, n)| OpRow {
+            name: o.name,
+            category: o.category.name(),
+            count: n,
+            flops: o.flops,
+            bytes: o.bytes,
+            intensity: o.intensity(),
+            time_us: o.time * 1e6,
+            overhead_us: o.overhead * 1e6,
+            total_ms: o.total() * n as f64 * 1e3,
+            bound: o.bound.name(),
+            math: o.math,
+            provenance,
+        })
+        .collect()
+}
+
+/// Predict one decode step of `batch` sequences at `context` cached tokens.
+pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
+    let pass = Pass::decode(batch as f64, context as f64);
+    let step = s.evaluator()?.evaluate(&pass);
+    let sol = s.sol_evaluator()?.evaluate(&pass);
+    let prov = s.params.provenance.name();
+    let layers = (0..step.layer_class.len())
+        .map(|i| {
+            let c = &step.classes[step.layer_class[i]];
+            LayerRow {
+                index: i,
+                kind: if c.class.moe { "moe" } else { "dense" },
+                window: c.class.window,
+                time_ms: c.breakdown.total() * 1e3,
+                breakdown_ms: breakdown_ms(&c.breakdown),
+            }
+        })
+        .collect();
+    let ops = op_rows(&step, prov);
+    let allreduces = step
+        .ops_with_counts()
+        .iter()
+        .filter(|(o, _)| o.category == Category::Allreduce)
+        .map(|(_, n)| *n)
+        .sum();
+    let kernels = step.ops_with_counts().iter().map(|(o, n)| o.kernels * n).sum();
+    Ok(Prediction {
+        model: s.model.name.clone(),
+        system: s.system.spec.name.clone(),
+        parallel: s.parallel.to_string(),
+        gpus: s.parallel.gpus(),
+        batch,
+        context,
+        provenance: prov,
+        tpot_ms: step.total * 1e3,
+        sol_tpot_ms: sol.total * 1e3,
+        throughput_tok_s: batch as f64 / step.total,
+        sol_throughput_tok_s: batch as f64 / sol.total,
+        breakdown_ms: breakdown_ms(&step.breakdown),
+        sol_breakdown_ms: breakdown_ms(&sol.breakdown),
+        allreduces_per_step: allreduces,
+        allreduce_bytes: batch as f64 / s.parallel.dp as f64 * s.model.config.hidden_size as f64 * 2.0,
+        kernels_per_step: kernels,
+        memory: s.memory(batch as f64, context as f64),
+        layers,
+        ops,
+    })
+}

@@ -11,7 +11,9 @@ fn main() {
     for kind in ["gpus", "interconnects", "systems", "models", "measured"] {
         let dir = root.join(kind);
         println!("cargo:rerun-if-changed={}", dir.display());
-        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
         let mut files: Vec<_> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "toml"))

@@ -65,7 +65,9 @@ pub fn line_of_field(text: &str, field: &str) -> Option<usize> {
             in_table = table.is_some_and(|t| t == name);
             continue;
         }
-        let Some((k, _)) = line.split_once('=') else { continue };
+        let Some((k, _)) = line.split_once('=') else {
+            continue;
+        };
         let k = k.trim().trim_matches('"');
         // dotted keys inside a table line, e.g. `gemm.bf16 = 0.7`
         let matches = k == key || k.ends_with(&format!(".{key}"));

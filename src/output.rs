@@ -19,7 +19,8 @@ pub enum Format {
 
 /// Pretty JSON of a record.
 pub fn json<T: Serialize>(v: &T) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut s =
+        serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     s.push('\n');
     s
 }
@@ -36,9 +37,21 @@ pub fn csv_field(s: &str) -> String {
 /// A CSV table from a header and rows.
 pub fn csv(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{}", header.iter().map(|h| csv_field(h)).collect::<Vec<_>>().join(","));
+    let _ = writeln!(
+        out,
+        "{}",
+        header
+            .iter()
+            .map(|h| csv_field(h))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
     for r in rows {
-        let _ = writeln!(out, "{}", r.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
+        let _ = writeln!(
+            out,
+            "{}",
+            r.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",")
+        );
     }
     out
 }
@@ -77,7 +90,10 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         }
         out.push('\n');
     };
-    line(&mut out, &header.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    line(
+        &mut out,
+        &header.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    );
     let total: usize = w.iter().sum::<usize>() + 2 * (n - 1);
     let _ = writeln!(out, "{}", "-".repeat(total));
     for r in rows {

@@ -22,7 +22,12 @@ pub struct Scenario<'a> {
 impl<'a> Scenario<'a> {
     pub fn new(model: &'a ModelSpec, system: &'a System, parallel: Parallel) -> Result<Self> {
         parallel.validate(model, system)?;
-        Ok(Scenario { model, system, parallel, params: CostParams::default_for(system) })
+        Ok(Scenario {
+            model,
+            system,
+            parallel,
+            params: CostParams::default_for(system),
+        })
     }
 
     pub fn evaluator(&self) -> Result<Evaluator<'a>> {
@@ -30,7 +35,12 @@ impl<'a> Scenario<'a> {
     }
 
     pub fn sol_evaluator(&self) -> Result<Evaluator<'a>> {
-        Evaluator::new(self.model, self.system, self.parallel, CostParams::speed_of_light())
+        Evaluator::new(
+            self.model,
+            self.system,
+            self.parallel,
+            CostParams::speed_of_light(),
+        )
     }
 
     pub fn memory(&self, batch: f64, context: f64) -> MemoryReport {
@@ -40,7 +50,10 @@ impl<'a> Scenario<'a> {
 
 /// Category → milliseconds, every category present (stable JSON keys).
 pub fn breakdown_ms(b: &Breakdown) -> BTreeMap<&'static str, f64> {
-    Category::ALL.iter().map(|c| (c.name(), b.get(*c) * 1e3)).collect()
+    Category::ALL
+        .iter()
+        .map(|c| (c.name(), b.get(*c) * 1e3))
+        .collect()
 }
 
 /// Weights and KV cache on one GPU, and what fits.
@@ -80,7 +93,11 @@ impl MemoryReport {
         let kv_tok = kv_bytes_per_token_per_gpu(s.model, &s.parallel);
         // Data-parallel attention replicas each cache only their own sequences.
         let dp = s.parallel.dp as f64;
-        let max_tokens = if budget > 0.0 && kv_tok > 0.0 { (budget / kv_tok).floor() * dp } else { 0.0 };
+        let max_tokens = if budget > 0.0 && kv_tok > 0.0 {
+            (budget / kv_tok).floor() * dp
+        } else {
+            0.0
+        };
         let needed = batch / dp * (context + 1.0) * kv_tok;
         MemoryReport {
             capacity_gb: cap / 1e9,
@@ -206,7 +223,11 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         .filter(|(o, _)| o.category == Category::Allreduce)
         .map(|(_, n)| *n)
         .sum();
-    let kernels = step.ops_with_counts().iter().map(|(o, n)| o.kernels * n).sum();
+    let kernels = step
+        .ops_with_counts()
+        .iter()
+        .map(|(o, n)| o.kernels * n)
+        .sum();
     Ok(Prediction {
         model: s.model.name.clone(),
         system: s.system.spec.name.clone(),
@@ -222,7 +243,9 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         breakdown_ms: breakdown_ms(&step.breakdown),
         sol_breakdown_ms: breakdown_ms(&sol.breakdown),
         allreduces_per_step: allreduces,
-        allreduce_bytes: batch as f64 / s.parallel.dp as f64 * s.model.config.hidden_size as f64 * 2.0,
+        allreduce_bytes: batch as f64 / s.parallel.dp as f64
+            * s.model.config.hidden_size as f64
+            * 2.0,
         kernels_per_step: kernels,
         memory: s.memory(batch as f64, context as f64),
         layers,

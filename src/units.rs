@@ -183,19 +183,50 @@ fn trim_float(v: f64) -> String {
 }
 
 fn fmt_bytes(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    fmt_si(v, &[(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B")], f)
+    fmt_si(
+        v,
+        &[
+            (1e12, "TB"),
+            (1e9, "GB"),
+            (1e6, "MB"),
+            (1e3, "KB"),
+            (1.0, "B"),
+        ],
+        f,
+    )
 }
 fn fmt_seconds(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    fmt_si(v, &[(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")], f)
+    fmt_si(
+        v,
+        &[(1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")],
+        f,
+    )
 }
 fn fmt_bw(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    fmt_si(v, &[(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")], f)
+    fmt_si(
+        v,
+        &[(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")],
+        f,
+    )
 }
 fn fmt_flops(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    fmt_si(v, &[(1e15, "PFLOPS"), (1e12, "TFLOPS"), (1e9, "GFLOPS"), (1.0, "FLOPS")], f)
+    fmt_si(
+        v,
+        &[
+            (1e15, "PFLOPS"),
+            (1e12, "TFLOPS"),
+            (1e9, "GFLOPS"),
+            (1.0, "FLOPS"),
+        ],
+        f,
+    )
 }
 fn fmt_hz(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    fmt_si(v, &[(1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz"), (1.0, "Hz")], f)
+    fmt_si(
+        v,
+        &[(1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz"), (1.0, "Hz")],
+        f,
+    )
 }
 
 quantity!(
@@ -258,9 +289,10 @@ impl<'de> Deserialize<'de> for Fraction {
                         "\"{s}\" is not a fraction; expected a number in 0..1 such as 0.8, or a percentage such as \"80 %\""
                     )));
                 };
-                p.trim().parse::<f64>().map_err(|_| {
-                    serde::de::Error::custom(format!("\"{s}\" is not a percentage"))
-                })? / 100.0
+                p.trim()
+                    .parse::<f64>()
+                    .map_err(|_| serde::de::Error::custom(format!("\"{s}\" is not a percentage")))?
+                    / 100.0
             }
         };
         if !(v > 0.0 && v <= 1.0) {

@@ -57,7 +57,11 @@ pub struct CollectiveCost {
 }
 
 impl CollectiveCost {
-    pub const ZERO: CollectiveCost = CollectiveCost { latency: 0.0, transfer: 0.0, algo: AllReduceAlgo::None };
+    pub const ZERO: CollectiveCost = CollectiveCost {
+        latency: 0.0,
+        transfer: 0.0,
+        algo: AllReduceAlgo::None,
+    };
     pub fn time(&self) -> f64 {
         self.latency + self.transfer
     }
@@ -99,7 +103,11 @@ fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
         NcclAlgorithm::Ring => &[NcclAlgorithm::Ring],
         NcclAlgorithm::Tree => &[NcclAlgorithm::Tree],
     };
-    let mut best = CollectiveCost { latency: f64::INFINITY, transfer: 0.0, algo: AllReduceAlgo::None };
+    let mut best = CollectiveCost {
+        latency: f64::INFINITY,
+        transfer: 0.0,
+        algo: AllReduceAlgo::None,
+    };
     for &algo in algos {
         let (base, step) = match algo {
             NcclAlgorithm::Tree => (link.nccl_base_latency.tree, link.nccl_step_latency.tree),
@@ -115,7 +123,11 @@ fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
                 _ => (base.simple.0, step.simple.0),
             };
             // Without P2P every hop is staged through host memory.
-            let s = if system.spec.p2p { s } else { s.max(hop_latency(system)) };
+            let s = if system.spec.p2p {
+                s
+            } else {
+                s.max(hop_latency(system))
+            };
             let latency = (b + steps * s) * p.collective_latency_scale;
             let transfer = bus_bytes / (bw * frac);
             if latency + transfer < best.time() {
@@ -169,22 +181,36 @@ pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collect
         AllReduceImpl::Custom => true,
         AllReduceImpl::VllmAuto => n == 2 || system.spec.topology == Topology::Nvswitch,
     };
-    if custom_allowed && bytes <= eng.custom_allreduce_max.0 {
+    let c = if custom_allowed && bytes <= eng.custom_allreduce_max.0 {
         custom_allreduce(system, bytes, n, p)
     } else {
         nccl_allreduce(system, bytes, n, p)
-    }
+    };
+    // No implementation beats the hardware: a fitted latency scale below 1 cannot take a
+    // collective under its speed-of-light time.
+    not_below(c, ideal_allreduce(system, bytes, n))
 }
 
-/// Speed of light: raw link rate, hop latency only, the better of ring and one-shot.
+/// Speed of light: raw link rate, hop latency only, the best of ring (`2(n−1)` hops),
+/// one-shot (one hop, `(n−1)·S` per link) and two-shot (two hops, `2(n−1)/n·S`).
 fn ideal_allreduce(system: &System, bytes: f64, n: u32) -> CollectiveCost {
     let raw = system.link.bandwidth_per_direction.0;
     let hop = system.link.p2p_latency.0;
     let nf = n as f64;
-    let ring = (2.0 * (nf - 1.0) * hop, 2.0 * (nf - 1.0) / nf * bytes / raw);
-    let one_shot = (hop, (nf - 1.0) * bytes / raw);
-    let (latency, transfer) = if ring.0 + ring.1 < one_shot.0 + one_shot.1 { ring } else { one_shot };
-    CollectiveCost { latency, transfer, algo: AllReduceAlgo::Ideal }
+    let candidates = [
+        (2.0 * (nf - 1.0) * hop, 2.0 * (nf - 1.0) / nf * bytes / raw),
+        (hop, (nf - 1.0) * bytes / raw),
+        (2.0 * hop, 2.0 * (nf - 1.0) / nf * bytes / raw),
+    ];
+    let (latency, transfer) = candidates
+        .into_iter()
+        .min_by(|a, b| (a.0 + a.1).total_cmp(&(b.0 + b.1)))
+        .unwrap_or((0.0, 0.0));
+    CollectiveCost {
+        latency,
+        transfer,
+        algo: AllReduceAlgo::Ideal,
+    }
 }
 
 /// All-to-all where each rank sends `bytes` in total, spread evenly over the other `n − 1`
@@ -195,20 +221,35 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
         return CollectiveCost::ZERO;
     }
     let nf = n as f64;
+    let ideal = CollectiveCost {
+        latency: system.link.p2p_latency.0,
+        transfer: (nf - 1.0) / nf * bytes / system.link.bandwidth_per_direction.0,
+        algo: AllReduceAlgo::Ideal,
+    };
     if p.is_sol() {
-        let raw = system.link.bandwidth_per_direction.0;
-        return CollectiveCost {
-            latency: system.link.p2p_latency.0,
-            transfer: (nf - 1.0) / nf * bytes / raw,
-            algo: AllReduceAlgo::Ideal,
-        };
+        return ideal;
     }
     let bw = link_bandwidth(system, n) * p.link_efficiency;
     let base = system.link.nccl_base_latency.ring.simple.0;
-    CollectiveCost {
-        latency: (base + (nf - 1.0) * hop_latency(system)) * p.collective_latency_scale,
-        transfer: (nf - 1.0) / nf * bytes / bw,
-        algo: AllReduceAlgo::NcclRing(NcclProtocol::Simple),
+    not_below(
+        CollectiveCost {
+            latency: (base + (nf - 1.0) * hop_latency(system)) * p.collective_latency_scale,
+            transfer: (nf - 1.0) / nf * bytes / bw,
+            algo: AllReduceAlgo::NcclRing(NcclProtocol::Simple),
+        },
+        ideal,
+    )
+}
+
+/// A modelled collective, never faster than its ideal counterpart.
+fn not_below(c: CollectiveCost, ideal: CollectiveCost) -> CollectiveCost {
+    if c.time() < ideal.time() {
+        CollectiveCost {
+            algo: c.algo,
+            ..ideal
+        }
+    } else {
+        c
     }
 }
 
@@ -217,18 +258,22 @@ pub fn send_recv(system: &System, bytes: f64, p: &CostParams) -> CollectiveCost 
     if bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
+    let ideal = CollectiveCost {
+        latency: system.link.p2p_latency.0,
+        transfer: bytes / system.link.bandwidth_per_direction.0,
+        algo: AllReduceAlgo::Ideal,
+    };
     if p.is_sol() {
-        return CollectiveCost {
-            latency: system.link.p2p_latency.0,
-            transfer: bytes / system.link.bandwidth_per_direction.0,
-            algo: AllReduceAlgo::Ideal,
-        };
+        return ideal;
     }
     let bw = link_bandwidth(system, system.spec.gpu_count) * p.link_efficiency;
     let base = system.link.nccl_base_latency.ring.simple.0;
-    CollectiveCost {
-        latency: (base + hop_latency(system)) * p.collective_latency_scale,
-        transfer: bytes / bw,
-        algo: AllReduceAlgo::NcclRing(NcclProtocol::Simple),
-    }
+    not_below(
+        CollectiveCost {
+            latency: (base + hop_latency(system)) * p.collective_latency_scale,
+            transfer: bytes / bw,
+            algo: AllReduceAlgo::NcclRing(NcclProtocol::Simple),
+        },
+        ideal,
+    )
 }

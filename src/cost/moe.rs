@@ -66,10 +66,20 @@ mod tests {
 
     #[test]
     fn formula_matches_monte_carlo() {
-        for &(e, k, b) in &[(384, 8, 1), (384, 8, 16), (384, 8, 128), (256, 8, 64), (8, 2, 3), (128, 4, 512)] {
+        for &(e, k, b) in &[
+            (384, 8, 1),
+            (384, 8, 16),
+            (384, 8, 128),
+            (256, 8, 64),
+            (8, 2, 3),
+            (128, 4, 512),
+        ] {
             let mc = monte_carlo(e, k, b, 4000);
             let f = expected_experts_touched(e as f64, k as f64, b as f64);
-            assert!((mc - f).abs() / f < 0.01, "E={e} k={k} B={b}: formula {f} vs Monte-Carlo {mc}");
+            assert!(
+                (mc - f).abs() / f < 0.01,
+                "E={e} k={k} B={b}: formula {f} vs Monte-Carlo {mc}"
+            );
         }
     }
 

@@ -35,8 +35,16 @@ impl Bound {
 /// that attains `flops_per_s` and `bytes_per_s` (both already multiplied by efficiencies).
 #[inline]
 pub fn roofline(flops: f64, bytes: f64, flops_per_s: f64, bytes_per_s: f64) -> (f64, Bound) {
-    let tc = if flops > 0.0 { flops / flops_per_s } else { 0.0 };
-    let tm = if bytes > 0.0 { bytes / bytes_per_s } else { 0.0 };
+    let tc = if flops > 0.0 {
+        flops / flops_per_s
+    } else {
+        0.0
+    };
+    let tm = if bytes > 0.0 {
+        bytes / bytes_per_s
+    } else {
+        0.0
+    };
     if tc > tm {
         (tc, Bound::Compute)
     } else {

@@ -23,7 +23,12 @@ pub struct Parallel {
 
 impl Parallel {
     pub fn tp(n: u32) -> Parallel {
-        Parallel { tp: n, ep: 1, pp: 1, dp: 1 }
+        Parallel {
+            tp: n,
+            ep: 1,
+            pp: 1,
+            dp: 1,
+        }
     }
 
     /// GPUs the layout occupies.
@@ -37,18 +42,26 @@ impl Parallel {
     }
 
     /// Build from optional overrides: unspecified `tp` fills the system's GPUs.
-    pub fn resolve(system: &System, tp: Option<u32>, ep: Option<u32>, pp: Option<u32>, dp: Option<u32>) -> Result<Parallel> {
+    pub fn resolve(
+        system: &System,
+        tp: Option<u32>,
+        ep: Option<u32>,
+        pp: Option<u32>,
+        dp: Option<u32>,
+    ) -> Result<Parallel> {
         let n = system.spec.gpu_count;
         let pp = pp.unwrap_or(1);
         let dp = dp.unwrap_or(1);
         let ep = ep.unwrap_or(1);
         if pp == 0 || dp == 0 || ep == 0 || tp == Some(0) {
-            return Err(Error::Scenario("parallel degrees must be at least 1".into()));
+            return Err(Error::Scenario(
+                "parallel degrees must be at least 1".into(),
+            ));
         }
         let tp = match tp {
             Some(t) => t,
             None => {
-                if n % (pp * dp) != 0 {
+                if !n.is_multiple_of(pp * dp) {
                     return Err(Error::Scenario(format!(
                         "pp {pp} × dp {dp} does not divide the system's {n} GPUs; give --tp explicitly"
                     )));
@@ -71,28 +84,42 @@ impl Parallel {
             ));
         }
         let heads = model.config.num_attention_heads;
-        if heads % self.tp != 0 {
-            return bad(format!("tp {} does not divide the model's {heads} attention heads", self.tp));
+        if !heads.is_multiple_of(self.tp) {
+            return bad(format!(
+                "tp {} does not divide the model's {heads} attention heads",
+                self.tp
+            ));
         }
         if let Attention::Gqa { kv_heads, .. } = model.attention() {
-            if kv_heads % self.tp != 0 && self.tp % kv_heads != 0 {
-                return bad(format!("tp {} and the model's {kv_heads} KV heads do not divide one another", self.tp));
+            if !kv_heads.is_multiple_of(self.tp) && !self.tp.is_multiple_of(kv_heads) {
+                return bad(format!(
+                    "tp {} and the model's {kv_heads} KV heads do not divide one another",
+                    self.tp
+                ));
             }
         }
         if self.pp > model.config.num_hidden_layers {
-            return bad(format!("pp {} exceeds the model's {} layers", self.pp, model.config.num_hidden_layers));
+            return bad(format!(
+                "pp {} exceeds the model's {} layers",
+                self.pp, model.config.num_hidden_layers
+            ));
         }
-        if (self.tp * self.dp) % self.ep != 0 {
-            return bad(format!("ep {} does not divide tp × dp = {}", self.ep, self.tp * self.dp));
+        if !(self.tp * self.dp).is_multiple_of(self.ep) {
+            return bad(format!(
+                "ep {} does not divide tp × dp = {}",
+                self.ep,
+                self.tp * self.dp
+            ));
         }
         match model.moe() {
-            Some(m) => {
-                if m.experts % self.ep != 0 {
-                    return bad(format!("ep {} does not divide the model's {} experts", self.ep, m.experts));
-                }
+            Some(m) if !m.experts.is_multiple_of(self.ep) => {
+                return bad(format!(
+                    "ep {} does not divide the model's {} experts",
+                    self.ep, m.experts
+                ));
             }
             None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
-            None => {}
+            _ => {}
         }
         Ok(())
     }
@@ -118,7 +145,12 @@ impl std::str::FromStr for Parallel {
     type Err = String;
     /// `tp8`, `tp4ep2`, `pp2tp4`, `tp8ep8dp8`: degrees in any order, missing ones are 1.
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let mut p = Parallel { tp: 1, ep: 1, pp: 1, dp: 1 };
+        let mut p = Parallel {
+            tp: 1,
+            ep: 1,
+            pp: 1,
+            dp: 1,
+        };
         let mut rest = s.trim();
         if rest.is_empty() {
             return Err("empty layout; expected e.g. tp8, tp4ep2, pp2tp4".into());
@@ -138,7 +170,11 @@ impl std::str::FromStr for Parallel {
                 "ep" => p.ep = v,
                 "pp" => p.pp = v,
                 "dp" => p.dp = v,
-                _ => return Err(format!("bad layout \"{s}\": unknown degree \"{key}\"; expected tp, ep, pp or dp")),
+                _ => {
+                    return Err(format!(
+                        "bad layout \"{s}\": unknown degree \"{key}\"; expected tp, ep, pp or dp"
+                    ))
+                }
             }
         }
         Ok(p)
@@ -169,13 +205,23 @@ pub struct Pass {
 impl Pass {
     /// Plain decode: `batch` sequences, one new token each, `context` cached tokens.
     pub fn decode(batch: f64, context: f64) -> Pass {
-        Pass { phase: Phase::Decode, sequences: batch, tokens_per_sequence: 1.0, context }
+        Pass {
+            phase: Phase::Decode,
+            sequences: batch,
+            tokens_per_sequence: 1.0,
+            context,
+        }
     }
 
     /// Prefill of `sequences` prompts of `prompt` tokens with `context` tokens already cached
     /// (0 for a fresh prompt; the previous chunks for chunked prefill).
     pub fn prefill(sequences: f64, prompt: f64, context: f64) -> Pass {
-        Pass { phase: Phase::Prefill, sequences, tokens_per_sequence: prompt, context }
+        Pass {
+            phase: Phase::Prefill,
+            sequences,
+            tokens_per_sequence: prompt,
+            context,
+        }
     }
 
     pub fn tokens(&self) -> f64 {

@@ -103,7 +103,12 @@ impl<'a> Device<'a> {
                 unfused[format_slot(*f)] = true;
             }
         }
-        Device { system, params, mem_bw: system.gpu.memory_bandwidth.0 * params.memory_efficiency, unfused }
+        Device {
+            system,
+            params,
+            mem_bw: system.gpu.memory_bandwidth.0 * params.memory_efficiency,
+            unfused,
+        }
     }
 
     /// Math dtype a weight format's GEMM runs in on this GPU: native low precision where the
@@ -122,7 +127,12 @@ impl<'a> Device<'a> {
 
     fn peak(&self, d: MathDtype) -> f64 {
         // validate() guarantees a BF16 peak; other dtypes fall back to it through math_of.
-        self.system.gpu.peak(d).or(self.system.gpu.dense_peak.bf16).map(|p| p.0).unwrap_or(1.0)
+        self.system
+            .gpu
+            .peak(d)
+            .or(self.system.gpu.dense_peak.bf16)
+            .map(|p| p.0)
+            .unwrap_or(1.0)
     }
 
     fn with_overhead(&self, mut op: OpCost) -> OpCost {
@@ -139,86 +149,210 @@ impl<'a> Device<'a> {
     /// elements on this GPU). Pushes a separate cast pass first when the engine does not
     /// fuse this format's dequantization.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm(&self, out: &mut Vec<OpCost>, name: &'static str, cat: Category, m: f64, n: f64, k: f64, fmt: WeightFormat, kernels: u32) {
+    pub fn gemm(
+        &self,
+        out: &mut Vec<OpCost>,
+        name: &'static str,
+        cat: Category,
+        m: f64,
+        n: f64,
+        k: f64,
+        fmt: WeightFormat,
+        kernels: u32,
+    ) {
         let elems = n * k;
-        let (weight_bytes, kind) = if self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16 {
-            let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
-            let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
-            out.push(self.with_overhead(OpCost {
-                name: "dequant_cast",
-                category: Category::Dequant,
-                flops: 0.0,
-                bytes: cast_bytes,
-                time: t,
-                overhead: 0.0,
-                bound: b,
-                kernels: 1,
-                math: None,
-            }));
-            (elems * 2.0, FormatKind::Bf16)
-        } else {
-            (elems * fmt.bytes_per_weight(), fmt.kind)
-        };
+        let (weight_bytes, kind) =
+            if self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16 {
+                let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
+                let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
+                out.push(self.with_overhead(OpCost {
+                    name: "dequant_cast",
+                    category: Category::Dequant,
+                    flops: 0.0,
+                    bytes: cast_bytes,
+                    time: t,
+                    overhead: 0.0,
+                    bound: b,
+                    kernels: 1,
+                    math: None,
+                }));
+                (elems * 2.0, FormatKind::Bf16)
+            } else {
+                (elems * fmt.bytes_per_weight(), fmt.kind)
+            };
         let math = self.math_of(kind);
         let flops = 2.0 * m * n * k;
         let bytes = weight_bytes + (m * k + m * n) * 2.0;
-        let (t, b) = roofline(flops, bytes, self.peak(math) * self.params.gemm(kind), self.mem_bw);
-        out.push(self.with_overhead(OpCost { name, category: cat, flops, bytes, time: t, overhead: 0.0, bound: b, kernels, math: Some(math.name()) }));
+        let (t, b) = roofline(
+            flops,
+            bytes,
+            self.peak(math) * self.params.gemm(kind),
+            self.mem_bw,
+        );
+        out.push(self.with_overhead(OpCost {
+            name,
+            category: cat,
+            flops,
+            bytes,
+            time: t,
+            overhead: 0.0,
+            bound: b,
+            kernels,
+            math: Some(math.name()),
+        }));
     }
 
     /// A memory-bound elementwise op (norm, activation, rotary, top-k).
-    pub fn elementwise(&self, out: &mut Vec<OpCost>, name: &'static str, cat: Category, bytes: f64, flops: f64, kernels: u32) {
+    pub fn elementwise(
+        &self,
+        out: &mut Vec<OpCost>,
+        name: &'static str,
+        cat: Category,
+        bytes: f64,
+        flops: f64,
+        kernels: u32,
+    ) {
         let (t, b) = roofline(flops, bytes, self.peak(MathDtype::Bf16), self.mem_bw);
-        out.push(self.with_overhead(OpCost { name, category: cat, flops, bytes, time: t, overhead: 0.0, bound: b, kernels, math: None }));
+        out.push(self.with_overhead(OpCost {
+            name,
+            category: cat,
+            flops,
+            bytes,
+            time: t,
+            overhead: 0.0,
+            bound: b,
+            kernels,
+            math: None,
+        }));
     }
 
-    pub fn collective(&self, out: &mut Vec<OpCost>, name: &'static str, cat: Category, c: CollectiveCost, bytes: f64) {
+    pub fn collective(
+        &self,
+        out: &mut Vec<OpCost>,
+        name: &'static str,
+        cat: Category,
+        c: CollectiveCost,
+        bytes: f64,
+    ) {
         if c.time() <= 0.0 {
             return;
         }
-        let bound = if c.latency >= c.transfer { Bound::Latency } else { Bound::Link };
-        out.push(self.with_overhead(OpCost { name, category: cat, flops: 0.0, bytes, time: c.time(), overhead: 0.0, bound, kernels: 1, math: None }));
+        let bound = if c.latency >= c.transfer {
+            Bound::Latency
+        } else {
+            Bound::Link
+        };
+        out.push(self.with_overhead(OpCost {
+            name,
+            category: cat,
+            flops: 0.0,
+            bytes,
+            time: c.time(),
+            overhead: 0.0,
+            bound,
+            kernels: 1,
+            math: None,
+        }));
     }
 
     /// Attention kernel over the KV cache.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_kernel(&self, out: &mut Vec<OpCost>, name: &'static str, flops: f64, bytes: f64, kernels: u32) {
+    pub fn attention_kernel(
+        &self,
+        out: &mut Vec<OpCost>,
+        name: &'static str,
+        flops: f64,
+        bytes: f64,
+        kernels: u32,
+    ) {
         let peak = self.peak(MathDtype::Bf16) * self.params.attention_efficiency;
         let (t, b) = roofline(flops, bytes, peak, self.mem_bw);
-        out.push(self.with_overhead(OpCost { name, category: Category::Attention, flops, bytes, time: t, overhead: 0.0, bound: b, kernels, math: Some("bf16") }));
+        out.push(self.with_overhead(OpCost {
+            name,
+            category: Category::Attention,
+            flops,
+            bytes,
+            time: t,
+            overhead: 0.0,
+            bound: b,
+            kernels,
+            math: Some("bf16"),
+        }));
     }
 
     /// Routed experts as the fused MoE kernel runs them: every touched local expert's weights
     /// are read once; each routed token does 3 GEMV/GEMMs through its expert's slice.
     #[allow(clippy::too_many_arguments)]
-    pub fn moe_experts(&self, out: &mut Vec<OpCost>, touched: f64, expert_elems: f64, routed_tokens: f64, h: f64, ie_local: f64, fmt: WeightFormat) {
+    pub fn moe_experts(
+        &self,
+        out: &mut Vec<OpCost>,
+        touched: f64,
+        expert_elems: f64,
+        routed_tokens: f64,
+        h: f64,
+        ie_local: f64,
+        fmt: WeightFormat,
+    ) {
         let elems = touched * expert_elems;
-        let (weight_bytes, kind) = if self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16 {
-            let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
-            let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
-            out.push(self.with_overhead(OpCost { name: "experts_dequant_cast", category: Category::Dequant, flops: 0.0, bytes: cast_bytes, time: t, overhead: 0.0, bound: b, kernels: 1, math: None }));
-            (elems * 2.0, FormatKind::Bf16)
-        } else {
-            (elems * fmt.bytes_per_weight(), fmt.kind)
-        };
+        let (weight_bytes, kind) =
+            if self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16 {
+                let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
+                let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
+                out.push(self.with_overhead(OpCost {
+                    name: "experts_dequant_cast",
+                    category: Category::Dequant,
+                    flops: 0.0,
+                    bytes: cast_bytes,
+                    time: t,
+                    overhead: 0.0,
+                    bound: b,
+                    kernels: 1,
+                    math: None,
+                }));
+                (elems * 2.0, FormatKind::Bf16)
+            } else {
+                (elems * fmt.bytes_per_weight(), fmt.kind)
+            };
         let math = self.math_of(kind);
         let flops = 2.0 * routed_tokens * expert_elems;
         let act_bytes = routed_tokens * (2.0 * h + 3.0 * ie_local) * 2.0;
-        let (t, b) = roofline(flops, weight_bytes + act_bytes, self.peak(math) * self.params.gemm(kind), self.mem_bw);
+        let (t, b) = roofline(
+            flops,
+            weight_bytes + act_bytes,
+            self.peak(math) * self.params.gemm(kind),
+            self.mem_bw,
+        );
         // align/sort, gate_up, activation, down, weighted sum
-        out.push(self.with_overhead(OpCost { name: "routed_experts", category: Category::Moe, flops, bytes: weight_bytes + act_bytes, time: t, overhead: 0.0, bound: b, kernels: 5, math: Some(math.name()) }));
+        out.push(self.with_overhead(OpCost {
+            name: "routed_experts",
+            category: Category::Moe,
+            flops,
+            bytes: weight_bytes + act_bytes,
+            time: t,
+            overhead: 0.0,
+            bound: b,
+            kernels: 5,
+            math: Some(math.name()),
+        }));
     }
-
 }
 
 impl<'a> Evaluator<'a> {
-    pub fn new(model: &'a ModelSpec, system: &'a System, par: Parallel, params: CostParams) -> Result<Self> {
+    pub fn new(
+        model: &'a ModelSpec,
+        system: &'a System,
+        par: Parallel,
+        params: CostParams,
+    ) -> Result<Self> {
         par.validate(model, system)?;
         let mut classes: Vec<LayerClass> = Vec::new();
         let mut layer_class = Vec::with_capacity(model.config.num_hidden_layers as usize);
         let dense = model.dense_layers();
         for i in 0..model.config.num_hidden_layers {
-            let c = LayerClass { moe: i >= dense, window: model.window_of_layer(i) };
+            let c = LayerClass {
+                moe: i >= dense,
+                window: model.window_of_layer(i),
+            };
             let idx = match classes.iter().position(|x| *x == c) {
                 Some(p) => p,
                 None => {
@@ -228,7 +362,15 @@ impl<'a> Evaluator<'a> {
             };
             layer_class.push(idx);
         }
-        Ok(Evaluator { model, system, par, params, device: Device::new(system, params), classes, layer_class })
+        Ok(Evaluator {
+            model,
+            system,
+            par,
+            params,
+            device: Device::new(system, params),
+            classes,
+            layer_class,
+        })
     }
 
     /// Operators of one layer of `class` for `pass`, on one GPU.
@@ -250,25 +392,104 @@ impl<'a> Evaluator<'a> {
         let cached = pass.context + new;
         let attn_fmt = q.attention();
 
-        self.device.elementwise(out, "input_layernorm", Category::Other, tokens * h * 2.0 * 3.0, tokens * h * 4.0, 1);
+        self.device.elementwise(
+            out,
+            "input_layernorm",
+            Category::Other,
+            tokens * h * 2.0 * 3.0,
+            tokens * h * 4.0,
+            1,
+        );
         match m.attention() {
-            Attention::Mla { q_lora_rank, kv_lora_rank, nope, rope, v } => {
+            Attention::Mla {
+                q_lora_rank,
+                kv_lora_rank,
+                nope,
+                rope,
+                v,
+            } => {
                 let (kv, nope, rope, v) = (kv_lora_rank as f64, nope as f64, rope as f64, v as f64);
                 match q_lora_rank {
                     Some(r) => {
                         let r = r as f64;
-                        self.device.gemm(out, "q_a_proj", Category::Gemm, tokens, r, h, attn_fmt, 1);
-                        self.device.gemm(out, "kv_a_proj_with_mqa", Category::Gemm, tokens, kv + rope, h, attn_fmt, 1);
-                        self.device.elementwise(out, "q_kv_a_layernorm", Category::Other, tokens * (r + kv) * 2.0 * 2.0, tokens * (r + kv) * 4.0, 2);
-                        self.device.gemm(out, "q_b_proj", Category::Gemm, tokens, heads * (nope + rope), r, attn_fmt, 1);
+                        self.device.gemm(
+                            out,
+                            "q_a_proj",
+                            Category::Gemm,
+                            tokens,
+                            r,
+                            h,
+                            attn_fmt,
+                            1,
+                        );
+                        self.device.gemm(
+                            out,
+                            "kv_a_proj_with_mqa",
+                            Category::Gemm,
+                            tokens,
+                            kv + rope,
+                            h,
+                            attn_fmt,
+                            1,
+                        );
+                        self.device.elementwise(
+                            out,
+                            "q_kv_a_layernorm",
+                            Category::Other,
+                            tokens * (r + kv) * 2.0 * 2.0,
+                            tokens * (r + kv) * 4.0,
+                            2,
+                        );
+                        self.device.gemm(
+                            out,
+                            "q_b_proj",
+                            Category::Gemm,
+                            tokens,
+                            heads * (nope + rope),
+                            r,
+                            attn_fmt,
+                            1,
+                        );
                     }
                     None => {
-                        self.device.gemm(out, "kv_a_proj_with_mqa", Category::Gemm, tokens, kv + rope, h, attn_fmt, 1);
-                        self.device.elementwise(out, "kv_a_layernorm", Category::Other, tokens * kv * 2.0 * 2.0, tokens * kv * 4.0, 1);
-                        self.device.gemm(out, "q_proj", Category::Gemm, tokens, heads * (nope + rope), h, attn_fmt, 1);
+                        self.device.gemm(
+                            out,
+                            "kv_a_proj_with_mqa",
+                            Category::Gemm,
+                            tokens,
+                            kv + rope,
+                            h,
+                            attn_fmt,
+                            1,
+                        );
+                        self.device.elementwise(
+                            out,
+                            "kv_a_layernorm",
+                            Category::Other,
+                            tokens * kv * 2.0 * 2.0,
+                            tokens * kv * 4.0,
+                            1,
+                        );
+                        self.device.gemm(
+                            out,
+                            "q_proj",
+                            Category::Gemm,
+                            tokens,
+                            heads * (nope + rope),
+                            h,
+                            attn_fmt,
+                            1,
+                        );
                     }
                 }
-                self.device.elementwise(out, "rotary_emb", Category::Other, tokens * (heads + 1.0) * rope * 2.0 * 2.0, tokens * heads * rope * 6.0, 1);
+                self.device.elementwise(
+                    out,
+                    "rotary_emb",
+                    Category::Other,
+                    tokens * (heads + 1.0) * rope * 2.0 * 2.0,
+                    tokens * heads * rope * 6.0,
+                    1,
+                );
                 // DSA: attend only to the indexer's top-k positions, after the indexer scores all.
                 let (span_eff, cached_eff) = match c.index_topk {
                     Some(k) => {
@@ -277,7 +498,8 @@ impl<'a> Evaluator<'a> {
                         let id = c.index_head_dim.unwrap_or(128) as f64;
                         let flops = 2.0 * tokens * ih * cached * id;
                         let bytes = seqs * cached * id * kvb + tokens * ih * id * 2.0;
-                        self.device.attention_kernel(out, "dsa_indexer", flops, bytes, 2);
+                        self.device
+                            .attention_kernel(out, "dsa_indexer", flops, bytes, 2);
                         (span.min(k), cached.min(k + new))
                     }
                     None => (span, cached),
@@ -286,53 +508,152 @@ impl<'a> Evaluator<'a> {
                     Phase::Decode => {
                         // Absorbed form: attention in the 512+64 latent space, W_UK / W_UV
                         // folded into per-head batched matmuls.
-                        self.device.gemm(out, "w_uk_absorbed", Category::Gemm, tokens, heads * kv, nope, attn_fmt, 1);
-                        let flops = 2.0 * tokens * heads * span_eff * (kv + rope) + 2.0 * tokens * heads * span_eff * kv;
-                        let bytes = seqs * cached_eff * (kv + rope) * kvb + tokens * (kv + rope) * kvb + tokens * heads * (2.0 * kv + rope) * 2.0;
-                        self.device.attention_kernel(out, "mla_decode_attention", flops, bytes, 3);
-                        self.device.gemm(out, "w_uv_absorbed", Category::Gemm, tokens, heads * v, kv, attn_fmt, 1);
+                        self.device.gemm(
+                            out,
+                            "w_uk_absorbed",
+                            Category::Gemm,
+                            tokens,
+                            heads * kv,
+                            nope,
+                            attn_fmt,
+                            1,
+                        );
+                        let flops = 2.0 * tokens * heads * span_eff * (kv + rope)
+                            + 2.0 * tokens * heads * span_eff * kv;
+                        let bytes = seqs * cached_eff * (kv + rope) * kvb
+                            + tokens * (kv + rope) * kvb
+                            + tokens * heads * (2.0 * kv + rope) * 2.0;
+                        self.device
+                            .attention_kernel(out, "mla_decode_attention", flops, bytes, 3);
+                        self.device.gemm(
+                            out,
+                            "w_uv_absorbed",
+                            Category::Gemm,
+                            tokens,
+                            heads * v,
+                            kv,
+                            attn_fmt,
+                            1,
+                        );
                     }
                     Phase::Prefill => {
                         // Expanded form: kv_b_proj materialises per-head K/V for every cached token.
                         let rows = seqs * cached;
-                        self.device.gemm(out, "kv_b_proj", Category::Gemm, rows, heads * (nope + v), kv, attn_fmt, 1);
+                        self.device.gemm(
+                            out,
+                            "kv_b_proj",
+                            Category::Gemm,
+                            rows,
+                            heads * (nope + v),
+                            kv,
+                            attn_fmt,
+                            1,
+                        );
                         let flops = 2.0 * tokens * heads * span_eff * (nope + rope + v);
-                        let bytes = rows * heads * (nope + rope + v) * 2.0 + tokens * heads * (nope + rope + v) * 2.0 + tokens * (kv + rope) * kvb;
-                        self.device.attention_kernel(out, "mla_prefill_attention", flops, bytes, 2);
+                        let bytes = rows * heads * (nope + rope + v) * 2.0
+                            + tokens * heads * (nope + rope + v) * 2.0
+                            + tokens * (kv + rope) * kvb;
+                        self.device
+                            .attention_kernel(out, "mla_prefill_attention", flops, bytes, 2);
                     }
                 }
-                self.device.gemm(out, "o_proj", Category::Gemm, tokens, h, heads * v, attn_fmt, 1);
+                self.device.gemm(
+                    out,
+                    "o_proj",
+                    Category::Gemm,
+                    tokens,
+                    h,
+                    heads * v,
+                    attn_fmt,
+                    1,
+                );
             }
             Attention::Gqa { kv_heads, head_dim } => {
                 let d = head_dim as f64;
                 let kv_local = (kv_heads as f64 / tp).max(1.0);
-                self.device.gemm(out, "qkv_proj", Category::Gemm, tokens, (heads + 2.0 * kv_local) * d, h, attn_fmt, 1);
-                self.device.elementwise(out, "rotary_emb", Category::Other, tokens * (heads + kv_local) * d * 2.0 * 2.0, tokens * (heads + kv_local) * d * 3.0, 1);
+                self.device.gemm(
+                    out,
+                    "qkv_proj",
+                    Category::Gemm,
+                    tokens,
+                    (heads + 2.0 * kv_local) * d,
+                    h,
+                    attn_fmt,
+                    1,
+                );
+                self.device.elementwise(
+                    out,
+                    "rotary_emb",
+                    Category::Other,
+                    tokens * (heads + kv_local) * d * 2.0 * 2.0,
+                    tokens * (heads + kv_local) * d * 3.0,
+                    1,
+                );
                 let (span_eff, cached_eff) = match class.window {
                     Some(w) => (span.min(w as f64), cached.min(w as f64 + new)),
                     None => (span, cached),
                 };
                 let flops = 4.0 * tokens * heads * span_eff * d;
-                let bytes = seqs * cached_eff * 2.0 * kv_local * d * kvb + tokens * 2.0 * kv_local * d * kvb + tokens * heads * d * 2.0 * 2.0;
+                let bytes = seqs * cached_eff * 2.0 * kv_local * d * kvb
+                    + tokens * 2.0 * kv_local * d * kvb
+                    + tokens * heads * d * 2.0 * 2.0;
                 let name = match pass.phase {
                     Phase::Decode => "decode_attention",
                     Phase::Prefill => "prefill_attention",
                 };
                 self.device.attention_kernel(out, name, flops, bytes, 2);
-                self.device.gemm(out, "o_proj", Category::Gemm, tokens, h, heads * d, attn_fmt, 1);
+                self.device.gemm(
+                    out,
+                    "o_proj",
+                    Category::Gemm,
+                    tokens,
+                    h,
+                    heads * d,
+                    attn_fmt,
+                    1,
+                );
             }
         }
         let ar_bytes = tokens * h * 2.0;
-        self.device.collective(out, "allreduce_attn", Category::Allreduce, collective::allreduce(self.system, ar_bytes, par.tp, &self.params), ar_bytes);
-        self.device.elementwise(out, "post_attention_layernorm", Category::Other, tokens * h * 2.0 * 3.0, tokens * h * 4.0, 1);
+        self.device.collective(
+            out,
+            "allreduce_attn",
+            Category::Allreduce,
+            collective::allreduce(self.system, ar_bytes, par.tp, &self.params),
+            ar_bytes,
+        );
+        self.device.elementwise(
+            out,
+            "post_attention_layernorm",
+            Category::Other,
+            tokens * h * 2.0 * 3.0,
+            tokens * h * 4.0,
+            1,
+        );
 
         match (class.moe, m.moe()) {
             (true, Some(moe)) => {
                 let e = moe.experts as f64;
                 let k = moe.top_k as f64;
                 let ie = moe.expert_intermediate as f64;
-                self.device.gemm(out, "router_gate", Category::Moe, tokens, e, h, q.router(), 1);
-                self.device.elementwise(out, "router_topk", Category::Moe, tokens * e * 4.0 * 2.0, tokens * e * 8.0, 2);
+                self.device.gemm(
+                    out,
+                    "router_gate",
+                    Category::Moe,
+                    tokens,
+                    e,
+                    h,
+                    q.router(),
+                    1,
+                );
+                self.device.elementwise(
+                    out,
+                    "router_topk",
+                    Category::Moe,
+                    tokens * e * 4.0 * 2.0,
+                    tokens * e * 8.0,
+                    2,
+                );
                 // Tokens of every data-parallel replica reach the experts.
                 let all_tokens = pass.tokens();
                 let ep = par.ep as f64;
@@ -342,35 +663,93 @@ impl<'a> Evaluator<'a> {
                 let routed_tokens = all_tokens * k / ep;
                 let fmt = q.routed_experts();
                 let expert_elems = 3.0 * h * ie / moe_tp;
-                self.device.moe_experts(out, touched.min(local_experts), expert_elems, routed_tokens, h, ie / moe_tp, fmt);
+                self.device.moe_experts(
+                    out,
+                    touched.min(local_experts),
+                    expert_elems,
+                    routed_tokens,
+                    h,
+                    ie / moe_tp,
+                    fmt,
+                );
                 if moe.shared > 0 {
                     let si = ie * moe.shared as f64 / tp;
-                    self.device.gemm(out, "shared_gate_up", Category::Moe, tokens, 2.0 * si, h, q.shared_experts(), 1);
-                    self.device.elementwise(out, "shared_act", Category::Moe, tokens * si * 2.0 * 3.0, tokens * si * 4.0, 1);
-                    self.device.gemm(out, "shared_down", Category::Moe, tokens, h, si, q.shared_experts(), 1);
+                    self.device.gemm(
+                        out,
+                        "shared_gate_up",
+                        Category::Moe,
+                        tokens,
+                        2.0 * si,
+                        h,
+                        q.shared_experts(),
+                        1,
+                    );
+                    self.device.elementwise(
+                        out,
+                        "shared_act",
+                        Category::Moe,
+                        tokens * si * 2.0 * 3.0,
+                        tokens * si * 4.0,
+                        1,
+                    );
+                    self.device.gemm(
+                        out,
+                        "shared_down",
+                        Category::Moe,
+                        tokens,
+                        h,
+                        si,
+                        q.shared_experts(),
+                        1,
+                    );
                 }
                 if par.dp > 1 {
                     let n = par.tp * par.dp;
                     let bytes = tokens * k.min(ep) * h * 2.0;
                     let c = collective::all_to_all(self.system, bytes, n, &self.params);
-                    self.device.collective(out, "moe_dispatch", Category::Alltoall, c, bytes);
-                    self.device.collective(out, "moe_combine", Category::Alltoall, c, bytes);
+                    self.device
+                        .collective(out, "moe_dispatch", Category::Alltoall, c, bytes);
+                    self.device
+                        .collective(out, "moe_combine", Category::Alltoall, c, bytes);
                 } else {
                     let c = collective::allreduce(self.system, ar_bytes, par.tp, &self.params);
-                    self.device.collective(out, "allreduce_moe", Category::Allreduce, c, ar_bytes);
+                    self.device
+                        .collective(out, "allreduce_moe", Category::Allreduce, c, ar_bytes);
                 }
             }
             _ => {
                 let i = c.intermediate_size.unwrap_or(0) as f64 / tp;
                 let fmt = q.dense_mlp();
-                self.device.gemm(out, "gate_up_proj", Category::Gemm, tokens, 2.0 * i, h, fmt, 1);
-                self.device.elementwise(out, "act_and_mul", Category::Other, tokens * i * 2.0 * 3.0, tokens * i * 4.0, 1);
-                self.device.gemm(out, "down_proj", Category::Gemm, tokens, h, i, fmt, 1);
-                self.device.collective(out, "allreduce_mlp", Category::Allreduce, collective::allreduce(self.system, ar_bytes, par.tp, &self.params), ar_bytes);
+                self.device.gemm(
+                    out,
+                    "gate_up_proj",
+                    Category::Gemm,
+                    tokens,
+                    2.0 * i,
+                    h,
+                    fmt,
+                    1,
+                );
+                self.device.elementwise(
+                    out,
+                    "act_and_mul",
+                    Category::Other,
+                    tokens * i * 2.0 * 3.0,
+                    tokens * i * 4.0,
+                    1,
+                );
+                self.device
+                    .gemm(out, "down_proj", Category::Gemm, tokens, h, i, fmt, 1);
+                self.device.collective(
+                    out,
+                    "allreduce_mlp",
+                    Category::Allreduce,
+                    collective::allreduce(self.system, ar_bytes, par.tp, &self.params),
+                    ar_bytes,
+                );
             }
         }
     }
-
 
     /// Operators that run once per pass: embedding, final norm, lm_head, logits gather,
     /// sampling.
@@ -388,24 +767,73 @@ impl<'a> Evaluator<'a> {
             Phase::Decode => tokens,
             Phase::Prefill => pass.sequences / self.par.dp as f64,
         };
-        self.device.elementwise(out, "embedding", Category::Other, tokens * h * 2.0 * 2.0, 0.0, 1);
+        self.device.elementwise(
+            out,
+            "embedding",
+            Category::Other,
+            tokens * h * 2.0 * 2.0,
+            0.0,
+            1,
+        );
         let ar = tokens * h * 2.0;
-        self.device.collective(out, "allreduce_embedding", Category::Allreduce, collective::allreduce(self.system, ar, tp, &self.params), ar);
-        self.device.elementwise(out, "final_norm", Category::Other, rows * h * 2.0 * 3.0, rows * h * 4.0, 1);
-        self.device.gemm(out, "lm_head", Category::Gemm, rows, vocab / tp as f64, h, q.lm_head(), 1);
+        self.device.collective(
+            out,
+            "allreduce_embedding",
+            Category::Allreduce,
+            collective::allreduce(self.system, ar, tp, &self.params),
+            ar,
+        );
+        self.device.elementwise(
+            out,
+            "final_norm",
+            Category::Other,
+            rows * h * 2.0 * 3.0,
+            rows * h * 4.0,
+            1,
+        );
+        self.device.gemm(
+            out,
+            "lm_head",
+            Category::Gemm,
+            rows,
+            vocab / tp as f64,
+            h,
+            q.lm_head(),
+            1,
+        );
         if tp > 1 {
             let bytes = rows * vocab * 2.0 * (tp as f64 - 1.0) / tp as f64;
-            self.device.collective(out, "logits_gather", Category::Other, collective::send_recv(self.system, bytes, &self.params), bytes);
+            self.device.collective(
+                out,
+                "logits_gather",
+                Category::Other,
+                collective::send_recv(self.system, bytes, &self.params),
+                bytes,
+            );
         }
-        self.device.elementwise(out, "sampling", Category::Other, rows * vocab * 4.0 * 2.0, rows * vocab * 6.0, 3);
+        self.device.elementwise(
+            out,
+            "sampling",
+            Category::Other,
+            rows * vocab * 4.0 * 2.0,
+            rows * vocab * 6.0,
+            3,
+        );
     }
 
     /// Evaluate one forward pass.
     pub fn evaluate(&self, pass: &Pass) -> StepCost {
         let pp = self.par.pp.max(1);
         // Pipelining: up to `pp` micro-batches in flight, each with an equal share.
-        let micro = if pp > 1 { (pass.sequences.floor().max(1.0)).min(pp as f64) } else { 1.0 };
-        let mpass = Pass { sequences: pass.sequences / micro, ..*pass };
+        let micro = if pp > 1 {
+            (pass.sequences.floor().max(1.0)).min(pp as f64)
+        } else {
+            1.0
+        };
+        let mpass = Pass {
+            sequences: pass.sequences / micro,
+            ..*pass
+        };
         let mut classes = Vec::with_capacity(self.classes.len());
         for &class in &self.classes {
             let mut ops = Vec::with_capacity(32);
@@ -415,7 +843,11 @@ impl<'a> Evaluator<'a> {
                 b.add(o.category, o.time);
                 b.add(Category::Overhead, o.overhead);
             }
-            classes.push(ClassCost { class, ops, breakdown: b });
+            classes.push(ClassCost {
+                class,
+                ops,
+                breakdown: b,
+            });
         }
         let mut head = Vec::with_capacity(8);
         self.head_ops(&mpass, &mut head);
@@ -445,7 +877,8 @@ impl<'a> Evaluator<'a> {
             max_stage = max_stage.max(st);
         }
         if pp > 1 {
-            let bytes = mpass.tokens() / self.par.dp as f64 * self.model.config.hidden_size as f64 * 2.0;
+            let bytes =
+                mpass.tokens() / self.par.dp as f64 * self.model.config.hidden_size as f64 * 2.0;
             let hop = collective::send_recv(self.system, bytes, &self.params).time();
             chain.add(Category::Pipeline, hop * (pp - 1) as f64);
             // Other micro-batches occupy the stages: a token waits for them.

@@ -22,7 +22,13 @@ pub fn attention_params(model: &ModelSpec) -> AttentionParams {
     let h = c.hidden_size as f64;
     let heads = c.num_attention_heads as f64;
     match model.attention() {
-        Attention::Mla { q_lora_rank, kv_lora_rank, nope, rope, v } => {
+        Attention::Mla {
+            q_lora_rank,
+            kv_lora_rank,
+            nope,
+            rope,
+            v,
+        } => {
             let (kv, nope, rope, v) = (kv_lora_rank as f64, nope as f64, rope as f64, v as f64);
             let (q_rep, q_shard) = match q_lora_rank {
                 Some(r) => (h * r as f64, r as f64 * heads * (nope + rope)),
@@ -61,7 +67,8 @@ pub fn count_params(model: &ModelSpec) -> ParamCount {
     let layers = c.num_hidden_layers as f64;
     let a = attention_params(model);
     let attn = layers * (a.replicated + a.sharded);
-    let dense = model.dense_layers() as f64 * mlp_params(h, c.intermediate_size.unwrap_or(0) as f64);
+    let dense =
+        model.dense_layers() as f64 * mlp_params(h, c.intermediate_size.unwrap_or(0) as f64);
     let embed = c.vocab_size as f64 * h;
     let head = if c.tie_word_embeddings { 0.0 } else { embed };
     let (moe_total, moe_active) = match model.moe() {
@@ -90,19 +97,25 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     let tp = par.tp as f64;
     let a = attention_params(model);
     let attn = (a.replicated + a.sharded / tp) * q.attention().bytes_per_weight();
-    let dense = mlp_params(h, c.intermediate_size.unwrap_or(0) as f64) / tp * q.dense_mlp().bytes_per_weight();
+    let dense = mlp_params(h, c.intermediate_size.unwrap_or(0) as f64) / tp
+        * q.dense_mlp().bytes_per_weight();
     let moe = match model.moe() {
         Some(m) => {
             let per_expert = mlp_params(h, m.expert_intermediate as f64);
             let local_experts = m.experts as f64 / par.ep as f64;
             h * m.experts as f64 * q.router().bytes_per_weight()
-                + local_experts * per_expert / par.moe_tp() as f64 * q.routed_experts().bytes_per_weight()
+                + local_experts * per_expert / par.moe_tp() as f64
+                    * q.routed_experts().bytes_per_weight()
                 + m.shared as f64 * per_expert / tp * q.shared_experts().bytes_per_weight()
         }
         None => 0.0,
     };
     let embed = c.vocab_size as f64 * h / tp * q.embedding().bytes_per_weight();
-    let head = if c.tie_word_embeddings { 0.0 } else { c.vocab_size as f64 * h / tp * q.lm_head().bytes_per_weight() };
+    let head = if c.tie_word_embeddings {
+        0.0
+    } else {
+        c.vocab_size as f64 * h / tp * q.lm_head().bytes_per_weight()
+    };
     // Layers per stage: the first stages take the remainder.
     let pp = par.pp.max(1);
     let layers = c.num_hidden_layers;
@@ -112,7 +125,11 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     // the last stage holds lm_head. Take the larger.
     let first_dense = dense_layers.min(per_stage) as f64;
     let first_moe = (per_stage - dense_layers.min(per_stage)) as f64;
-    let first = per_stage as f64 * attn + first_dense * dense + first_moe * moe + embed + if pp == 1 { head } else { 0.0 };
+    let first = per_stage as f64 * attn
+        + first_dense * dense
+        + first_moe * moe
+        + embed
+        + if pp == 1 { head } else { 0.0 };
     let last_layers = (layers - per_stage * (pp - 1)).min(per_stage) as f64;
     let last = last_layers * (attn + moe) + head;
     first.max(last)
@@ -123,7 +140,8 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
 /// TP exceeds the KV heads).
 pub fn kv_bytes_per_token_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     let all_layers = model.kv_bytes_per_token();
-    let per_stage = model.config.num_hidden_layers.div_ceil(par.pp.max(1)) as f64 / model.config.num_hidden_layers as f64;
+    let per_stage = model.config.num_hidden_layers.div_ceil(par.pp.max(1)) as f64
+        / model.config.num_hidden_layers as f64;
     let share = match model.attention() {
         Attention::Mla { .. } => 1.0,
         Attention::Gqa { kv_heads, .. } => {

@@ -33,7 +33,12 @@ pub enum MathDtype {
 }
 
 impl MathDtype {
-    pub const ALL: [MathDtype; 4] = [MathDtype::Bf16, MathDtype::Fp8, MathDtype::Fp4, MathDtype::Int8];
+    pub const ALL: [MathDtype; 4] = [
+        MathDtype::Bf16,
+        MathDtype::Fp8,
+        MathDtype::Fp4,
+        MathDtype::Int8,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             MathDtype::Bf16 => "bf16",
@@ -106,7 +111,8 @@ impl GpuSpec {
                 if p.0 <= 0.0 {
                     return Err((
                         format!("dense_peak.{}", d.name()),
-                        "a peak above zero, or the key left out when the GPU lacks the dtype".into(),
+                        "a peak above zero, or the key left out when the GPU lacks the dtype"
+                            .into(),
                     ));
                 }
             }

@@ -80,7 +80,10 @@ impl InterconnectSpec {
         }
         if let Some(c) = self.cross_socket_bandwidth {
             if c.0 <= 0.0 {
-                return Err(("cross_socket_bandwidth".into(), "a bandwidth above zero".into()));
+                return Err((
+                    "cross_socket_bandwidth".into(),
+                    "a bandwidth above zero".into(),
+                ));
             }
         }
         Ok(())

@@ -125,7 +125,11 @@ pub struct WeightFormat {
 }
 
 impl WeightFormat {
-    pub const BF16: WeightFormat = WeightFormat { kind: FormatKind::Bf16, group_size: 0, scale_bits: 0 };
+    pub const BF16: WeightFormat = WeightFormat {
+        kind: FormatKind::Bf16,
+        group_size: 0,
+        scale_bits: 0,
+    };
 
     /// Storage bits per weight, scales included (INT4 g32 with BF16 scales: 4 + 16/32 = 4.5).
     pub fn bits_per_weight(&self) -> f64 {
@@ -152,7 +156,11 @@ impl FromStr for WeightFormat {
     /// (W4A16, BF16 scale per N weights), `nvfp4`, `mxfp4`.
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim().to_ascii_lowercase();
-        let f = |kind, group_size, scale_bits| WeightFormat { kind, group_size, scale_bits };
+        let f = |kind, group_size, scale_bits| WeightFormat {
+            kind,
+            group_size,
+            scale_bits,
+        };
         Ok(match t.as_str() {
             "bf16" | "fp16" => f(FormatKind::Bf16, 0, 0),
             "fp8" => f(FormatKind::Fp8, 0, 0),
@@ -162,11 +170,10 @@ impl FromStr for WeightFormat {
             "mxfp4" => f(FormatKind::Mxfp4, 32, 8),
             _ => {
                 if let Some(g) = t.strip_prefix("int4-g") {
-                    let g: u32 = g
-                        .parse()
-                        .ok()
-                        .filter(|g| *g > 0)
-                        .ok_or_else(|| format!("\"{s}\": group size must be a positive integer"))?;
+                    let g: u32 =
+                        g.parse().ok().filter(|g| *g > 0).ok_or_else(|| {
+                            format!("\"{s}\": group size must be a positive integer")
+                        })?;
                     f(FormatKind::Int4, g, 16)
                 } else {
                     return Err(format!(
@@ -341,7 +348,9 @@ impl ModelSpec {
             },
             None => Attention::Gqa {
                 kv_heads: c.num_key_value_heads.unwrap_or(c.num_attention_heads),
-                head_dim: c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads.max(1)),
+                head_dim: c
+                    .head_dim
+                    .unwrap_or(c.hidden_size / c.num_attention_heads.max(1)),
             },
         }
     }
@@ -389,7 +398,9 @@ impl ModelSpec {
     pub fn kv_bytes_per_token(&self) -> f64 {
         let b = self.quantization.kv_cache.bytes();
         let per_layer = match self.attention() {
-            Attention::Mla { kv_lora_rank, rope, .. } => (kv_lora_rank + rope) as f64,
+            Attention::Mla {
+                kv_lora_rank, rope, ..
+            } => (kv_lora_rank + rope) as f64,
             Attention::Gqa { kv_heads, head_dim } => 2.0 * kv_heads as f64 * head_dim as f64,
         };
         let index = match (self.config.index_topk, self.config.index_head_dim) {
@@ -415,10 +426,13 @@ impl ModelSpec {
         pos(c.vocab_size, "vocab_size")?;
         if let Some(kv) = c.num_key_value_heads {
             pos(kv, "num_key_value_heads")?;
-            if c.num_attention_heads % kv != 0 {
+            if !c.num_attention_heads.is_multiple_of(kv) {
                 return Err((
                     "config.num_key_value_heads".into(),
-                    format!("a divisor of num_attention_heads ({})", c.num_attention_heads),
+                    format!(
+                        "a divisor of num_attention_heads ({})",
+                        c.num_attention_heads
+                    ),
                 ));
             }
         }
@@ -445,7 +459,10 @@ impl ModelSpec {
             }
         }
         if self.dense_layers() > 0 && c.intermediate_size.unwrap_or(0) == 0 {
-            return Err(("config.intermediate_size".into(), "the dense MLP width".into()));
+            return Err((
+                "config.intermediate_size".into(),
+                "the dense MLP width".into(),
+            ));
         }
         if let Some(f) = c.first_k_dense_replace {
             if f > c.num_hidden_layers {
@@ -481,7 +498,10 @@ impl ModelSpec {
                 match v {
                     Some(v) => pos(v, f)?,
                     None => {
-                        return Err((format!("config.{f}"), "an MLA head dimension (MLA models need it)".into()))
+                        return Err((
+                            format!("config.{f}"),
+                            "an MLA head dimension (MLA models need it)".into(),
+                        ))
                     }
                 }
             }

@@ -62,13 +62,22 @@ pub fn builtin_text(kind: Kind, name: &str) -> Option<&'static str> {
 /// A description's source text and a label for errors (the path, or `built-in <kind>/<name>`).
 pub fn load_text(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
     let p = Path::new(name_or_path);
-    let looks_like_path = name_or_path.contains('/') || name_or_path.ends_with(".toml") || name_or_path.ends_with(".json");
-    if p.is_file() || (looks_like_path && !p.exists() && builtin_text(kind, name_or_path).is_none()) {
-        let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), source })?;
+    let looks_like_path = name_or_path.contains('/')
+        || name_or_path.ends_with(".toml")
+        || name_or_path.ends_with(".json");
+    if p.is_file() || (looks_like_path && !p.exists() && builtin_text(kind, name_or_path).is_none())
+    {
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
+            path: p.to_path_buf(),
+            source,
+        })?;
         return Ok((text, name_or_path.to_string()));
     }
     match builtin_text(kind, name_or_path) {
-        Some(t) => Ok((t.to_string(), format!("configs/{}/{}.toml", kind.folder(), name_or_path))),
+        Some(t) => Ok((
+            t.to_string(),
+            format!("configs/{}/{}.toml", kind.folder(), name_or_path),
+        )),
         None => Err(Error::Unknown {
             kind: kind.noun(),
             name: name_or_path.to_string(),

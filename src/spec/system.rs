@@ -173,11 +173,17 @@ impl SystemSpec {
             return Err(("engine.max_num_seqs".into(), "at least 1 sequence".into()));
         }
         if self.engine.max_num_batched_tokens == 0 {
-            return Err(("engine.max_num_batched_tokens".into(), "at least 1 token".into()));
+            return Err((
+                "engine.max_num_batched_tokens".into(),
+                "at least 1 token".into(),
+            ));
         }
         if let Some(p) = self.price_per_gpu_hour_usd {
             if !(p.is_finite() && p >= 0.0) {
-                return Err(("price_per_gpu_hour_usd".into(), "a price of zero or more".into()));
+                return Err((
+                    "price_per_gpu_hour_usd".into(),
+                    "a price of zero or more".into(),
+                ));
             }
         }
         Ok(())

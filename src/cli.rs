@@ -1,0 +1,158 @@
+//! The command line: clap definitions only. Validated options become scenarios in
+//! `commands/`.
+
+use crate::output::Format;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rooftop",
+    version,
+    about = "Analytical performance model and roofline for LLM inference",
+    long_about = "Analytical performance model and roofline for LLM inference.\n\n\
+With no subcommand, runs the embedded default scenario: Kimi-K2.5 INT4 on the team's\n\
+8 x RTX PRO 6000 PCIe box, compared with its measurement (same as `rooftop validate`\n\
+with the built-in measurement k25b6000bench1).",
+    after_help = "Examples:\n  rooftop predict --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1\n  rooftop op gemm --gpu h200 --m 16 --n 7168 --k 2048 --dtype int4\n  rooftop list models\n  rooftop show 8x-rtx-pro-6000-pcie"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The model/system/layout every prediction command takes.
+#[derive(Debug, Args, Clone)]
+pub struct ScenarioArgs {
+    /// Model: a built-in name (see `rooftop list models`) or a path to a model TOML.
+    #[arg(long, default_value = "kimi-k2.5-int4")]
+    pub model: String,
+    /// System: a built-in name (see `rooftop list systems`) or a path to a system TOML.
+    #[arg(long, default_value = "8x-rtx-pro-6000-pcie")]
+    pub system: String,
+    /// Tensor-parallel degree (default: the system's GPUs / (pp × dp)).
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Expert-parallel groups among the tp × dp GPUs of a stage (default 1).
+    #[arg(long)]
+    pub ep: Option<u32>,
+    /// Pipeline stages (default 1).
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Data-parallel attention replicas (default 1).
+    #[arg(long)]
+    pub dp: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Predict TPOT, its breakdown, throughput, SOL bound and memory fit for one design point.
+    #[command(
+        after_help = "Examples:\n  rooftop predict --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1\n  rooftop predict --model deepseek-v3-fp8 --system 8x-h200-nvlink --batch 64 --context 4096 --format json\n  rooftop predict --model llama-3.1-70b --system 8x-h100-nvlink --tp 4"
+    )]
+    Predict {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Concurrent sequences decoded per step.
+        #[arg(long, default_value_t = 1)]
+        batch: u32,
+        /// Tokens already in each sequence's KV cache.
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        /// Show every operator (text format).
+        #[arg(long)]
+        ops: bool,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Predict one operator's time, to hold against a micro-benchmark.
+    #[command(subcommand)]
+    Op(OpCommand),
+    /// List built-in descriptions.
+    #[command(after_help = "Examples:\n  rooftop list gpus\n  rooftop list systems --format json")]
+    List {
+        /// gpus, interconnects, systems, models or measured.
+        #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "measured"])]
+        kind: String,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Print a built-in description's TOML.
+    #[command(
+        after_help = "Examples:\n  rooftop show rtx-pro-6000\n  rooftop show kimi-k2.5-int4"
+    )]
+    Show {
+        /// Name of a built-in GPU, interconnect, system, model or measurement.
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OpCommand {
+    /// One GEMM (m × k by k × n) on one GPU.
+    #[command(
+        after_help = "Examples:\n  rooftop op gemm --gpu rtx-pro-6000 --m 1 --n 7168 --k 2048 --dtype int4\n  rooftop op gemm --gpu h100-sxm --m 8192 --n 8192 --k 8192 --dtype bf16 --format json"
+    )]
+    Gemm {
+        /// GPU name or path.
+        #[arg(long)]
+        gpu: String,
+        /// System whose efficiencies to use (default: the first built-in system with this GPU).
+        #[arg(long)]
+        system: Option<String>,
+        #[arg(long)]
+        m: u64,
+        #[arg(long)]
+        n: u64,
+        #[arg(long)]
+        k: u64,
+        /// Weight format: bf16, fp8, int8, int4 (W4A16 g32), nvfp4, mxfp4, or a full format
+        /// string such as int4-g128.
+        #[arg(long, default_value = "bf16")]
+        dtype: String,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// One all-reduce on a system's interconnect.
+    #[command(
+        after_help = "Examples:\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes 14336\n  rooftop op allreduce --system 8x-h200-nvlink --bytes 1048576 --gpus 4 --format json"
+    )]
+    Allreduce {
+        #[arg(long)]
+        system: String,
+        /// Message size per rank in bytes (a number, or a unit string such as "14 KB").
+        #[arg(long)]
+        bytes: String,
+        /// GPUs in the all-reduce (default: all of the system's).
+        #[arg(long)]
+        gpus: Option<u32>,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// One MoE layer (router, routed and shared experts, its all-reduce) on one GPU.
+    #[command(
+        after_help = "Examples:\n  rooftop op moe --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --tokens 128"
+    )]
+    Moe {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Tokens in the batch.
+        #[arg(long)]
+        tokens: u32,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// One layer's attention (projections, attention over the KV cache, all-reduce) on one GPU.
+    #[command(
+        after_help = "Examples:\n  rooftop op attention --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 32 --context 4096"
+    )]
+    Attention {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, default_value_t = 1)]
+        batch: u32,
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+}

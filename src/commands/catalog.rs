@@ -1,0 +1,97 @@
+//! `rooftop list` and `rooftop show`: what is built in.
+
+use crate::error::{Error, Result};
+use crate::output::{self, Format};
+use crate::spec::registry::{self, builtin_names, builtin_text, Kind};
+use crate::spec::System;
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct Entry {
+    name: String,
+    description: String,
+}
+
+fn describe(kind: Kind, name: &str) -> String {
+    let d = match kind {
+        Kind::Gpu => registry::load_gpu(name).map(|g| {
+            format!(
+                "{}: {}, {}",
+                g.full_name, g.memory_capacity, g.memory_bandwidth
+            )
+        }),
+        Kind::Interconnect => registry::load_interconnect(name).map(|l| {
+            format!(
+                "{}: {} per direction",
+                l.full_name, l.bandwidth_per_direction
+            )
+        }),
+        Kind::System => System::load(name).map(|s| s.spec.description),
+        Kind::Model => registry::load_model(name).map(|m| m.full_name),
+        Kind::Measured => Ok(String::new()),
+    };
+    d.unwrap_or_else(|e| format!("(invalid: {e})"))
+}
+
+pub fn list(kind: &str, format: Format) -> Result<String> {
+    let k = match kind {
+        "gpus" => Kind::Gpu,
+        "interconnects" => Kind::Interconnect,
+        "systems" => Kind::System,
+        "models" => Kind::Model,
+        _ => Kind::Measured,
+    };
+    let entries: Vec<Entry> = builtin_names(k)
+        .into_iter()
+        .map(|n| Entry {
+            name: n.to_string(),
+            description: describe(k, n),
+        })
+        .collect();
+    Ok(match format {
+        Format::Json => output::json(&entries),
+        Format::Csv => output::csv(
+            &["name", "description"],
+            &entries
+                .iter()
+                .map(|e| vec![e.name.clone(), e.description.clone()])
+                .collect::<Vec<_>>(),
+        ),
+        Format::Text => output::table(
+            &["name", "description"],
+            &entries
+                .iter()
+                .map(|e| vec![e.name.clone(), e.description.clone()])
+                .collect::<Vec<_>>(),
+        ),
+    })
+}
+
+pub fn show(name: &str) -> Result<String> {
+    for k in [
+        Kind::System,
+        Kind::Model,
+        Kind::Gpu,
+        Kind::Interconnect,
+        Kind::Measured,
+    ] {
+        if let Some(t) = builtin_text(k, name) {
+            return Ok(t.to_string());
+        }
+    }
+    let all: Vec<&str> = [
+        Kind::System,
+        Kind::Model,
+        Kind::Gpu,
+        Kind::Interconnect,
+        Kind::Measured,
+    ]
+    .iter()
+    .flat_map(|k| builtin_names(*k))
+    .collect();
+    Err(Error::Unknown {
+        kind: "description",
+        name: name.to_string(),
+        known: all.join(", "),
+    })
+}

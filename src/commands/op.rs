@@ -1,0 +1,340 @@
+//! `rooftop op`: one operator's predicted time, to hold against a micro-benchmark.
+
+use crate::cli::{OpCommand, ScenarioArgs};
+use crate::commands::load;
+use crate::cost::collective;
+use crate::cost::step::Device;
+use crate::cost::{Category, CostParams, Evaluator, OpCost, Pass};
+use crate::error::{Error, Result};
+use crate::output::{self, num, Format};
+use crate::spec::registry::{builtin_names, load_gpu, Kind};
+use crate::spec::{System, WeightFormat};
+use crate::units::Bytes;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// The record every `op` subcommand reports.
+#[derive(Debug, Serialize)]
+pub struct OpReport {
+    pub op: String,
+    /// What it ran on.
+    pub context: String,
+    /// Predicted time with default efficiencies, microseconds.
+    pub time_us: f64,
+    /// Speed-of-light time, microseconds.
+    pub sol_time_us: f64,
+    pub flops: f64,
+    pub bytes: f64,
+    /// What bound the largest part.
+    pub bound: String,
+    /// Algorithm (collectives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// The kernels it is made of.
+    pub parts: Vec<Part>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Part {
+    pub name: &'static str,
+    pub time_us: f64,
+    pub overhead_us: f64,
+    pub flops: f64,
+    pub bytes: f64,
+    pub bound: &'static str,
+}
+
+fn report(
+    op: String,
+    context: String,
+    ops: &[OpCost],
+    sol: &[OpCost],
+    algorithm: Option<String>,
+) -> OpReport {
+    let main = ops.iter().max_by(|a, b| a.time.total_cmp(&b.time));
+    OpReport {
+        op,
+        context,
+        time_us: ops.iter().map(|o| o.total()).sum::<f64>() * 1e6,
+        sol_time_us: sol.iter().map(|o| o.total()).sum::<f64>() * 1e6,
+        flops: ops.iter().map(|o| o.flops).sum(),
+        bytes: ops.iter().map(|o| o.bytes).sum(),
+        bound: main
+            .map(|o| o.bound.name().to_string())
+            .unwrap_or_else(|| "none".into()),
+        algorithm,
+        parts: ops
+            .iter()
+            .map(|o| Part {
+                name: o.name,
+                time_us: o.time * 1e6,
+                overhead_us: o.overhead * 1e6,
+                flops: o.flops,
+                bytes: o.bytes,
+                bound: o.bound.name(),
+            })
+            .collect(),
+    }
+}
+
+fn render(r: &OpReport, format: Format) -> String {
+    match format {
+        Format::Json => output::json(r),
+        Format::Csv => output::csv(
+            &[
+                "op",
+                "context",
+                "time_us",
+                "sol_time_us",
+                "flops",
+                "bytes",
+                "bound",
+            ],
+            &[vec![
+                r.op.clone(),
+                r.context.clone(),
+                num(r.time_us, 3),
+                num(r.sol_time_us, 3),
+                num(r.flops, 0),
+                num(r.bytes, 0),
+                r.bound.clone(),
+            ]],
+        ),
+        Format::Text => {
+            let mut o = String::new();
+            let _ = writeln!(o, "{} on {}", r.op, r.context);
+            let _ = writeln!(
+                o,
+                "time {:.3} us (speed of light {:.3} us), {:.4} GFLOP, {:.4} MB, {}-bound{}",
+                r.time_us,
+                r.sol_time_us,
+                r.flops / 1e9,
+                r.bytes / 1e6,
+                r.bound,
+                r.algorithm
+                    .as_ref()
+                    .map(|a| format!(", {a}"))
+                    .unwrap_or_default()
+            );
+            if r.parts.len() > 1 {
+                let rows: Vec<Vec<String>> = r
+                    .parts
+                    .iter()
+                    .map(|p| {
+                        vec![
+                            p.name.to_string(),
+                            format!("{:.3}", p.time_us),
+                            format!("{:.3}", p.overhead_us),
+                            format!("{:.4}", p.bytes / 1e6),
+                            p.bound.to_string(),
+                        ]
+                    })
+                    .collect();
+                o.push_str(&output::table(
+                    &["part", "us", "fixed us", "MB", "bound"],
+                    &rows,
+                ));
+            }
+            o
+        }
+    }
+}
+
+/// A system to take efficiencies from: the one named, or the first built-in with this GPU.
+fn system_for_gpu(gpu: &str, system: Option<&str>) -> Result<System> {
+    if let Some(s) = system {
+        return System::load(s);
+    }
+    let g = load_gpu(gpu)?;
+    for n in builtin_names(Kind::System) {
+        let s = System::load(n)?;
+        if s.gpu.name == g.name {
+            return Ok(s);
+        }
+    }
+    Err(Error::Scenario(format!(
+        "no built-in system uses GPU \"{gpu}\"; give --system to choose the efficiencies"
+    )))
+}
+
+fn parse_dtype(d: &str) -> Result<WeightFormat> {
+    let d = if d == "int4" { "int4-g32" } else { d };
+    d.parse::<WeightFormat>().map_err(Error::Scenario)
+}
+
+fn parse_bytes(s: &str) -> Result<f64> {
+    if let Ok(v) = s.trim().parse::<f64>() {
+        if v.is_finite() && v >= 0.0 {
+            return Ok(v);
+        }
+    }
+    Bytes::parse(s)
+        .map(|b| b.0)
+        .map_err(|e| Error::Scenario(format!("--bytes: {e}")))
+}
+
+fn block_ops(
+    args: &ScenarioArgs,
+    pass: Pass,
+    moe_block: bool,
+    params_of: fn(&System) -> CostParams,
+) -> Result<(Vec<OpCost>, String)> {
+    let l = load(args)?;
+    let ev = Evaluator::new(&l.model, &l.system, l.parallel, params_of(&l.system))?;
+    let step = ev.evaluate(&pass);
+    let class = step
+        .classes
+        .iter()
+        .find(|c| c.class.moe == moe_block || !moe_block)
+        .ok_or_else(|| Error::Scenario(format!("model {} has no MoE layer", l.model.name)))?;
+    if moe_block && !class.class.moe {
+        return Err(Error::Scenario(format!(
+            "model {} has no MoE layer",
+            l.model.name
+        )));
+    }
+    let split = class
+        .ops
+        .iter()
+        .position(|o| o.name == "post_attention_layernorm")
+        .unwrap_or(class.ops.len());
+    let ops: Vec<OpCost> = if moe_block {
+        class.ops[split + 1..]
+            .iter()
+            .copied()
+            .filter(|o| {
+                matches!(
+                    o.category,
+                    Category::Moe | Category::Dequant | Category::Allreduce | Category::Alltoall
+                )
+            })
+            .collect()
+    } else {
+        class.ops[..split].to_vec()
+    };
+    Ok((
+        ops,
+        format!(
+            "{} on {} ({}), one layer, one GPU",
+            l.model.name, l.system.spec.name, l.parallel
+        ),
+    ))
+}
+
+pub fn run(cmd: &OpCommand) -> Result<String> {
+    match cmd {
+        OpCommand::Gemm {
+            gpu,
+            system,
+            m,
+            n,
+            k,
+            dtype,
+            format,
+        } => {
+            let mut sys = system_for_gpu(gpu, system.as_deref())?;
+            sys.gpu = load_gpu(gpu)?;
+            let fmt = parse_dtype(dtype)?;
+            if *m == 0 || *n == 0 || *k == 0 {
+                return Err(Error::Scenario(
+                    "--m, --n and --k must be at least 1".into(),
+                ));
+            }
+            let run = |p: CostParams| {
+                let mut v = Vec::new();
+                Device::new(&sys, p).gemm(
+                    &mut v,
+                    "gemm",
+                    Category::Gemm,
+                    *m as f64,
+                    *n as f64,
+                    *k as f64,
+                    fmt,
+                    1,
+                );
+                v
+            };
+            let ops = run(CostParams::default_for(&sys));
+            let sol = run(CostParams::speed_of_light());
+            let r = report(
+                format!("gemm m={m} n={n} k={k} {fmt}"),
+                format!("{} (efficiencies of {})", sys.gpu.name, sys.spec.name),
+                &ops,
+                &sol,
+                None,
+            );
+            Ok(render(&r, *format))
+        }
+        OpCommand::Allreduce {
+            system,
+            bytes,
+            gpus,
+            format,
+        } => {
+            let sys = System::load(system)?;
+            let b = parse_bytes(bytes)?;
+            let n = gpus.unwrap_or(sys.spec.gpu_count);
+            if n == 0 || n > sys.spec.gpu_count {
+                return Err(Error::Scenario(format!(
+                    "--gpus must be 1..={} for {}",
+                    sys.spec.gpu_count, sys.spec.name
+                )));
+            }
+            let run = |p: CostParams| {
+                let c = collective::allreduce(&sys, b, n, &p);
+                let mut v = Vec::new();
+                Device::new(&sys, p).collective(&mut v, "allreduce", Category::Allreduce, c, b);
+                (v, c.algo.name().to_string())
+            };
+            let (ops, algo) = run(CostParams::default_for(&sys));
+            let (sol, _) = run(CostParams::speed_of_light());
+            let r = report(
+                format!("allreduce {} over {n} GPUs", Bytes(b)),
+                sys.spec.name.clone(),
+                &ops,
+                &sol,
+                Some(algo),
+            );
+            Ok(render(&r, *format))
+        }
+        OpCommand::Moe {
+            scenario,
+            tokens,
+            format,
+        } => {
+            if *tokens == 0 {
+                return Err(Error::Scenario("--tokens must be at least 1".into()));
+            }
+            let pass = Pass::decode(*tokens as f64, 0.0);
+            let (ops, ctx) = block_ops(scenario, pass, true, CostParams::default_for)?;
+            let (sol, _) = block_ops(scenario, pass, true, |_| CostParams::speed_of_light())?;
+            Ok(render(
+                &report(format!("moe layer, {tokens} tokens"), ctx, &ops, &sol, None),
+                *format,
+            ))
+        }
+        OpCommand::Attention {
+            scenario,
+            batch,
+            context,
+            format,
+        } => {
+            if *batch == 0 {
+                return Err(Error::Scenario("--batch must be at least 1".into()));
+            }
+            let pass = Pass::decode(*batch as f64, *context as f64);
+            let (ops, ctx) = block_ops(scenario, pass, false, CostParams::default_for)?;
+            let (sol, _) = block_ops(scenario, pass, false, |_| CostParams::speed_of_light())?;
+            Ok(render(
+                &report(
+                    format!("attention block, batch {batch}, context {context}"),
+                    ctx,
+                    &ops,
+                    &sol,
+                    None,
+                ),
+                *format,
+            ))
+        }
+    }
+}

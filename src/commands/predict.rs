@@ -1,0 +1,218 @@
+//! `rooftop predict`: one design point, in text, JSON or CSV.
+
+use crate::cli::ScenarioArgs;
+use crate::commands::load;
+use crate::error::Result;
+use crate::output::{self, num, Format};
+use crate::predict::{predict, Prediction, Scenario};
+use std::fmt::Write as _;
+
+pub fn run(
+    args: &ScenarioArgs,
+    batch: u32,
+    context: u32,
+    show_ops: bool,
+    format: Format,
+) -> Result<String> {
+    let l = load(args)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    let p = predict(&s, batch, context)?;
+    Ok(match format {
+        Format::Json => output::json(&p),
+        Format::Csv => csv(&p),
+        Format::Text => text(&p, show_ops),
+    })
+}
+
+/// One row: the headline numbers and the breakdown columns.
+pub fn csv(p: &Prediction) -> String {
+    let mut header = vec![
+        "model",
+        "system",
+        "parallel",
+        "batch",
+        "context",
+        "tpot_ms",
+        "sol_tpot_ms",
+        "throughput_tok_s",
+        "weights_per_gpu_gb",
+        "max_kv_tokens",
+        "fits",
+    ];
+    let cats: Vec<String> = p.breakdown_ms.keys().map(|k| format!("{k}_ms")).collect();
+    header.extend(cats.iter().map(|s| s.as_str()));
+    let mut row = vec![
+        p.model.clone(),
+        p.system.clone(),
+        p.parallel.clone(),
+        p.batch.to_string(),
+        p.context.to_string(),
+        num(p.tpot_ms, 4),
+        num(p.sol_tpot_ms, 4),
+        num(p.throughput_tok_s, 2),
+        num(p.memory.weights_per_gpu_gb, 3),
+        num(p.memory.max_kv_tokens, 0),
+        p.memory.fits.to_string(),
+    ];
+    row.extend(p.breakdown_ms.values().map(|v| num(*v, 4)));
+    output::csv(&header, &[row])
+}
+
+/// Breakdown rows (category, default ms, share, SOL ms), largest first, zero rows dropped.
+pub fn breakdown_table(p: &Prediction) -> String {
+    let mut cats: Vec<(&str, f64, f64)> = p
+        .breakdown_ms
+        .iter()
+        .map(|(k, v)| (*k, *v, p.sol_breakdown_ms.get(k).copied().unwrap_or(0.0)))
+        .collect();
+    cats.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut rows: Vec<Vec<String>> = cats
+        .iter()
+        .filter(|(_, v, s)| *v > 0.0 || *s > 0.0)
+        .map(|(k, v, s)| {
+            vec![
+                k.to_string(),
+                format!("{:.3}", v),
+                format!("{:.1} %", 100.0 * v / p.tpot_ms),
+                format!("{:.3}", s),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "total".into(),
+        format!("{:.3}", p.tpot_ms),
+        "100.0 %".into(),
+        format!("{:.3}", p.sol_tpot_ms),
+    ]);
+    output::table(
+        &[
+            "category",
+            &format!("{} ms", p.provenance),
+            "share",
+            "SOL ms",
+        ],
+        &rows,
+    )
+}
+
+pub fn text(p: &Prediction, show_ops: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} on {} ({}, {} GPUs), batch {}, context {}",
+        p.model, p.system, p.parallel, p.gpus, p.batch, p.context
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "TPOT ({})      {:>9.3} ms   {:>10.1} tok/s",
+        p.provenance, p.tpot_ms, p.throughput_tok_s
+    );
+    let _ = writeln!(
+        o,
+        "speed of light     {:>9.3} ms   {:>10.1} tok/s",
+        p.sol_tpot_ms, p.sol_throughput_tok_s
+    );
+    let _ = writeln!(
+        o,
+        "all-reduces/step   {:>9}      of {:.1} KB each; {} kernels/step",
+        p.allreduces_per_step,
+        p.allreduce_bytes / 1e3,
+        p.kernels_per_step
+    );
+    let _ = writeln!(o);
+    o.push_str(&breakdown_table(p));
+    let _ = writeln!(o);
+    let m = &p.memory;
+    let _ = writeln!(
+        o,
+        "memory per GPU: {:.1} GB weights + {:.1} GB reserve of {:.1} GB usable ({:.1} GB capacity) -> {:.1} GB for KV",
+        m.weights_per_gpu_gb, m.activation_reserve_gb, m.usable_gb, m.capacity_gb, m.kv_budget_gb
+    );
+    let _ = writeln!(
+        o,
+        "KV cache: {:.0} B/token/GPU; holds {:.0} tokens = {:.0} sequences at this context; this point needs {:.2} GB/GPU: {}",
+        m.kv_bytes_per_token_per_gpu,
+        m.max_kv_tokens,
+        m.max_sequences_at_context,
+        m.kv_needed_gb,
+        if m.fits { "fits" } else { "DOES NOT FIT" }
+    );
+    let _ = writeln!(o);
+    // Per layer: consecutive layers of the same kind and time collapse into one line.
+    let _ = writeln!(o, "per layer:");
+    let mut i = 0;
+    while i < p.layers.len() {
+        let l = &p.layers[i];
+        let mut j = i;
+        while j + 1 < p.layers.len()
+            && p.layers[j + 1].kind == l.kind
+            && p.layers[j + 1].window == l.window
+        {
+            j += 1;
+        }
+        let range = if i == j {
+            format!("layer {i}")
+        } else {
+            format!("layers {i}-{j}")
+        };
+        let w = l
+            .window
+            .map(|w| format!(", window {w}"))
+            .unwrap_or_default();
+        let top: Vec<String> = {
+            let mut v: Vec<(&&str, &f64)> =
+                l.breakdown_ms.iter().filter(|(_, v)| **v > 0.0).collect();
+            v.sort_by(|a, b| b.1.total_cmp(a.1));
+            v.iter()
+                .take(3)
+                .map(|(k, v)| format!("{k} {:.1} us", **v * 1e3))
+                .collect()
+        };
+        let _ = writeln!(
+            o,
+            "  {range:<14} {:<5}{w} {:>8.1} us each ({})",
+            l.kind,
+            l.time_ms * 1e3,
+            top.join(", ")
+        );
+        i = j + 1;
+    }
+    let _ = writeln!(o);
+    let mut ops = p.ops.clone();
+    ops.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
+    let n = if show_ops {
+        ops.len()
+    } else {
+        10.min(ops.len())
+    };
+    let _ = writeln!(
+        o,
+        "{} operators by time per step{}:",
+        if show_ops { "all" } else { "top" },
+        if show_ops { "" } else { " (--ops for all)" }
+    );
+    let rows: Vec<Vec<String>> = ops[..n]
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.to_string(),
+                r.category.to_string(),
+                r.count.to_string(),
+                format!("{:.2}", r.time_us),
+                format!("{:.2}", r.overhead_us),
+                format!("{:.3}", r.total_ms),
+                format!("{:.1}", r.bytes / 1e6),
+                format!("{:.1}", r.intensity),
+                r.bound.to_string(),
+            ]
+        })
+        .collect();
+    o.push_str(&output::table(
+        &[
+            "op", "category", "x", "us/call", "fixed us", "ms/step", "MB/call", "FLOP/B", "bound",
+        ],
+        &rows,
+    ));
+    o
+}

@@ -1,0 +1,322 @@
+//! The command line as a user meets it: commands, formats, exit codes, and clear errors for
+//! bad input (naming the file, the line and the field), never a panic.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn rooftop() -> Command {
+    Command::cargo_bin("rooftop").unwrap()
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/bad/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn predict_json_has_the_documented_fields_and_the_breakdown_sums() {
+    let out = rooftop()
+        .args([
+            "predict",
+            "--model",
+            "kimi-k2.5-int4",
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    for f in [
+        "tpot_ms",
+        "sol_tpot_ms",
+        "throughput_tok_s",
+        "breakdown_ms",
+        "memory",
+    ] {
+        assert!(v.get(f).is_some(), "missing {f}");
+    }
+    let b = v["breakdown_ms"].as_object().unwrap();
+    for c in ["allreduce", "moe", "attention", "gemm", "other"] {
+        assert!(b.contains_key(c), "breakdown lacks {c}");
+    }
+    let sum: f64 = b.values().map(|x| x.as_f64().unwrap()).sum();
+    let tpot = v["tpot_ms"].as_f64().unwrap();
+    assert!((sum - tpot).abs() < 1e-9 * tpot);
+    assert!(v["sol_tpot_ms"].as_f64().unwrap() <= tpot);
+    assert!(v["memory"]["weights_per_gpu_gb"].as_f64().unwrap() > 70.0);
+}
+
+#[test]
+fn predict_csv_has_a_header_and_one_row() {
+    let out = rooftop()
+        .args(["predict", "--format", "csv", "--batch", "4"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let s = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("model,system,parallel,batch,context,tpot_ms"));
+}
+
+#[test]
+fn op_commands_report_time_us() {
+    for args in [
+        vec![
+            "op",
+            "gemm",
+            "--gpu",
+            "rtx-pro-6000",
+            "--m",
+            "16",
+            "--n",
+            "7168",
+            "--k",
+            "2048",
+            "--dtype",
+            "int4",
+            "--format",
+            "json",
+        ],
+        vec![
+            "op",
+            "allreduce",
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--bytes",
+            "14336",
+            "--format",
+            "json",
+        ],
+        vec![
+            "op",
+            "moe",
+            "--model",
+            "kimi-k2.5-int4",
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--tokens",
+            "64",
+            "--format",
+            "json",
+        ],
+        vec![
+            "op",
+            "attention",
+            "--model",
+            "kimi-k2.5-int4",
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--batch",
+            "8",
+            "--context",
+            "2048",
+            "--format",
+            "json",
+        ],
+    ] {
+        let out = rooftop()
+            .args(&args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let t = v["time_us"].as_f64().unwrap();
+        assert!(
+            t > 0.0 && t >= v["sol_time_us"].as_f64().unwrap(),
+            "{args:?}"
+        );
+        assert!(v["bound"].is_string());
+    }
+}
+
+#[test]
+fn allreduce_on_pcie_is_latency_bound_at_decode_sizes() {
+    // 8 GPUs on PCIe, NCCL ring LL: 6.6 + 14 × 1.0 = 20.6 us floor (shared/reference/hardware.md)
+    let out = rooftop()
+        .args([
+            "op",
+            "allreduce",
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--bytes",
+            "14 KB",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let t = v["parts"][0]["time_us"].as_f64().unwrap();
+    assert!(t > 20.6 && t < 23.0, "{t}");
+    assert_eq!(v["bound"], "latency");
+}
+
+#[test]
+fn list_and_show() {
+    rooftop()
+        .args(["list", "models"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("kimi-k2.5-int4"));
+    rooftop()
+        .args(["list", "systems", "--format", "json"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("8x-h200-nvlink"));
+    rooftop()
+        .args(["show", "rtx-pro-6000"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("1792 GB/s"));
+    rooftop()
+        .args(["show", "no-such-thing"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("unknown description"));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    rooftop()
+        .args(["predict", "--batch", "many"])
+        .assert()
+        .code(2);
+    rooftop().args(["frobnicate"]).assert().code(2);
+    rooftop()
+        .args(["predict", "--format", "yaml"])
+        .assert()
+        .code(2);
+}
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let a = rooftop()
+        .args(args)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::is_empty());
+    let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "error lacks \"{n}\":\n{err}");
+    }
+}
+
+#[test]
+fn wrong_unit_names_file_line_and_expectation() {
+    let f = fixture("gpu-wrong-unit.toml");
+    let sys = write_system_with_gpu(&f);
+    fails_with(
+        &["predict", "--system", &sys],
+        &[
+            "gpu-wrong-unit.toml",
+            "line 7",
+            "unknown unit \"GB\"",
+            "bandwidth",
+        ],
+    );
+}
+
+#[test]
+fn negative_bandwidth_is_refused() {
+    let sys = write_system_with_gpu(&fixture("gpu-negative-bandwidth.toml"));
+    fails_with(
+        &["predict", "--system", &sys],
+        &["gpu-negative-bandwidth.toml", "line 7", "negative"],
+    );
+}
+
+#[test]
+fn missing_field_is_named() {
+    let sys = write_system_with_gpu(&fixture("gpu-missing-field.toml"));
+    fails_with(
+        &["predict", "--system", &sys],
+        &["gpu-missing-field.toml", "memory_bandwidth"],
+    );
+}
+
+#[test]
+fn top_k_above_expert_count_is_refused_with_its_line() {
+    fails_with(
+        &[
+            "predict",
+            "--model",
+            &fixture("model-topk-above-experts.toml"),
+        ],
+        &[
+            "model-topk-above-experts.toml:22",
+            "num_experts_per_tok",
+            "at most n_routed_experts (384), got 400",
+        ],
+    );
+}
+
+#[test]
+fn malformed_toml_and_unknown_format_are_refused() {
+    fails_with(
+        &["predict", "--model", &fixture("model-malformed.toml")],
+        &["model-malformed.toml", "line 11"],
+    );
+    fails_with(
+        &["predict", "--model", &fixture("model-unknown-format.toml")],
+        &["model-unknown-format.toml", "int3-g32", "expected one of"],
+    );
+}
+
+#[test]
+fn efficiency_above_one_is_refused() {
+    fails_with(
+        &[
+            "predict",
+            "--system",
+            &fixture("system-efficiency-above-one.toml"),
+        ],
+        &["system-efficiency-above-one.toml", "outside (0, 1]"],
+    );
+}
+
+#[test]
+fn unknown_names_and_impossible_layouts_are_errors() {
+    fails_with(
+        &["predict", "--model", "gpt-5"],
+        &["unknown model \"gpt-5\"", "kimi-k2.5-int4"],
+    );
+    fails_with(&["predict", "--tp", "3"], &["tp 3 does not divide"]);
+    fails_with(&["predict", "--tp", "16"], &["needs 16 GPUs"]);
+    fails_with(
+        &["predict", "--model", "llama-3.1-8b", "--ep", "2"],
+        &["needs a model with experts"],
+    );
+    fails_with(
+        &[
+            "op",
+            "allreduce",
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--bytes",
+            "lots",
+        ],
+        &["--bytes"],
+    );
+}
+
+/// A copy of the team's system that points at a GPU file, in a temp dir.
+fn write_system_with_gpu(gpu_path: &str) -> String {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let text = include_str!("../configs/systems/8x-rtx-pro-6000-pcie.toml")
+        .replace("gpu = \"rtx-pro-6000\"", &format!("gpu = \"{gpu_path}\""));
+    let p = dir.join("system.toml");
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}

@@ -43,6 +43,28 @@ pub struct ScenarioArgs {
     pub dp: Option<u32>,
 }
 
+/// Request shape and concurrency list of a serving sweep.
+#[derive(Debug, Args, Clone)]
+pub struct ServingArgs {
+    /// Concurrent requests (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,32,64,128,256"
+    )]
+    pub concurrency: Vec<u32>,
+    /// Prompt tokens per request.
+    #[arg(long, default_value_t = 1000)]
+    pub input_len: u32,
+    /// Output tokens per request.
+    #[arg(long, default_value_t = 1000)]
+    pub output_len: u32,
+    /// TPOT definition to report: itl (decode only, as vLLM's benchmark) or e2e (E2E / tokens,
+    /// prefill included).
+    #[arg(long, value_enum, default_value_t)]
+    pub tpot_def: crate::serve::TpotDef,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Predict TPOT, its breakdown, throughput, SOL bound and memory fit for one design point.
@@ -61,6 +83,18 @@ pub enum Command {
         /// Show every operator (text format).
         #[arg(long)]
         ops: bool,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// TPOT, TTFT and throughput against concurrency: the plateau, what sets it, KV limits.
+    #[command(
+        after_help = "Examples:\n  rooftop sweep --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --input-len 1000 --output-len 32 --tpot-def e2e\n  rooftop sweep --concurrency 1,8,64,512 --format csv\n  rooftop sweep --model deepseek-v3-fp8 --system 8x-h200-nvlink --format json"
+    )]
+    Sweep {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[command(flatten)]
+        serving: ServingArgs,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },

@@ -15,3 +15,4 @@ pub use error::{Error, Result};
 pub mod measured;
 pub mod output;
 pub mod predict;
+pub mod serve;

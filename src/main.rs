@@ -30,6 +30,11 @@ fn run(cli: Cli) -> anyhow::Result<String> {
             ops,
             format,
         }) => commands::predict::run(&scenario, batch, context, ops, format)?,
+        Some(Command::Sweep {
+            scenario,
+            serving,
+            format,
+        }) => commands::sweep::run(&scenario, &serving, format)?,
         Some(Command::Op(op)) => commands::op::run(&op)?,
         Some(Command::List { kind, format }) => commands::catalog::list(&kind, format)?,
         Some(Command::Show { name }) => commands::catalog::show(&name)?,

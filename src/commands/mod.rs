@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod op;
 pub mod predict;
+pub mod sweep;
 
 use crate::cli::ScenarioArgs;
 use crate::cost::Parallel;

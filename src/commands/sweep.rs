@@ -1,0 +1,167 @@
+//! `rooftop sweep`: the serving curve against concurrency.
+
+use crate::cli::{ScenarioArgs, ServingArgs};
+use crate::commands::load;
+use crate::error::{Error, Result};
+use crate::output::{self, num, Format};
+use crate::predict::Scenario;
+use crate::serve::{sweep, Sweep, Workload};
+use std::fmt::Write as _;
+
+pub fn workload(a: &ServingArgs) -> Result<Workload> {
+    if a.input_len == 0 || a.output_len == 0 {
+        return Err(Error::Scenario(
+            "--input-len and --output-len must be at least 1".into(),
+        ));
+    }
+    if a.concurrency.is_empty() || a.concurrency.contains(&0) {
+        return Err(Error::Scenario(
+            "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
+        ));
+    }
+    Ok(Workload {
+        input_len: a.input_len,
+        output_len: a.output_len,
+        tpot_def: a.tpot_def,
+    })
+}
+
+pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<String> {
+    let l = load(args)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    let w = workload(serving)?;
+    let mut conc = serving.concurrency.clone();
+    conc.sort_unstable();
+    conc.dedup();
+    let r = sweep(&s, &conc, w)?;
+    Ok(render(&r, format))
+}
+
+pub fn render(r: &Sweep, format: Format) -> String {
+    match format {
+        Format::Json => output::json(r),
+        Format::Csv => {
+            let cats: Vec<&str> = r
+                .points
+                .first()
+                .map(|p| p.breakdown_ms.keys().copied().collect())
+                .unwrap_or_default();
+            let mut header = vec![
+                "concurrency",
+                "running",
+                "queued",
+                "tpot_ms",
+                "tpot_itl_ms",
+                "tpot_e2e_ms",
+                "ttft_ms",
+                "throughput_tok_s",
+                "sol_tpot_ms",
+            ];
+            let cat_cols: Vec<String> = cats.iter().map(|c| format!("{c}_ms")).collect();
+            header.extend(cat_cols.iter().map(|s| s.as_str()));
+            let rows: Vec<Vec<String>> = r
+                .points
+                .iter()
+                .map(|p| {
+                    let mut v = vec![
+                        p.concurrency.to_string(),
+                        p.running.to_string(),
+                        p.queued.to_string(),
+                        num(p.tpot_ms, 4),
+                        num(p.tpot_itl_ms, 4),
+                        num(p.tpot_e2e_ms, 4),
+                        num(p.ttft_ms, 3),
+                        num(p.throughput_tok_s, 2),
+                        num(p.sol_tpot_ms, 4),
+                    ];
+                    v.extend(cats.iter().map(|c| num(p.breakdown_ms[c], 4)));
+                    v
+                })
+                .collect();
+            output::csv(&header, &rows)
+        }
+        Format::Text => text(r),
+    }
+}
+
+fn text(r: &Sweep) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} on {} ({}), input {} / output {} tokens, TPOT as {:?}, {} parameters",
+        r.model, r.system, r.parallel, r.input_len, r.output_len, r.tpot_def, r.provenance
+    );
+    let _ = writeln!(o);
+    let rows: Vec<Vec<String>> = r
+        .points
+        .iter()
+        .map(|p| {
+            let mut top: Vec<(&&str, &f64)> =
+                p.breakdown_ms.iter().filter(|(_, v)| **v > 0.0).collect();
+            top.sort_by(|a, b| b.1.total_cmp(a.1));
+            let top: Vec<String> = top
+                .iter()
+                .take(3)
+                .map(|(k, v)| format!("{k} {:.0}%", 100.0 * **v / p.tpot_itl_ms))
+                .collect();
+            vec![
+                p.concurrency.to_string(),
+                if p.queued > 0 {
+                    format!("{} (+{} queued)", p.running, p.queued)
+                } else {
+                    p.running.to_string()
+                },
+                format!("{:.2}", p.tpot_ms),
+                format!("{:.2}", p.sol_tpot_ms),
+                format!("{:.0}", p.ttft_ms),
+                format!("{:.0}", p.throughput_tok_s),
+                top.join(", "),
+            ]
+        })
+        .collect();
+    o.push_str(&output::table(
+        &[
+            "C",
+            "running",
+            "TPOT ms",
+            "SOL ms",
+            "TTFT ms",
+            "tok/s",
+            "largest terms",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "plateau: {:.0} tok/s, reached by C = {} (gain per doubling below {:.0} %); asymptote without KV limit {:.0} tok/s",
+        r.plateau_tok_s,
+        r.plateau_concurrency,
+        r.plateau_threshold * 100.0,
+        r.asymptote_tok_s
+    );
+    let _ = writeln!(
+        o,
+        "KV cache holds {} sequences of {} tokens",
+        r.kv_max_concurrency,
+        r.input_len + r.output_len
+    );
+    let mut m: Vec<(&&str, &f64)> = r
+        .marginal_ms_per_token
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .collect();
+    m.sort_by(|a, b| b.1.total_cmp(a.1));
+    let total: f64 = m.iter().map(|(_, v)| **v).sum();
+    let _ = writeln!(
+        o,
+        "marginal decode cost per added sequence at the plateau: {:.3} ms ({})",
+        total,
+        m.iter()
+            .map(|(k, v)| format!("{k} {:.3}", v))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(o, "limited by: {}", r.limited_by.join(", "));
+    o
+}

@@ -1,0 +1,266 @@
+//! The serving curve: TPOT, TTFT and throughput against concurrency, the plateau and what
+//! sets it, and the KV-cache limit on concurrency.
+//!
+//! Model (closed loop, as a benchmark with C concurrent clients behaves):
+//! - At most `running = min(C, max_num_seqs, KV capacity / (input + output))` requests run;
+//!   the rest queue for a slot.
+//! - Decode: each step advances every running sequence by one token, at the mean context
+//!   over the generation (`input + output / 2`).
+//! - Prefill: each request needs one prefill of its prompt. In steady state `running /
+//!   output` new prompts start per decode step. Without chunked prefill they run as separate
+//!   passes; with chunked prefill (vLLM's default) they share decode steps, and only their
+//!   marginal cost over a 1-token pass is added (the weights are read by the decode step
+//!   anyway), in chunks of the token budget left after the decode tokens.
+//! - TTFT: the prompt's own prefill (its chunks, each a step long, when chunked) plus an
+//!   M/D/1 wait behind other prefills, `ρ s / (2(1 − ρ))` with ρ the prefill utilisation,
+//!   plus the wait for a running slot when C exceeds `running`. ρ is the prompt tokens wanted
+//!   per step over the token budget left (chunked), or prefill time per step (separate
+//!   passes), capped at 0.95 (beyond it the queue would grow without bound).
+//! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput = running / step: each step yields a
+//!   token per running sequence.
+//!   TPOT is reported under both harness definitions: `itl` = (E2E − TTFT)/(output − 1),
+//!   `e2e` = E2E / output (prefill included, as the team's macro benchmark computed it).
+
+use crate::cost::{Breakdown, Category, Evaluator, Pass};
+use crate::error::Result;
+use crate::predict::{breakdown_ms, Scenario};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How a harness defines TPOT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TpotDef {
+    /// Decode only: (E2E − TTFT) / (tokens − 1), as vLLM's benchmark.
+    #[default]
+    Itl,
+    /// E2E / tokens, prefill included.
+    E2e,
+}
+
+/// Request shape of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Workload {
+    pub input_len: u32,
+    pub output_len: u32,
+    pub tpot_def: TpotDef,
+}
+
+/// One concurrency of the sweep.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServePoint {
+    pub concurrency: u32,
+    /// Requests running at once (KV cache and max_num_seqs permitting).
+    pub running: u32,
+    /// Requests waiting for a slot.
+    pub queued: u32,
+    /// TPOT under the sweep's definition, ms.
+    pub tpot_ms: f64,
+    pub tpot_itl_ms: f64,
+    pub tpot_e2e_ms: f64,
+    pub ttft_ms: f64,
+    pub e2e_ms: f64,
+    /// Output tokens per second of the server.
+    pub throughput_tok_s: f64,
+    /// Decode step without prefill work, ms.
+    pub decode_step_ms: f64,
+    /// Prefill work added to each decode step, ms.
+    pub prefill_per_step_ms: f64,
+    pub sol_tpot_ms: f64,
+    /// Decode step by category (prefill share under `prefill`), summing to `tpot_itl_ms`.
+    pub breakdown_ms: BTreeMap<&'static str, f64>,
+}
+
+/// The sweep's result record.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Sweep {
+    pub model: String,
+    pub system: String,
+    pub parallel: String,
+    pub provenance: &'static str,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub tpot_def: TpotDef,
+    pub points: Vec<ServePoint>,
+    /// Highest throughput the sweep reaches, tok/s.
+    pub plateau_tok_s: f64,
+    /// First concurrency after which doubling gains less than `plateau_threshold`.
+    pub plateau_concurrency: u32,
+    /// Marginal gain per doubling below which throughput counts as flat.
+    pub plateau_threshold: f64,
+    /// 1 / (marginal decode cost per added sequence) at the last point, tok/s: where the
+    /// curve would level off without a KV limit.
+    pub asymptote_tok_s: f64,
+    /// Marginal decode cost per added sequence at the plateau, by category, ms.
+    pub marginal_ms_per_token: BTreeMap<&'static str, f64>,
+    /// The terms that set the plateau, largest first (`kv_capacity` when the cache caps
+    /// concurrency, `max_num_seqs` when the scheduler does).
+    pub limited_by: Vec<String>,
+    /// Sequences the KV cache holds at input + output tokens each.
+    pub kv_max_concurrency: u32,
+}
+
+/// Marginal gain per doubling below which throughput counts as flat (5 %).
+pub const PLATEAU_THRESHOLD: f64 = 0.05;
+
+struct Costs<'a> {
+    ev: Evaluator<'a>,
+    sol: Evaluator<'a>,
+    chunked: bool,
+    budget: f64,
+    step_overhead: f64,
+}
+
+impl Costs<'_> {
+    /// (decode step, its breakdown) at `running` sequences and mean context.
+    fn decode(&self, running: f64, ctx: f64) -> (f64, Breakdown) {
+        let s = self.ev.evaluate(&Pass::decode(running, ctx));
+        (s.total, s.breakdown)
+    }
+
+    /// Prefill cost of one prompt: as a separate pass, or its marginal cost inside a step.
+    fn prefill(&self, input: f64) -> f64 {
+        let full = self.ev.evaluate(&Pass::prefill(1.0, input, 0.0)).total;
+        if self.chunked {
+            let one = self.ev.evaluate(&Pass::prefill(1.0, 1.0, 0.0)).total;
+            (full - one).max(0.0)
+        } else {
+            full
+        }
+    }
+}
+
+/// Evaluate the serving curve at each concurrency.
+pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
+    let eng = &s.system.spec.engine;
+    let costs = Costs {
+        ev: s.evaluator()?,
+        sol: s.sol_evaluator()?,
+        chunked: eng.chunked_prefill,
+        budget: eng.max_num_batched_tokens as f64,
+        step_overhead: s.params.step_overhead,
+    };
+    let input = w.input_len.max(1) as f64;
+    let output = w.output_len.max(1) as f64;
+    let ctx = input + output / 2.0;
+    let mem = s.memory(1.0, input + output);
+    let kv_max = mem.max_sequences_at_context.max(0.0) as u32;
+    let cap = kv_max.min(eng.max_num_seqs);
+    let prefill_one = costs.prefill(input);
+
+    let mut points = Vec::with_capacity(concurrency.len());
+    for &c in concurrency {
+        let c = c.max(1);
+        let running = c.min(cap).max(1) as f64;
+        let (dec, b) = costs.decode(running, ctx);
+        // Prompts started per decode step, each adding its prefill work.
+        let prefill_per_step = running / output * prefill_one;
+        let step = dec + prefill_per_step;
+        let mut bm = breakdown_ms(&b);
+        bm.insert("prefill", prefill_per_step * 1e3);
+        // TTFT: own prefill (chunked: its chunks, each one step) plus M/D/1 queueing behind
+        // the other prompts competing for the same prefill capacity.
+        let (own, rho) = if costs.chunked {
+            let room = (costs.budget - running).max(1.0);
+            let demand = running / output * input; // prompt tokens wanted per step
+            ((input / room).ceil() * step, (demand / room).min(0.95))
+        } else {
+            let own = prefill_one + costs.step_overhead;
+            (own, (running / output * own / step).min(0.95))
+        };
+        let wait = rho * own / (2.0 * (1.0 - rho));
+        let e2e_busy = own + wait + (output - 1.0) * step;
+        let slot_wait = if (c as f64) > running {
+            (c as f64 - running) / running * e2e_busy
+        } else {
+            0.0
+        };
+        let ttft = own + wait + slot_wait;
+        let e2e = ttft + (output - 1.0) * step;
+        let itl = step;
+        let e2e_tpot = e2e / output;
+        // Every step yields one token per running sequence (the prompts' first tokens are the
+        // prefills folded into the step): tokens per second = running / step.
+        let throughput = running / step;
+        let sol_step = costs.sol.evaluate(&Pass::decode(running, ctx)).total;
+        points.push(ServePoint {
+            concurrency: c,
+            running: running as u32,
+            queued: c.saturating_sub(running as u32),
+            tpot_ms: match w.tpot_def {
+                TpotDef::Itl => itl,
+                TpotDef::E2e => e2e_tpot,
+            } * 1e3,
+            tpot_itl_ms: itl * 1e3,
+            tpot_e2e_ms: e2e_tpot * 1e3,
+            ttft_ms: ttft * 1e3,
+            e2e_ms: e2e * 1e3,
+            throughput_tok_s: throughput,
+            decode_step_ms: dec * 1e3,
+            prefill_per_step_ms: prefill_per_step * 1e3,
+            sol_tpot_ms: sol_step * 1e3,
+            breakdown_ms: bm,
+        });
+    }
+
+    let plateau_tok_s = points
+        .iter()
+        .map(|p| p.throughput_tok_s)
+        .fold(0.0, f64::max);
+    let mut plateau_concurrency = points.last().map(|p| p.concurrency).unwrap_or(1);
+    for win in points.windows(2) {
+        let gain = (win[1].throughput_tok_s - win[0].throughput_tok_s) / win[0].throughput_tok_s;
+        let doublings = (win[1].concurrency as f64 / win[0].concurrency as f64)
+            .log2()
+            .max(1e-9);
+        if gain / doublings < PLATEAU_THRESHOLD {
+            plateau_concurrency = win[0].concurrency;
+            break;
+        }
+    }
+    // Marginal cost per added sequence around the plateau (or the last point).
+    let at = (plateau_concurrency.min(cap).max(2)) as f64;
+    let (hi, bhi) = costs.decode(at, ctx);
+    let (lo, blo) = costs.decode(at / 2.0, ctx);
+    let per_seq = ((hi - lo) / (at / 2.0)).max(0.0);
+    let last_running = points.last().map(|p| p.running).unwrap_or(1).max(2) as f64;
+    let (lh, _) = costs.decode(last_running, ctx);
+    let (ll, _) = costs.decode(last_running - 1.0, ctx);
+    let marginal_last = (lh - ll).max(1e-12);
+    let mut marginal = BTreeMap::new();
+    let mut terms: Vec<(String, f64)> = Vec::new();
+    for cat in Category::ALL {
+        let d = ((bhi.get(cat) - blo.get(cat)) / (at / 2.0)).max(0.0);
+        marginal.insert(cat.name(), d * 1e3);
+        if d > 0.05 * per_seq {
+            terms.push((cat.name().to_string(), d));
+        }
+    }
+    terms.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut limited_by: Vec<String> = Vec::new();
+    if concurrency.iter().any(|&c| c > cap) {
+        limited_by.push(if kv_max <= eng.max_num_seqs {
+            "kv_capacity".into()
+        } else {
+            "max_num_seqs".into()
+        });
+    }
+    limited_by.extend(terms.into_iter().map(|(n, _)| n));
+    Ok(Sweep {
+        model: s.model.name.clone(),
+        system: s.system.spec.name.clone(),
+        parallel: s.parallel.to_string(),
+        provenance: s.params.provenance.name(),
+        input_len: w.input_len,
+        output_len: w.output_len,
+        tpot_def: w.tpot_def,
+        points,
+        plateau_tok_s,
+        plateau_concurrency,
+        plateau_threshold: PLATEAU_THRESHOLD,
+        asymptote_tok_s: 1.0 / marginal_last,
+        marginal_ms_per_token: marginal,
+        limited_by,
+        kv_max_concurrency: kv_max,
+    })
+}

@@ -5,11 +5,27 @@
 //! columns) and fails with the file and line when a required field is missing or malformed.
 //! Every observation remembers where it came from, so residuals can be reported per point.
 
-use serde::Serialize;
+pub mod gemm_csv;
+pub mod macro_log;
+pub mod nccl;
+pub mod toml_file;
+pub mod trace;
+pub mod vllm_json;
+
+pub use gemm_csv::parse_gemm_csv;
+pub use macro_log::parse_macro_log;
+pub use nccl::parse_nccl;
+pub use toml_file::parse_toml;
+pub use trace::{categorize, parse_trace};
+pub use vllm_json::parse_vllm_json;
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// How a benchmark harness defined TPOT; predictions are compared under the measurement's own
 /// definition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TpotDefinition {
     /// Inter-token latency: (E2E − TTFT) / (tokens − 1), as vLLM's benchmark reports it.
@@ -19,7 +35,7 @@ pub enum TpotDefinition {
 }
 
 /// Kernel-time categories a profiler trace is split into (and the breakdown predicts).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TraceCategory {
     Allreduce,
@@ -95,4 +111,316 @@ pub struct MeasuredSet {
     pub system: Option<String>,
     pub model: Option<String>,
     pub observations: Vec<Observation>,
+}
+
+impl TraceCategory {
+    /// Every category, in the order reports list them.
+    pub const ALL: [TraceCategory; 6] = [
+        TraceCategory::Allreduce,
+        TraceCategory::Moe,
+        TraceCategory::Attention,
+        TraceCategory::Gemm,
+        TraceCategory::Dequant,
+        TraceCategory::Other,
+    ];
+
+    /// The lowercase name used in files and reports (`allreduce`, `moe`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceCategory::Allreduce => "allreduce",
+            TraceCategory::Moe => "moe",
+            TraceCategory::Attention => "attention",
+            TraceCategory::Gemm => "gemm",
+            TraceCategory::Dequant => "dequant",
+            TraceCategory::Other => "other",
+        }
+    }
+}
+
+impl MeasuredSet {
+    /// Append `other`'s observations. The first file that names a system (model) keeps it:
+    /// names from different tools (a served model path, a Hugging Face id, a rooftop name)
+    /// are not comparable, so they are not checked against each other.
+    pub fn merge(&mut self, other: MeasuredSet) {
+        if self.system.is_none() {
+            self.system = other.system;
+        }
+        if self.model.is_none() {
+            self.model = other.model;
+        }
+        self.observations.extend(other.observations);
+    }
+}
+
+/// The measured-file formats rooftop reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The team's HTTP macro-benchmark log (`Trial N: 0.407s, 32 tokens, …`).
+    MacroLog,
+    /// `vllm bench serve --save-result` JSON, one object or JSON lines.
+    VllmJson,
+    /// nccl-tests `all_reduce_perf` output.
+    Nccl,
+    /// GEMM micro-benchmark CSV (`m,n,k,dtype,latency_ms|time_us`).
+    GemmCsv,
+    /// PyTorch profiler Chrome trace JSON.
+    Trace,
+    /// rooftop's own measurement TOML.
+    Toml,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::MacroLog => "macro-benchmark log",
+            Format::VllmJson => "vLLM benchmark JSON",
+            Format::Nccl => "nccl-tests all_reduce_perf output",
+            Format::GemmCsv => "GEMM CSV",
+            Format::Trace => "PyTorch profiler trace",
+            Format::Toml => "rooftop measurement TOML",
+        }
+    }
+
+    /// The format of a file, from its extension where that is unambiguous (`.toml`, `.csv`)
+    /// and from its content otherwise (`.json` may be a vLLM result or a trace; `.log` and
+    /// `.txt` may be a macro log or nccl-tests output). `None` when nothing matches.
+    pub fn detect(path: &Path, text: &str) -> Option<Format> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(|e| e.to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("toml") => return Some(Format::Toml),
+            Some("csv") => return Some(Format::GemmCsv),
+            _ => {}
+        }
+        let sniffed = Format::sniff(text);
+        let json_ext = matches!(ext.as_deref(), Some("json" | "jsonl" | "ndjson"));
+        match sniffed {
+            Some(f) => Some(f),
+            None if json_ext => Some(Format::VllmJson),
+            None => None,
+        }
+    }
+
+    /// Guess the format from the text alone.
+    pub fn sniff(text: &str) -> Option<Format> {
+        let t = text.trim_start_matches('\u{feff}').trim_start();
+        if t.starts_with('{') || t.starts_with('[') {
+            // Both JSON formats; a trace names its event list, a bare-array trace starts with
+            // '[' (vLLM writes objects).
+            if t.contains("\"traceEvents\"") || t.starts_with('[') {
+                return Some(Format::Trace);
+            }
+            return Some(Format::VllmJson);
+        }
+        let mut csv_header = None;
+        for line in t.lines().map(str::trim) {
+            if line.contains("all_reduce_perf")
+                || line.contains("Avg bus bandwidth")
+                || (line.starts_with('#') && line.contains("out-of-place"))
+            {
+                return Some(Format::Nccl);
+            }
+            if line.starts_with("Testing max_tokens") || macro_log::is_trial_line(line) {
+                return Some(Format::MacroLog);
+            }
+            if line == "[[points]]" || line.starts_with("tpot_definition") {
+                return Some(Format::Toml);
+            }
+            if csv_header.is_none() && !line.is_empty() && !line.starts_with('#') {
+                csv_header = Some(line);
+            }
+        }
+        let header = csv_header?;
+        let cols: Vec<String> = header
+            .split(',')
+            .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
+            .collect();
+        ["m", "n", "k"]
+            .iter()
+            .all(|c| cols.iter().any(|h| h == c))
+            .then_some(Format::GemmCsv)
+    }
+}
+
+/// What a file cannot say for itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadOptions {
+    /// Read the files as this format instead of detecting it.
+    pub format: Option<Format>,
+    /// GPU count for nccl-tests output that has neither `# Rank` lines nor a `-g N` command.
+    pub gpus: Option<u32>,
+    /// Concurrency at which a profiler trace was taken (default 1).
+    pub concurrency: Option<u32>,
+}
+
+/// Read one measured file, detecting its format (see [`Format::detect`]).
+pub fn read_file(path: &Path) -> Result<MeasuredSet> {
+    read_file_with(path, &ReadOptions::default())
+}
+
+/// Read one measured file with options for what the file does not say.
+pub fn read_file_with(path: &Path, options: &ReadOptions) -> Result<MeasuredSet> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file = path.display().to_string();
+    let format = match options.format.or_else(|| Format::detect(path, &text)) {
+        Some(f) => f,
+        None => {
+            return Err(measured_error(
+                &file,
+                None,
+                "cannot tell the format: expected a macro-benchmark log, vLLM benchmark JSON, \
+                 nccl-tests all_reduce_perf output, a GEMM CSV (m,n,k,dtype,latency_ms), a \
+                 profiler trace ({\"traceEvents\": …}) or a rooftop measurement TOML",
+            ))
+        }
+    };
+    parse_text(&text, &file, format, options)
+}
+
+/// Parse text already read, as `format`. `file` labels errors and origins.
+pub fn parse_text(
+    text: &str,
+    file: &str,
+    format: Format,
+    options: &ReadOptions,
+) -> Result<MeasuredSet> {
+    // Spreadsheet exports often start with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match format {
+        Format::MacroLog => parse_macro_log(text, file),
+        Format::VllmJson => parse_vllm_json(text, file),
+        Format::Nccl => parse_nccl(text, file, options.gpus),
+        Format::GemmCsv => parse_gemm_csv(text, file),
+        Format::Trace => parse_trace(text, file, options.concurrency),
+        Format::Toml => parse_toml(text, file),
+    }
+}
+
+/// Read several files into one set (see [`MeasuredSet::merge`]); the first error stops.
+pub fn read_files(paths: &[PathBuf]) -> Result<MeasuredSet> {
+    read_files_with(paths, &ReadOptions::default())
+}
+
+/// [`read_files`] with options applied to every file.
+pub fn read_files_with(paths: &[PathBuf], options: &ReadOptions) -> Result<MeasuredSet> {
+    let mut set = MeasuredSet::default();
+    for p in paths {
+        set.merge(read_file_with(p, options)?);
+    }
+    Ok(set)
+}
+
+/// The reader error for `file` at `line`.
+pub(crate) fn measured_error(file: &str, line: Option<usize>, message: impl Into<String>) -> Error {
+    Error::Measured {
+        file: file.to_string(),
+        line,
+        message: message.into(),
+    }
+}
+
+/// 1-based line of byte offset `at` in `text` (clamped to the text).
+pub(crate) fn line_at(text: &str, at: usize) -> usize {
+    let end = at.min(text.len());
+    text.as_bytes()
+        .get(..end)
+        .map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
+        + 1
+}
+
+/// An observation from `file` at `line`.
+pub(crate) fn observation(quantity: Quantity, file: &str, line: Option<usize>) -> Observation {
+    Observation {
+        quantity,
+        origin: Origin {
+            file: file.to_string(),
+            line,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_each_format() {
+        let cases = [
+            (
+                "  Trial 1: 0.407s, 32 tokens, TPOT=12.7ms",
+                Format::MacroLog,
+            ),
+            ("{\"max_concurrency\": 8}", Format::VllmJson),
+            ("{\"traceEvents\": []}", Format::Trace),
+            (
+                "# nThread 1 nGpus 8\n# Avg bus bandwidth    : 1.0",
+                Format::Nccl,
+            ),
+            (
+                "# bench\nm,n,k,dtype,time_us\n1,2,3,bf16,4",
+                Format::GemmCsv,
+            ),
+            ("system = \"x\"\n[[points]]\nconcurrency = 1", Format::Toml),
+        ];
+        for (text, f) in cases {
+            assert_eq!(Format::sniff(text), Some(f), "{text}");
+        }
+        assert_eq!(Format::sniff("hello\nworld"), None);
+        assert_eq!(Format::sniff(""), None);
+    }
+
+    #[test]
+    fn extension_decides_toml_and_csv() {
+        assert_eq!(
+            Format::detect(Path::new("a.toml"), "anything"),
+            Some(Format::Toml)
+        );
+        assert_eq!(
+            Format::detect(Path::new("a.csv"), "x,y"),
+            Some(Format::GemmCsv)
+        );
+        assert_eq!(
+            Format::detect(Path::new("a.json"), "  "),
+            Some(Format::VllmJson)
+        );
+        assert_eq!(Format::detect(Path::new("a.log"), "nothing here"), None);
+    }
+
+    #[test]
+    fn line_at_counts_from_one() {
+        assert_eq!(line_at("a\nb\nc", 0), 1);
+        assert_eq!(line_at("a\nb\nc", 2), 2);
+        assert_eq!(line_at("a\nb\nc", 99), 3);
+    }
+
+    #[test]
+    fn merge_keeps_first_names() {
+        let mut a = MeasuredSet {
+            system: None,
+            model: Some("m1".into()),
+            observations: vec![],
+        };
+        let b = MeasuredSet {
+            system: Some("s".into()),
+            model: Some("m2".into()),
+            observations: vec![observation(
+                Quantity::AllReduce {
+                    bytes: 8.0,
+                    gpus: 8,
+                    seconds: 1e-5,
+                },
+                "f",
+                Some(3),
+            )],
+        };
+        a.merge(b);
+        assert_eq!(a.system.as_deref(), Some("s"));
+        assert_eq!(a.model.as_deref(), Some("m1"));
+        assert_eq!(a.observations.len(), 1);
+    }
 }

@@ -1,0 +1,360 @@
+//! Reader for vLLM's serving-benchmark results (`vllm bench serve --save-result`, formerly
+//! `benchmarks/benchmark_serving.py`), the measurement most vLLM users already have. It exists
+//! so a concurrency sweep can be set against predictions without retyping it.
+//!
+//! A file holds one JSON object, or several (JSON lines, one run per line, as a sweep script
+//! appends them; pretty-printed objects one after another also work). Each run gives, at its
+//! concurrency and its mean input/output lengths:
+//! - `mean_tpot_ms` → [`Quantity::Tpot`] with [`TpotDefinition::Itl`]: vLLM's TPOT is
+//!   (latency − TTFT) / (output tokens − 1). A mean of 0 (no request produced two tokens), or
+//!   a run with no output tokens, is not a measurement and is left out.
+//! - `mean_ttft_ms` → [`Quantity::Ttft`].
+//! - `output_throughput` → [`Quantity::Throughput`] (output tokens/s of the whole server).
+//!
+//! Lengths are `total_input_tokens / completed` and `total_output_tokens / completed`,
+//! rounded; `total_input_tokens` may be absent (then the input length is unknown).
+//!
+//! Concurrency is `max_concurrency`, capped at `num_prompts` (no more requests can be in
+//! flight than were sent). `max_concurrency` must be present; `null` means vLLM did not limit
+//! it, and then all `num_prompts` requests are in flight at once *only* when `request_rate` is
+//! infinite (`"inf"`, the default), so the concurrency is taken as `num_prompts`. A null
+//! `max_concurrency` with a finite request rate has no fixed concurrency and is an error.
+//!
+//! Errors name the file, the line where the run's object starts, and the field.
+
+use super::{line_at, measured_error, observation, MeasuredSet, Quantity, TpotDefinition};
+use crate::error::{Error, Result};
+use serde_json::{Map, Value};
+
+/// Parse vLLM benchmark results (one object or JSON lines). `file` labels errors and origins.
+pub fn parse_vllm_json(text: &str, file: &str) -> Result<MeasuredSet> {
+    let mut set = MeasuredSet::default();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let mut runs = 0usize;
+    loop {
+        let before = stream.byte_offset();
+        let start = text
+            .get(before..)
+            .and_then(|rest| rest.find(|c: char| !c.is_whitespace()))
+            .map_or(before, |skip| before + skip);
+        let value = match stream.next() {
+            None => break,
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                return Err(measured_error(
+                    file,
+                    Some(e.line().max(1)),
+                    format!("not valid JSON: {e}"),
+                ))
+            }
+        };
+        let end = stream.byte_offset();
+        let line = line_at(text, start);
+        let Value::Object(obj) = value else {
+            return Err(measured_error(
+                file,
+                Some(line),
+                "expected a JSON object (one benchmark run)",
+            ));
+        };
+        let run = Run {
+            obj: &obj,
+            span: text.get(start..end).unwrap_or(""),
+            file,
+            line,
+        };
+        read_run(&run, &mut set)?;
+        runs += 1;
+    }
+    if runs == 0 {
+        return Err(measured_error(
+            file,
+            None,
+            "no benchmark results: the file is empty",
+        ));
+    }
+    Ok(set)
+}
+
+/// One run's object, with what errors need to point at it.
+struct Run<'a> {
+    obj: &'a Map<String, Value>,
+    /// The object's source text, to find the line of a bad field.
+    span: &'a str,
+    file: &'a str,
+    /// Line where the object starts.
+    line: usize,
+}
+
+impl Run<'_> {
+    fn missing(&self, field: &str) -> Error {
+        measured_error(
+            self.file,
+            Some(self.line),
+            format!("missing field `{field}`"),
+        )
+    }
+
+    /// Error about a field that is present: points at the field's own line when it can.
+    fn bad(&self, field: &str, why: &str) -> Error {
+        let line = self
+            .span
+            .find(&format!("\"{field}\""))
+            .map_or(self.line, |at| self.line + line_at(self.span, at) - 1);
+        measured_error(self.file, Some(line), format!("field `{field}`: {why}"))
+    }
+
+    /// A required non-negative finite number.
+    fn number(&self, field: &str) -> Result<f64> {
+        let v = self.obj.get(field).ok_or_else(|| self.missing(field))?;
+        self.as_number(field, v)
+    }
+
+    fn as_number(&self, field: &str, v: &Value) -> Result<f64> {
+        match v.as_f64() {
+            Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            Some(_) => Err(self.bad(field, "expected a non-negative number")),
+            None => Err(self.bad(field, &format!("expected a number, found {v}"))),
+        }
+    }
+
+    /// A required positive integer that fits u32.
+    fn count(&self, field: &str) -> Result<u32> {
+        let v = self.obj.get(field).ok_or_else(|| self.missing(field))?;
+        self.as_count(field, v)
+    }
+
+    fn as_count(&self, field: &str, v: &Value) -> Result<u32> {
+        v.as_u64()
+            .filter(|&n| n > 0)
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| self.bad(field, &format!("expected a positive integer, found {v}")))
+    }
+}
+
+fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
+    let concurrency = concurrency(run)?;
+    let completed = run.count("completed")?;
+    let per_request = |total: f64| -> Option<u32> {
+        let mean = (total / f64::from(completed)).round();
+        (mean >= 0.0 && mean <= f64::from(u32::MAX)).then_some(mean as u32)
+    };
+    let output_total = run.number("total_output_tokens")?;
+    let output_len = per_request(output_total)
+        .ok_or_else(|| run.bad("total_output_tokens", "mean per request does not fit"))?;
+    let input_len = match run.obj.get("total_input_tokens") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            per_request(run.as_number("total_input_tokens", v)?)
+                .ok_or_else(|| run.bad("total_input_tokens", "mean per request does not fit"))?,
+        ),
+    };
+    let tpot_ms = run.number("mean_tpot_ms")?;
+    let ttft_ms = run.number("mean_ttft_ms")?;
+    let tokens_per_second = run.number("output_throughput")?;
+
+    if set.model.is_none() {
+        set.model = run
+            .obj
+            .get("model_id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    let line = Some(run.line);
+    if tpot_ms > 0.0 && output_len > 0 {
+        set.observations.push(observation(
+            Quantity::Tpot {
+                concurrency,
+                input_len,
+                output_len,
+                definition: TpotDefinition::Itl,
+                seconds: tpot_ms * 1e-3,
+            },
+            run.file,
+            line,
+        ));
+    }
+    set.observations.push(observation(
+        Quantity::Ttft {
+            concurrency,
+            input_len,
+            seconds: ttft_ms * 1e-3,
+        },
+        run.file,
+        line,
+    ));
+    set.observations.push(observation(
+        Quantity::Throughput {
+            concurrency,
+            input_len,
+            output_len: Some(output_len),
+            tokens_per_second,
+        },
+        run.file,
+        line,
+    ));
+    Ok(())
+}
+
+/// The run's concurrency (see the module doc).
+fn concurrency(run: &Run) -> Result<u32> {
+    let prompts = match run.obj.get("num_prompts") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(run.as_count("num_prompts", v)?),
+    };
+    match run.obj.get("max_concurrency") {
+        None => Err(run.missing("max_concurrency")),
+        Some(Value::Null) => {
+            let infinite_rate = match run.obj.get("request_rate") {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => s.trim().eq_ignore_ascii_case("inf"),
+                Some(v) => v.as_f64().is_some_and(f64::is_infinite),
+            };
+            if !infinite_rate {
+                return Err(run.bad(
+                    "max_concurrency",
+                    "null with a finite `request_rate`: the run had no fixed concurrency; \
+                     use results from a run with --max-concurrency",
+                ));
+            }
+            prompts.ok_or_else(|| {
+                measured_error(
+                    run.file,
+                    Some(run.line),
+                    "`max_concurrency` is null (unlimited) and field `num_prompts`, which then \
+                     gives the concurrency, is missing",
+                )
+            })
+        }
+        Some(v) => {
+            let c = run.as_count("max_concurrency", v)?;
+            Ok(prompts.map_or(c, |p| c.min(p)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use approx::assert_relative_eq;
+
+    fn run_json(max_concurrency: &str) -> String {
+        format!(
+            r#"{{"backend": "vllm", "model_id": "moonshotai/Kimi-K2.5", "max_concurrency": {max_concurrency},
+ "request_rate": "inf", "num_prompts": 64, "completed": 64, "total_input_tokens": 65536,
+ "total_output_tokens": 8190, "output_throughput": 512.5, "mean_ttft_ms": 250.0,
+ "mean_tpot_ms": 14.5, "mean_itl_ms": 14.4}}"#
+        )
+    }
+
+    #[test]
+    fn reads_one_object() {
+        let set = parse_vllm_json(&run_json("8"), "r.json").unwrap();
+        assert_eq!(set.model.as_deref(), Some("moonshotai/Kimi-K2.5"));
+        assert_eq!(set.observations.len(), 3);
+        match set.observations[0].quantity {
+            Quantity::Tpot {
+                concurrency,
+                input_len,
+                output_len,
+                definition,
+                seconds,
+            } => {
+                assert_eq!((concurrency, input_len, output_len), (8, Some(1024), 128));
+                assert_eq!(definition, TpotDefinition::Itl);
+                assert_relative_eq!(seconds, 0.0145);
+            }
+            ref q => panic!("{q:?}"),
+        }
+        assert!(matches!(
+            set.observations[2].quantity,
+            Quantity::Throughput { tokens_per_second, .. } if tokens_per_second == 512.5
+        ));
+    }
+
+    #[test]
+    fn null_concurrency_with_infinite_rate_is_num_prompts() {
+        let set = parse_vllm_json(&run_json("null"), "r.json").unwrap();
+        assert!(matches!(
+            set.observations[1].quantity,
+            Quantity::Ttft {
+                concurrency: 64,
+                ..
+            }
+        ));
+        // More allowed than sent: capped at what was sent.
+        let set = parse_vllm_json(&run_json("256"), "r.json").unwrap();
+        assert!(matches!(
+            set.observations[1].quantity,
+            Quantity::Ttft {
+                concurrency: 64,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn null_concurrency_with_finite_rate_is_an_error() {
+        let text = run_json("null").replace("\"inf\"", "4.0");
+        let e = parse_vllm_json(&text, "r.json").unwrap_err().to_string();
+        assert!(
+            e.contains("max_concurrency") && e.contains("request_rate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn json_lines_missing_field_names_line_and_field() {
+        let one = run_json("1").replace('\n', "");
+        let bad = run_json("2")
+            .replace('\n', "")
+            .replace("\"mean_tpot_ms\": 14.5,", "");
+        let text = format!("{one}\n\n{bad}\n");
+        let e = parse_vllm_json(&text, "sweep.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "sweep.jsonl:3: missing field `mean_tpot_ms`");
+    }
+
+    #[test]
+    fn wrong_type_points_at_the_field_line() {
+        let text = run_json("8").replace("\"mean_ttft_ms\": 250.0", "\"mean_ttft_ms\": \"slow\"");
+        let e = parse_vllm_json(&text, "r.json").unwrap_err().to_string();
+        assert!(e.starts_with("r.json:3: field `mean_ttft_ms`"), "{e}");
+    }
+
+    #[test]
+    fn truncated_json_is_an_error_with_line() {
+        let text = run_json("8");
+        let cut = &text[..text.len() / 2];
+        let e = parse_vllm_json(cut, "r.json").unwrap_err().to_string();
+        assert!(e.starts_with("r.json:"), "{e}");
+        assert!(e.contains("not valid JSON"), "{e}");
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        for t in [
+            "",
+            "   ",
+            "[]",
+            "1",
+            "{}",
+            "{\"completed\": 0}",
+            "null",
+            "{\"max_concurrency\": -1}",
+            "\u{feff}{}",
+        ] {
+            assert!(parse_vllm_json(t, "f").is_err(), "{t}");
+        }
+        // No output tokens: no TPOT, but TTFT and throughput still read.
+        let zero_tokens = run_json("8").replace("8190", "0");
+        assert_eq!(
+            parse_vllm_json(&zero_tokens, "f")
+                .unwrap()
+                .observations
+                .len(),
+            2
+        );
+    }
+}

@@ -41,6 +41,32 @@ pub struct ScenarioArgs {
     /// Data-parallel attention replicas (default 1).
     #[arg(long)]
     pub dp: Option<u32>,
+    /// Predict with parameters fitted by `rooftop calibrate` (a calibration TOML).
+    #[arg(long)]
+    pub calibration: Option<String>,
+}
+
+/// Measured files and what they do not say.
+#[derive(Debug, Args, Clone)]
+pub struct MeasuredArgs {
+    /// Measured files (the team's log, vLLM benchmark JSON, nccl-tests output, GEMM CSV,
+    /// profiler trace, rooftop measurement TOML) or built-in measurement names.
+    #[arg(long, num_args = 1.., default_value = "k25b6000bench1")]
+    pub measured: Vec<String>,
+    /// Prompt length to assume where a measurement does not give it (the team's record does
+    /// not: 32 tokens stands for a short chat prompt with its template; prompts of 64 tokens
+    /// or more would put the measured plateau above the model's speed-of-light bound).
+    #[arg(long, default_value_t = 32)]
+    pub assume_input_len: u32,
+    /// Output length to assume where a measurement does not give it.
+    #[arg(long, default_value_t = 32)]
+    pub assume_output_len: u32,
+    /// GPUs in nccl-tests output that does not say.
+    #[arg(long)]
+    pub nccl_gpus: Option<u32>,
+    /// Concurrency at which a profiler trace was taken (default 1).
+    #[arg(long)]
+    pub trace_concurrency: Option<u32>,
 }
 
 /// Request shape and concurrency list of a serving sweep.
@@ -95,6 +121,33 @@ pub enum Command {
         scenario: ScenarioArgs,
         #[command(flatten)]
         serving: ServingArgs,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Fit efficiencies and fixed costs to measurements, with confidence intervals.
+    #[command(
+        after_help = "Examples:\n  rooftop calibrate --measured k25b6000bench1 --out calibrated.toml\n  rooftop calibrate --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --measured bench/*.json nccl.txt --format json\n  rooftop predict --calibration calibrated.toml --batch 64"
+    )]
+    Calibrate {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[command(flatten)]
+        measured: MeasuredArgs,
+        /// Write the calibration TOML here (for --calibration).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Measured vs speed-of-light vs default vs calibrated, point by point.
+    #[command(
+        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json"
+    )]
+    Validate {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[command(flatten)]
+        measured: MeasuredArgs,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },

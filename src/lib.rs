@@ -4,6 +4,7 @@
 //! list and its costs ([`cost`]) → aggregates (TPOT, throughput, breakdown) → exporters
 //! (text, JSON, CSV, plots). Calibration changes only the parameters the costs read.
 
+pub mod calibrate;
 pub mod cli;
 pub mod commands;
 pub mod cost;

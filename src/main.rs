@@ -7,48 +7,50 @@ use rooftop::commands;
 use std::io::Write;
 use std::process::ExitCode;
 
-fn run(cli: Cli) -> anyhow::Result<String> {
-    let out = match cli.command {
-        None => commands::predict::run(
-            &rooftop::cli::ScenarioArgs {
-                model: "kimi-k2.5-int4".into(),
-                system: "8x-rtx-pro-6000-pcie".into(),
-                tp: None,
-                ep: None,
-                pp: None,
-                dp: None,
-            },
-            1,
-            1024,
-            false,
-            Default::default(),
-        )?,
-        Some(Command::Predict {
+fn run(command: Command) -> anyhow::Result<String> {
+    Ok(match command {
+        Command::Predict {
             scenario,
             batch,
             context,
             ops,
             format,
-        }) => commands::predict::run(&scenario, batch, context, ops, format)?,
-        Some(Command::Sweep {
+        } => commands::predict::run(&scenario, batch, context, ops, format)?,
+        Command::Sweep {
             scenario,
             serving,
             format,
-        }) => commands::sweep::run(&scenario, &serving, format)?,
-        Some(Command::Op(op)) => commands::op::run(&op)?,
-        Some(Command::List { kind, format }) => commands::catalog::list(&kind, format)?,
-        Some(Command::Show { name }) => commands::catalog::show(&name)?,
-    };
-    Ok(out)
+        } => commands::sweep::run(&scenario, &serving, format)?,
+        Command::Calibrate {
+            scenario,
+            measured,
+            out,
+            format,
+        } => commands::calibrate::run_calibrate(&scenario, &measured, out.as_deref(), format)?,
+        Command::Validate {
+            scenario,
+            measured,
+            format,
+        } => commands::calibrate::run_validate(&scenario, &measured, format)?,
+        Command::Op(op) => commands::op::run(&op)?,
+        Command::List { kind, format } => commands::catalog::list(&kind, format)?,
+        Command::Show { name } => commands::catalog::show(&name)?,
+    })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    // No subcommand: the embedded default scenario, the team's box against its measurement.
+    let command =
+        cli.command
+            .unwrap_or_else(|| match Cli::parse_from(["rooftop", "validate"]).command {
+                Some(c) => c,
+                None => unreachable!("`validate` parses to a command"),
+            });
+    match run(command) {
         Ok(out) => {
-            let mut stdout = std::io::stdout().lock();
             // A closed pipe (e.g. `| head`) is not an error worth a panic.
-            let _ = stdout.write_all(out.as_bytes());
+            let _ = std::io::stdout().lock().write_all(out.as_bytes());
             ExitCode::SUCCESS
         }
         Err(e) => {

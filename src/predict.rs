@@ -174,6 +174,9 @@ pub struct Prediction {
     pub allreduce_bytes: f64,
     pub kernels_per_step: u32,
     pub memory: MemoryReport,
+    /// 95 % interval of `tpot_ms` from the calibration's covariance (with `--calibration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ci95_ms: Option<[f64; 2]>,
     pub layers: Vec<LayerRow>,
     pub ops: Vec<OpRow>,
 }
@@ -248,6 +251,7 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             * 2.0,
         kernels_per_step: kernels,
         memory: s.memory(batch as f64, context as f64),
+        tpot_ci95_ms: None,
         layers,
         ops,
     })

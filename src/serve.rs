@@ -8,16 +8,19 @@
 //!   over the generation (`input + output / 2`).
 //! - Prefill: each request needs one prefill of its prompt. In steady state `running /
 //!   output` new prompts start per decode step. Without chunked prefill they run as separate
-//!   passes; with chunked prefill (vLLM's default) they share decode steps, and only their
-//!   marginal cost over a 1-token pass is added (the weights are read by the decode step
-//!   anyway), in chunks of the token budget left after the decode tokens.
+//!   passes; with chunked prefill (vLLM's default) their tokens join the decode step (a
+//!   mixed pass: more rows in every GEMM, more tokens routed to the experts the decode batch
+//!   already reads, causal attention within each prompt), in chunks of the token budget left
+//!   after the decode tokens.
 //! - TTFT: the prompt's own prefill (its chunks, each a step long, when chunked) plus an
 //!   M/D/1 wait behind other prefills, `ρ s / (2(1 − ρ))` with ρ the prefill utilisation,
 //!   plus the wait for a running slot when C exceeds `running`. ρ is the prompt tokens wanted
 //!   per step over the token budget left (chunked), or prefill time per step (separate
 //!   passes), capped at 0.95 (beyond it the queue would grow without bound).
-//! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput = running / step: each step yields a
-//!   token per running sequence.
+//! - A request's decode steps carry the prompts of the other running requests, each of which
+//!   restarts once per `output` steps: `(running − 1) / output` prompts per step.
+//! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput (Little's law over the running
+//!   requests) = running × output / (own prefill + (output − 1) × TPOT_itl).
 //!   TPOT is reported under both harness definitions: `itl` = (E2E − TTFT)/(output − 1),
 //!   `e2e` = E2E / output (prefill included, as the team's macro benchmark computed it).
 
@@ -69,6 +72,12 @@ pub struct ServePoint {
     pub sol_tpot_ms: f64,
     /// Decode step by category (prefill share under `prefill`), summing to `tpot_itl_ms`.
     pub breakdown_ms: BTreeMap<&'static str, f64>,
+    /// 95 % interval of `tpot_ms` (with `--calibration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ci95_ms: Option<[f64; 2]>,
+    /// 95 % interval of `throughput_tok_s` (with `--calibration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput_ci95_tok_s: Option<[f64; 2]>,
 }
 
 /// The sweep's result record.
@@ -118,15 +127,16 @@ impl Costs<'_> {
         (s.total, s.breakdown)
     }
 
-    /// Prefill cost of one prompt: as a separate pass, or its marginal cost inside a step.
-    fn prefill(&self, input: f64) -> f64 {
-        let full = self.ev.evaluate(&Pass::prefill(1.0, input, 0.0)).total;
-        if self.chunked {
-            let one = self.ev.evaluate(&Pass::prefill(1.0, 1.0, 0.0)).total;
-            (full - one).max(0.0)
-        } else {
-            full
-        }
+    /// A decode step with `prompt_tokens` of prompts of length `len` mixed in.
+    fn mixed(&self, running: f64, ctx: f64, prompt_tokens: f64, len: f64) -> f64 {
+        self.ev
+            .evaluate(&Pass::decode(running, ctx).with_prefill(prompt_tokens, len))
+            .total
+    }
+
+    /// One prompt prefilled as a pass of its own.
+    fn prefill_alone(&self, input: f64) -> f64 {
+        self.ev.evaluate(&Pass::prefill(1.0, input, 0.0)).total
     }
 }
 
@@ -146,26 +156,48 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
     let mem = s.memory(1.0, input + output);
     let kv_max = mem.max_sequences_at_context.max(0.0) as u32;
     let cap = kv_max.min(eng.max_num_seqs);
-    let prefill_one = costs.prefill(input);
+    let prefill_alone = costs.prefill_alone(input);
 
     let mut points = Vec::with_capacity(concurrency.len());
     for &c in concurrency {
         let c = c.max(1);
         let running = c.min(cap).max(1) as f64;
         let (dec, b) = costs.decode(running, ctx);
-        // Prompts started per decode step, each adding its prefill work.
-        let prefill_per_step = running / output * prefill_one;
-        let step = dec + prefill_per_step;
+        // Other requests' prompts interleaved into one request's decode steps: in steady
+        // state each of the other running requests restarts once per `output` steps.
+        let p = (running - 1.0) / output;
+        let with_prompts = |p: f64| -> f64 {
+            if costs.chunked {
+                // A fraction p of steps carries one prompt; above one prompt per step,
+                // every step carries p prompts.
+                if p <= 1.0 {
+                    dec + p * (costs.mixed(running, ctx, input, input) - dec)
+                } else {
+                    costs.mixed(running, ctx, p * input, input)
+                }
+            } else {
+                dec + p * prefill_alone
+            }
+        };
+        let step = with_prompts(p);
+        let prefill_per_step = step - dec;
         let mut bm = breakdown_ms(&b);
         bm.insert("prefill", prefill_per_step * 1e3);
-        // TTFT: own prefill (chunked: its chunks, each one step) plus M/D/1 queueing behind
-        // the other prompts competing for the same prefill capacity.
+        // TTFT: the prompt's own prefill plus M/D/1 queueing behind the other prompts
+        // competing for the same prefill capacity.
         let (own, rho) = if costs.chunked {
-            let room = (costs.budget - running).max(1.0);
+            // Chunks of the token budget left after the other decode tokens, one step each;
+            // each is a decode step of the others with the chunk mixed in.
+            let others = running - 1.0;
+            let room = (costs.budget - others).max(1.0);
+            let chunks = (input / room).ceil();
+            let chunk = (input / chunks).min(room);
             let demand = running / output * input; // prompt tokens wanted per step
-            ((input / room).ceil() * step, (demand / room).min(0.95))
+                                                   // The step that carries the prompt is at least a typical step of this load.
+            let carrier = costs.mixed(others, ctx, chunk, input).max(step);
+            (chunks * carrier, (demand / room).min(0.95))
         } else {
-            let own = prefill_one + costs.step_overhead;
+            let own = prefill_alone + costs.step_overhead;
             (own, (running / output * own / step).min(0.95))
         };
         let wait = rho * own / (2.0 * (1.0 - rho));
@@ -179,9 +211,9 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         let e2e = ttft + (output - 1.0) * step;
         let itl = step;
         let e2e_tpot = e2e / output;
-        // Every step yields one token per running sequence (the prompts' first tokens are the
-        // prefills folded into the step): tokens per second = running / step.
-        let throughput = running / step;
+        // Little's law over the running requests: each yields `output` tokens per
+        // (own prefill + output − 1 decode steps).
+        let throughput = running * output / (own + (output - 1.0) * step);
         let sol_step = costs.sol.evaluate(&Pass::decode(running, ctx)).total;
         points.push(ServePoint {
             concurrency: c,
@@ -200,6 +232,8 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
             prefill_per_step_ms: prefill_per_step * 1e3,
             sol_tpot_ms: sol_step * 1e3,
             breakdown_ms: bm,
+            tpot_ci95_ms: None,
+            throughput_ci95_tok_s: None,
         });
     }
 

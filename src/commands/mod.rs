@@ -1,21 +1,37 @@
 //! One module per command: turn validated options into scenarios, run them, and render the
 //! result record in the requested format. Every command returns the text to print.
 
+pub mod calibrate;
 pub mod catalog;
 pub mod op;
 pub mod predict;
 pub mod sweep;
 
+use crate::calibrate::Calibration;
 use crate::cli::ScenarioArgs;
-use crate::cost::Parallel;
+use crate::cost::{CostParams, Parallel};
 use crate::error::Result;
+use crate::predict::Scenario;
 use crate::spec::{registry, ModelSpec, System};
 
-/// Model, system and layout loaded from the common options.
+/// Model, system, layout and parameters loaded from the common options.
 pub struct Loaded {
     pub model: ModelSpec,
     pub system: System,
     pub parallel: Parallel,
+    /// The calibration, when `--calibration` was given.
+    pub calibration: Option<Calibration>,
+}
+
+impl Loaded {
+    /// The scenario with default or calibrated parameters.
+    pub fn scenario(&self) -> Result<Scenario<'_>> {
+        let mut s = Scenario::new(&self.model, &self.system, self.parallel)?;
+        if let Some(c) = &self.calibration {
+            s.params = c.params(&CostParams::default_for(&self.system));
+        }
+        Ok(s)
+    }
 }
 
 pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
@@ -23,9 +39,15 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
     let system = System::load(&args.system)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
     parallel.validate(&model, &system)?;
+    let calibration = args
+        .calibration
+        .as_deref()
+        .map(Calibration::load)
+        .transpose()?;
     Ok(Loaded {
         model,
         system,
         parallel,
+        calibration,
     })
 }

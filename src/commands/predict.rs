@@ -4,7 +4,7 @@ use crate::cli::ScenarioArgs;
 use crate::commands::load;
 use crate::error::Result;
 use crate::output::{self, num, Format};
-use crate::predict::{predict, Prediction, Scenario};
+use crate::predict::{predict, Prediction};
 use std::fmt::Write as _;
 
 pub fn run(
@@ -15,8 +15,18 @@ pub fn run(
     format: Format,
 ) -> Result<String> {
     let l = load(args)?;
-    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
-    let p = predict(&s, batch, context)?;
+    let s = l.scenario()?;
+    let mut p = predict(&s, batch, context)?;
+    if let Some(c) = &l.calibration {
+        let base = crate::cost::CostParams::default_for(&l.system);
+        let pass = crate::cost::Pass::decode(batch as f64, context as f64);
+        let (lo, hi) = c.interval(&base, |q| {
+            crate::cost::Evaluator::new(&l.model, &l.system, l.parallel, *q)
+                .map(|e| e.step_time(&pass) * 1e3)
+                .unwrap_or(f64::NAN)
+        });
+        p.tpot_ci95_ms = Some([lo, hi]);
+    }
     Ok(match format {
         Format::Json => output::json(&p),
         Format::Csv => csv(&p),
@@ -108,6 +118,12 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
         "TPOT ({})      {:>9.3} ms   {:>10.1} tok/s",
         p.provenance, p.tpot_ms, p.throughput_tok_s
     );
+    if let Some([lo, hi]) = p.tpot_ci95_ms {
+        let _ = writeln!(
+            o,
+            "  95 % interval   [{lo:.3}, {hi:.3}] ms (calibration covariance)"
+        );
+    }
     let _ = writeln!(
         o,
         "speed of light     {:>9.3} ms   {:>10.1} tok/s",

@@ -4,7 +4,6 @@ use crate::cli::{ScenarioArgs, ServingArgs};
 use crate::commands::load;
 use crate::error::{Error, Result};
 use crate::output::{self, num, Format};
-use crate::predict::Scenario;
 use crate::serve::{sweep, Sweep, Workload};
 use std::fmt::Write as _;
 
@@ -28,12 +27,32 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
 
 pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<String> {
     let l = load(args)?;
-    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    let s = l.scenario()?;
     let w = workload(serving)?;
     let mut conc = serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();
-    let r = sweep(&s, &conc, w)?;
+    let mut r = sweep(&s, &conc, w)?;
+    if let Some(c) = &l.calibration {
+        let base = crate::cost::CostParams::default_for(&l.system);
+        for p in r.points.iter_mut() {
+            let at = |q: &crate::cost::CostParams| {
+                let sc = crate::predict::Scenario {
+                    params: *q,
+                    ..s.clone()
+                };
+                sweep(&sc, &[p.concurrency], w)
+                    .ok()
+                    .and_then(|x| x.points.into_iter().next())
+            };
+            let (lo, hi) = c.interval(&base, |q| at(q).map(|x| x.tpot_ms).unwrap_or(f64::NAN));
+            p.tpot_ci95_ms = Some([lo, hi]);
+            let (lo, hi) = c.interval(&base, |q| {
+                at(q).map(|x| x.throughput_tok_s).unwrap_or(f64::NAN)
+            });
+            p.throughput_ci95_tok_s = Some([lo, hi]);
+        }
+    }
     Ok(render(&r, format))
 }
 

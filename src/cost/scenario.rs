@@ -200,6 +200,12 @@ pub struct Pass {
     pub tokens_per_sequence: f64,
     /// Tokens already cached per sequence that the new tokens attend to (mean).
     pub context: f64,
+    /// Prompt tokens of other requests prefilled in the same step (chunked prefill mixes
+    /// them into decode steps): they add to every GEMM's rows and to the experts' tokens,
+    /// and attend causally within their own prompts.
+    pub mixed_prefill_tokens: f64,
+    /// Prompt length of those mixed-in prefills (for their attention span).
+    pub mixed_prefill_len: f64,
 }
 
 impl Pass {
@@ -210,6 +216,17 @@ impl Pass {
             sequences: batch,
             tokens_per_sequence: 1.0,
             context,
+            mixed_prefill_tokens: 0.0,
+            mixed_prefill_len: 0.0,
+        }
+    }
+
+    /// The same pass with `tokens` prompt tokens of prompts of length `len` mixed in.
+    pub fn with_prefill(self, tokens: f64, len: f64) -> Pass {
+        Pass {
+            mixed_prefill_tokens: tokens.max(0.0),
+            mixed_prefill_len: len.max(1.0),
+            ..self
         }
     }
 
@@ -221,10 +238,18 @@ impl Pass {
             sequences,
             tokens_per_sequence: prompt,
             context,
+            mixed_prefill_tokens: 0.0,
+            mixed_prefill_len: 0.0,
         }
     }
 
+    /// New tokens of the pass's own sequences.
     pub fn tokens(&self) -> f64 {
         self.sequences * self.tokens_per_sequence
+    }
+
+    /// Every token the GEMMs process: the pass's own and the mixed-in prompt tokens.
+    pub fn all_tokens(&self) -> f64 {
+        self.tokens() + self.mixed_prefill_tokens
     }
 }

@@ -385,7 +385,13 @@ impl<'a> Evaluator<'a> {
         let heads = c.num_attention_heads as f64 / tp;
         let kvb = q.kv_cache.bytes();
         let seqs = pass.sequences / dp;
-        let tokens = pass.tokens() / dp;
+        // Rows of every GEMM, norm and all-reduce: own tokens plus mixed-in prompt tokens.
+        let tokens = pass.all_tokens() / dp;
+        // Tokens that attend over the cached context (the pass's own).
+        let own = pass.tokens() / dp;
+        let mixed = pass.mixed_prefill_tokens / dp;
+        // Mixed-in prompt tokens attend causally within their own prompt.
+        let mixed_span = (pass.mixed_prefill_len + 1.0) / 2.0;
         let new = pass.tokens_per_sequence;
         // Mean positions each new token attends to (causal among the new tokens).
         let span = pass.context + (new + 1.0) / 2.0;
@@ -496,8 +502,10 @@ impl<'a> Evaluator<'a> {
                         let k = k as f64;
                         let ih = c.index_n_heads.unwrap_or(64) as f64;
                         let id = c.index_head_dim.unwrap_or(128) as f64;
-                        let flops = 2.0 * tokens * ih * cached * id;
-                        let bytes = seqs * cached * id * kvb + tokens * ih * id * 2.0;
+                        let flops =
+                            2.0 * own * ih * cached * id + 2.0 * mixed * ih * mixed_span * id;
+                        let bytes =
+                            seqs * cached * id * kvb + mixed * id * kvb + tokens * ih * id * 2.0;
                         self.device
                             .attention_kernel(out, "dsa_indexer", flops, bytes, 2);
                         (span.min(k), cached.min(k + new))
@@ -512,29 +520,52 @@ impl<'a> Evaluator<'a> {
                             out,
                             "w_uk_absorbed",
                             Category::Gemm,
-                            tokens,
+                            own,
                             heads * kv,
                             nope,
                             attn_fmt,
                             1,
                         );
-                        let flops = 2.0 * tokens * heads * span_eff * (kv + rope)
-                            + 2.0 * tokens * heads * span_eff * kv;
+                        let flops = 2.0 * own * heads * span_eff * (kv + rope)
+                            + 2.0 * own * heads * span_eff * kv;
                         let bytes = seqs * cached_eff * (kv + rope) * kvb
-                            + tokens * (kv + rope) * kvb
-                            + tokens * heads * (2.0 * kv + rope) * 2.0;
+                            + own * (kv + rope) * kvb
+                            + own * heads * (2.0 * kv + rope) * 2.0;
                         self.device
                             .attention_kernel(out, "mla_decode_attention", flops, bytes, 3);
                         self.device.gemm(
                             out,
                             "w_uv_absorbed",
                             Category::Gemm,
-                            tokens,
+                            own,
                             heads * v,
                             kv,
                             attn_fmt,
                             1,
                         );
+                        if mixed > 0.0 {
+                            // Mixed-in prompts: expanded form over their own tokens.
+                            self.device.gemm(
+                                out,
+                                "kv_b_proj_prefill",
+                                Category::Gemm,
+                                mixed,
+                                heads * (nope + v),
+                                kv,
+                                attn_fmt,
+                                1,
+                            );
+                            let flops = 2.0 * mixed * heads * mixed_span * (nope + rope + v);
+                            let bytes = mixed * heads * (nope + rope + v) * 2.0 * 2.0
+                                + mixed * (kv + rope) * kvb;
+                            self.device.attention_kernel(
+                                out,
+                                "mla_prefill_attention",
+                                flops,
+                                bytes,
+                                2,
+                            );
+                        }
                     }
                     Phase::Prefill => {
                         // Expanded form: kv_b_proj materialises per-head K/V for every cached token.
@@ -549,10 +580,10 @@ impl<'a> Evaluator<'a> {
                             attn_fmt,
                             1,
                         );
-                        let flops = 2.0 * tokens * heads * span_eff * (nope + rope + v);
+                        let flops = 2.0 * own * heads * span_eff * (nope + rope + v);
                         let bytes = rows * heads * (nope + rope + v) * 2.0
-                            + tokens * heads * (nope + rope + v) * 2.0
-                            + tokens * (kv + rope) * kvb;
+                            + own * heads * (nope + rope + v) * 2.0
+                            + own * (kv + rope) * kvb;
                         self.device
                             .attention_kernel(out, "mla_prefill_attention", flops, bytes, 2);
                     }
@@ -593,7 +624,11 @@ impl<'a> Evaluator<'a> {
                     Some(w) => (span.min(w as f64), cached.min(w as f64 + new)),
                     None => (span, cached),
                 };
-                let flops = 4.0 * tokens * heads * span_eff * d;
+                let mixed_eff = match class.window {
+                    Some(w) => mixed_span.min(w as f64),
+                    None => mixed_span,
+                };
+                let flops = 4.0 * own * heads * span_eff * d + 4.0 * mixed * heads * mixed_eff * d;
                 let bytes = seqs * cached_eff * 2.0 * kv_local * d * kvb
                     + tokens * 2.0 * kv_local * d * kvb
                     + tokens * heads * d * 2.0 * 2.0;
@@ -655,7 +690,7 @@ impl<'a> Evaluator<'a> {
                     2,
                 );
                 // Tokens of every data-parallel replica reach the experts.
-                let all_tokens = pass.tokens();
+                let all_tokens = pass.all_tokens();
                 let ep = par.ep as f64;
                 let moe_tp = par.moe_tp() as f64;
                 let local_experts = e / ep;
@@ -760,13 +795,19 @@ impl<'a> Evaluator<'a> {
         let tp = self.par.tp;
         let h = c.hidden_size as f64;
         let vocab = c.vocab_size as f64;
-        let tokens = pass.tokens() / self.par.dp as f64;
-        // Only the last position of each sequence is sampled in prefill; every new token is
+        let dp = self.par.dp as f64;
+        let tokens = pass.all_tokens() / dp;
+        // Only the last position of each prompt is sampled in prefill; every new token is
         // scored in decode and verify.
-        let rows = match pass.phase {
-            Phase::Decode => tokens,
-            Phase::Prefill => pass.sequences / self.par.dp as f64,
+        let mixed_prompts = if pass.mixed_prefill_tokens > 0.0 {
+            pass.mixed_prefill_tokens / pass.mixed_prefill_len
+        } else {
+            0.0
         };
+        let rows = match pass.phase {
+            Phase::Decode => pass.tokens() / dp,
+            Phase::Prefill => pass.sequences / dp,
+        } + mixed_prompts / dp;
         self.device.elementwise(
             out,
             "embedding",
@@ -832,6 +873,7 @@ impl<'a> Evaluator<'a> {
         };
         let mpass = Pass {
             sequences: pass.sequences / micro,
+            mixed_prefill_tokens: pass.mixed_prefill_tokens / micro,
             ..*pass
         };
         let mut classes = Vec::with_capacity(self.classes.len());
@@ -877,8 +919,9 @@ impl<'a> Evaluator<'a> {
             max_stage = max_stage.max(st);
         }
         if pp > 1 {
-            let bytes =
-                mpass.tokens() / self.par.dp as f64 * self.model.config.hidden_size as f64 * 2.0;
+            let bytes = mpass.all_tokens() / self.par.dp as f64
+                * self.model.config.hidden_size as f64
+                * 2.0;
             let hop = collective::send_recv(self.system, bytes, &self.params).time();
             chain.add(Category::Pipeline, hop * (pp - 1) as f64);
             // Other micro-batches occupy the stages: a token waits for them.

@@ -1,0 +1,556 @@
+//! `rooftop calibrate` and `rooftop validate`: measurements against the model.
+
+use crate::calibrate::{
+    calibrate, describe, display_value, measured_value, predict_observation, Assumptions,
+    Calibration,
+};
+use crate::cli::{MeasuredArgs, ScenarioArgs};
+use crate::commands::load;
+use crate::cost::{Category, CostParams, Pass};
+use crate::error::{Error, Result};
+use crate::measured::{self, MeasuredSet, Quantity, ReadOptions, TraceCategory};
+use crate::output::{self, num, Format};
+use crate::predict::{breakdown_ms, Scenario};
+use crate::spec::registry::{builtin_text, Kind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Read measured files, or built-in measurements by name.
+pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
+    let opts = ReadOptions {
+        format: None,
+        gpus: a.nccl_gpus,
+        concurrency: a.trace_concurrency,
+    };
+    let mut set = MeasuredSet::default();
+    let mut sources = Vec::new();
+    for m in &a.measured {
+        let p = Path::new(m);
+        if !p.exists() {
+            if let Some(text) = builtin_text(Kind::Measured, m) {
+                let label = format!("configs/measured/{m}.toml");
+                set.merge(measured::parse_text(
+                    text,
+                    &label,
+                    measured::Format::Toml,
+                    &opts,
+                )?);
+                sources.push(label);
+                continue;
+            }
+        }
+        set.merge(measured::read_file_with(p, &opts)?);
+        sources.push(m.clone());
+    }
+    Ok((set, sources))
+}
+
+fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
+    if a.assume_input_len == 0 || a.assume_output_len == 0 {
+        return Err(Error::Scenario(
+            "--assume-input-len and --assume-output-len must be at least 1".into(),
+        ));
+    }
+    Ok(Assumptions {
+        input_len: a.assume_input_len,
+        output_len: a.assume_output_len,
+    })
+}
+
+pub fn run_calibrate(
+    args: &ScenarioArgs,
+    m: &MeasuredArgs,
+    out: Option<&Path>,
+    format: Format,
+) -> Result<String> {
+    let l = load(args)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    let (set, sources) = load_measured(m)?;
+    let c = calibrate(&s, &set, assumptions(m)?, sources)?;
+    if let Some(path) = out {
+        std::fs::write(path, c.to_toml()).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(match format {
+        Format::Json => output::json(&c),
+        Format::Csv => {
+            let rows: Vec<Vec<String>> = c
+                .parameters
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.clone(),
+                        num(p.value, 6),
+                        num(p.stderr, 6),
+                        num(p.ci95_low, 6),
+                        num(p.ci95_high, 6),
+                        num(p.prior, 6),
+                        p.informed_by_data.to_string(),
+                    ]
+                })
+                .collect();
+            output::csv(
+                &[
+                    "parameter",
+                    "value",
+                    "stderr",
+                    "ci95_low",
+                    "ci95_high",
+                    "prior",
+                    "informed_by_data",
+                ],
+                &rows,
+            )
+        }
+        Format::Text => {
+            let mut o = calibration_text(&c);
+            if let Some(p) = out {
+                let _ = writeln!(o, "\nwrote {} (use with --calibration)", p.display());
+            }
+            o
+        }
+    })
+}
+
+pub fn calibration_text(c: &Calibration) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "calibration of {} on {} ({}) against {}",
+        c.model,
+        c.system,
+        c.parallel,
+        c.sources.join(", ")
+    );
+    let _ = writeln!(
+        o,
+        "assumed where the data is silent: prompt {} tokens, output {} tokens",
+        c.assumptions.input_len, c.assumptions.output_len
+    );
+    let _ = writeln!(o);
+    let rows: Vec<Vec<String>> = c
+        .parameters
+        .iter()
+        .map(|p| {
+            let note = match (p.informed_by_data, p.at_bound) {
+                (_, true) => "at bound",
+                (true, false) => "fitted",
+                (false, false) => "prior (data silent)",
+            };
+            vec![
+                p.name.clone(),
+                format!("{:.4}", p.value),
+                format!("[{:.4}, {:.4}]", p.ci95_low, p.ci95_high),
+                format!("{:.4}", p.stderr),
+                format!("{:.4}", p.prior),
+                note.into(),
+            ]
+        })
+        .collect();
+    o.push_str(&output::table(
+        &[
+            "parameter",
+            "value",
+            "95 % interval",
+            "std err",
+            "prior",
+            "",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(o);
+    let rows: Vec<Vec<String>> = c
+        .residuals
+        .iter()
+        .map(|r| {
+            let scale = |v: f64| match r.unit.as_str() {
+                "ms" => v * 1e3,
+                "%" => v * 100.0,
+                "us" => v * 1e6,
+                _ => v,
+            };
+            let err = if r.unit == "%" {
+                format!("{:+.1} pt", r.error * 100.0)
+            } else {
+                format!("{:+.1} %", r.error * 100.0)
+            };
+            vec![
+                r.point.clone(),
+                format!("{:.2} {}", scale(r.measured), r.unit),
+                format!("{:.2}", scale(r.default)),
+                format!("{:.2}", scale(r.calibrated)),
+                err,
+                r.loo_prediction
+                    .map(|v| format!("{:.2}", scale(v)))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    o.push_str(&output::table(
+        &[
+            "point",
+            "measured",
+            "default",
+            "calibrated",
+            "error",
+            "leave-one-out",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(
+        o,
+        "rms error {:.2} %{}; degrees of freedom {}{}",
+        c.rms_error * 100.0,
+        c.loo_rms_error
+            .map(|e| format!(", leave-one-out {:.2} %", e * 100.0))
+            .unwrap_or_default(),
+        c.degrees_of_freedom,
+        if c.degrees_of_freedom <= 0 {
+            " (fewer points than informed parameters: intervals lean on the priors)"
+        } else {
+            ""
+        }
+    );
+    o
+}
+
+/// One measured point beside the model's three predictions.
+#[derive(Debug, Serialize)]
+pub struct ValidationRow {
+    pub point: String,
+    pub origin: String,
+    pub unit: &'static str,
+    pub measured: f64,
+    pub sol: f64,
+    pub default: f64,
+    pub calibrated: f64,
+    /// Calibrated 95 % interval.
+    pub calibrated_ci95: (f64, f64),
+    /// SOL / measured for times (measured / SOL for rates): how close to the hardware bound.
+    pub efficiency: Option<f64>,
+    pub default_error: f64,
+    pub calibrated_error: f64,
+}
+
+/// Predicted category shares of decode kernel time beside a measured one.
+#[derive(Debug, Serialize)]
+pub struct ShareRow {
+    pub category: &'static str,
+    pub measured: Option<f64>,
+    pub default: f64,
+    pub calibrated: f64,
+}
+
+/// The `validate` record.
+#[derive(Debug, Serialize)]
+pub struct Validation {
+    pub model: String,
+    pub system: String,
+    pub parallel: String,
+    pub rows: Vec<ValidationRow>,
+    pub shares: Vec<ShareRow>,
+    /// Decode step at concurrency 1, by category: SOL, default, calibrated (ms).
+    pub gap_ms: BTreeMap<&'static str, [f64; 3]>,
+    pub calibration: Calibration,
+}
+
+fn error_of(q: &Quantity, pred: f64, m: f64) -> f64 {
+    match q {
+        Quantity::CategoryShare { .. } => pred - m,
+        _ => (pred - m) / m,
+    }
+}
+
+pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
+    let l = load(args)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    let (set, sources) = load_measured(m)?;
+    let a = assumptions(m)?;
+    let cal = match &l.calibration {
+        Some(c) => c.clone(),
+        None => calibrate(&s, &set, a, sources)?,
+    };
+    let base = CostParams::default_for(&l.system);
+    let sol_p = CostParams::speed_of_light();
+    let cal_p = cal.params(&base);
+    let mut rows = Vec::new();
+    for o in &set.observations {
+        let (mv, _) = measured_value(o);
+        let sol = predict_observation(&s, &sol_p, o, &a)?;
+        let d = predict_observation(&s, &base, o, &a)?;
+        let c = predict_observation(&s, &cal_p, o, &a)?;
+        let ci = cal.interval(&base, |p| {
+            predict_observation(&s, p, o, &a).unwrap_or(f64::NAN)
+        });
+        let efficiency = match o.quantity {
+            Quantity::CategoryShare { .. } => None,
+            Quantity::Throughput { .. } => Some(mv / sol),
+            _ => Some(sol / mv),
+        };
+        let (_, unit) = display_value(o, mv);
+        rows.push(ValidationRow {
+            point: describe(o),
+            origin: format!(
+                "{}{}",
+                o.origin.file,
+                o.origin.line.map(|l| format!(":{l}")).unwrap_or_default()
+            ),
+            unit,
+            measured: mv,
+            sol,
+            default: d,
+            calibrated: c,
+            calibrated_ci95: ci,
+            efficiency,
+            default_error: error_of(&o.quantity, d, mv),
+            calibrated_error: error_of(&o.quantity, c, mv),
+        });
+    }
+    // Category shares of decode kernel time at the concurrency of the measured shares.
+    let share_c = set
+        .observations
+        .iter()
+        .find_map(|o| match o.quantity {
+            Quantity::CategoryShare { concurrency, .. } => Some(concurrency),
+            _ => None,
+        })
+        .unwrap_or(1);
+    let ctx = a.input_len as f64 + a.output_len as f64 / 2.0;
+    let step = |p: &CostParams| -> Result<crate::cost::Breakdown> {
+        Ok(
+            crate::cost::Evaluator::new(&l.model, &l.system, l.parallel, *p)?
+                .evaluate(&Pass::decode(share_c as f64, ctx))
+                .breakdown,
+        )
+    };
+    let (bs, bd, bc) = (step(&sol_p)?, step(&base)?, step(&cal_p)?);
+    let mut shares = Vec::new();
+    for tc in TraceCategory::ALL {
+        let cats: &[Category] = match tc {
+            TraceCategory::Allreduce => &[Category::Allreduce],
+            TraceCategory::Moe => &[Category::Moe],
+            TraceCategory::Attention => &[Category::Attention],
+            TraceCategory::Gemm => &[Category::Gemm],
+            TraceCategory::Dequant => &[Category::Dequant],
+            TraceCategory::Other => &[Category::Other, Category::Alltoall, Category::Pipeline],
+        };
+        let part = |b: &crate::cost::Breakdown| {
+            cats.iter().map(|c| b.get(*c)).sum::<f64>() / b.kernel_time()
+        };
+        let measured = set.observations.iter().find_map(|o| match o.quantity {
+            Quantity::CategoryShare {
+                category, share, ..
+            } if category == tc => Some(share),
+            _ => None,
+        });
+        shares.push(ShareRow {
+            category: tc.name(),
+            measured,
+            default: part(&bd),
+            calibrated: part(&bc),
+        });
+    }
+    let (ms, md, mc) = (breakdown_ms(&bs), breakdown_ms(&bd), breakdown_ms(&bc));
+    let gap_ms = ms.keys().map(|k| (*k, [ms[k], md[k], mc[k]])).collect();
+    Ok(Validation {
+        model: l.model.name.clone(),
+        system: l.system.spec.name.clone(),
+        parallel: l.parallel.to_string(),
+        rows,
+        shares,
+        gap_ms,
+        calibration: cal,
+    })
+}
+
+pub fn run_validate(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<String> {
+    let v = validation(args, m)?;
+    Ok(match format {
+        Format::Json => output::json(&v),
+        Format::Csv => {
+            let rows: Vec<Vec<String>> = v
+                .rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.point.clone(),
+                        r.unit.to_string(),
+                        num(r.measured, 6),
+                        num(r.sol, 6),
+                        num(r.default, 6),
+                        num(r.calibrated, 6),
+                        num(r.calibrated_ci95.0, 6),
+                        num(r.calibrated_ci95.1, 6),
+                        r.efficiency.map(|e| num(e, 4)).unwrap_or_default(),
+                        num(r.default_error, 4),
+                        num(r.calibrated_error, 4),
+                    ]
+                })
+                .collect();
+            output::csv(
+                &[
+                    "point",
+                    "unit",
+                    "measured",
+                    "sol",
+                    "default",
+                    "calibrated",
+                    "calibrated_ci95_low",
+                    "calibrated_ci95_high",
+                    "efficiency",
+                    "default_error",
+                    "calibrated_error",
+                ],
+                &rows,
+            )
+        }
+        Format::Text => validation_text(&v),
+    })
+}
+
+fn scale(unit: &str, v: f64) -> f64 {
+    match unit {
+        "ms" => v * 1e3,
+        "%" => v * 100.0,
+        "us" => v * 1e6,
+        _ => v,
+    }
+}
+
+pub fn validation_text(v: &Validation) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} on {} ({}): measured vs model",
+        v.model, v.system, v.parallel
+    );
+    let _ = writeln!(o);
+    let rows: Vec<Vec<String>> = v
+        .rows
+        .iter()
+        .map(|r| {
+            let e = |x: f64| {
+                if r.unit == "%" {
+                    format!("{:+.1} pt", x * 100.0)
+                } else {
+                    format!("{:+.1} %", x * 100.0)
+                }
+            };
+            vec![
+                r.point.clone(),
+                format!("{:.2} {}", scale(r.unit, r.measured), r.unit),
+                format!("{:.2}", scale(r.unit, r.sol)),
+                format!("{:.2} ({})", scale(r.unit, r.default), e(r.default_error)),
+                format!(
+                    "{:.2} ({})",
+                    scale(r.unit, r.calibrated),
+                    e(r.calibrated_error)
+                ),
+                format!(
+                    "[{:.2}, {:.2}]",
+                    scale(r.unit, r.calibrated_ci95.0),
+                    scale(r.unit, r.calibrated_ci95.1)
+                ),
+                r.efficiency
+                    .map(|e| format!("{:.0} %", e * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    o.push_str(&output::table(
+        &[
+            "point",
+            "measured",
+            "SOL",
+            "default (error)",
+            "calibrated (error)",
+            "95 % interval",
+            "SOL/measured",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(o);
+    let _ = writeln!(o, "share of decode kernel time:");
+    let rows: Vec<Vec<String>> = v
+        .shares
+        .iter()
+        .filter(|r| r.measured.is_some() || r.default > 0.001 || r.calibrated > 0.001)
+        .map(|r| {
+            vec![
+                r.category.to_string(),
+                r.measured
+                    .map(|m| format!("{:.1} %", m * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                format!("{:.1} %", r.default * 100.0),
+                format!("{:.1} %", r.calibrated * 100.0),
+            ]
+        })
+        .collect();
+    o.push_str(&output::table(
+        &["category", "measured", "default", "calibrated"],
+        &rows,
+    ));
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "decode step at C=1 by category, and what separates the bound from the prediction:"
+    );
+    let mut g: Vec<(&&str, &[f64; 3])> = v
+        .gap_ms
+        .iter()
+        .filter(|(_, x)| x.iter().any(|y| *y > 0.0))
+        .collect();
+    g.sort_by(|a, b| (b.1[2] - b.1[0]).total_cmp(&(a.1[2] - a.1[0])));
+    let tot = |i: usize| v.gap_ms.values().map(|x| x[i]).sum::<f64>();
+    let mut rows: Vec<Vec<String>> = g
+        .iter()
+        .map(|(k, x)| {
+            vec![
+                k.to_string(),
+                format!("{:.3}", x[0]),
+                format!("{:.3}", x[1]),
+                format!("{:.3}", x[2]),
+                format!("{:+.3}", x[2] - x[0]),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "total".into(),
+        format!("{:.3}", tot(0)),
+        format!("{:.3}", tot(1)),
+        format!("{:.3}", tot(2)),
+        format!("{:+.3}", tot(2) - tot(0)),
+    ]);
+    o.push_str(&output::table(
+        &[
+            "category",
+            "SOL ms",
+            "default ms",
+            "calibrated ms",
+            "calibrated - SOL",
+        ],
+        &rows,
+    ));
+    let gap = tot(2) - tot(0);
+    if gap > 0.0 {
+        let parts: Vec<String> = g
+            .iter()
+            .take(3)
+            .filter(|(_, x)| x[2] > x[0])
+            .map(|(k, x)| format!("{k} {:.0} %", 100.0 * (x[2] - x[0]) / gap))
+            .collect();
+        let _ = writeln!(
+            o,
+            "the gap between the hardware bound and the calibrated step is {:.2} ms: {}",
+            gap,
+            parts.join(", ")
+        );
+    }
+    let _ = writeln!(o);
+    o.push_str(&calibration_text(&v.calibration));
+    o
+}

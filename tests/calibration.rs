@@ -1,0 +1,264 @@
+//! Calibration: on the team's data it reproduces what was measured within the brief's
+//! tolerances with physical parameters; on synthetic data from known parameters it recovers
+//! them; the calibration file round-trips and bad files are refused.
+
+use rooftop::calibrate::{calibrate, predict_observation, Assumptions, Calibration, ParamKind};
+use rooftop::cost::{CostParams, Parallel};
+use rooftop::measured::{
+    self, MeasuredSet, Observation, Origin, Quantity, TpotDefinition, TraceCategory,
+};
+use rooftop::predict::Scenario;
+use rooftop::spec::registry::{builtin_text, load_model, Kind};
+use rooftop::spec::{ModelSpec, System};
+
+fn team() -> (ModelSpec, System, MeasuredSet) {
+    let text = builtin_text(Kind::Measured, "k25b6000bench1").unwrap();
+    let set = measured::parse_text(
+        text,
+        "k25b6000bench1.toml",
+        measured::Format::Toml,
+        &Default::default(),
+    )
+    .unwrap();
+    (
+        load_model("kimi-k2.5-int4").unwrap(),
+        System::load("8x-rtx-pro-6000-pcie").unwrap(),
+        set,
+    )
+}
+
+#[test]
+fn team_data_is_reproduced_within_the_brief_tolerances() {
+    let (m, s, set) = team();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let a = Assumptions::default();
+    let c = calibrate(&sc, &set, a, vec![]).unwrap();
+    let p = c.params(&CostParams::default_for(&s));
+    let sol = CostParams::speed_of_light();
+    let mut tpots = (0.0, 0.0, 0);
+    for o in &set.observations {
+        let pred = predict_observation(&sc, &p, o, &a).unwrap();
+        let bound = predict_observation(&sc, &sol, o, &a).unwrap();
+        match o.quantity {
+            Quantity::Tpot {
+                seconds,
+                definition,
+                ..
+            } => {
+                assert_eq!(definition, TpotDefinition::E2e);
+                tpots = (tpots.0 + seconds, tpots.1 + pred, tpots.2 + 1);
+                // The hardware bound is never above a measured or calibrated time.
+                assert!(bound <= seconds && bound <= pred);
+            }
+            Quantity::Throughput {
+                tokens_per_second, ..
+            } => {
+                assert!(
+                    (pred - tokens_per_second).abs() / tokens_per_second < 0.05,
+                    "plateau {pred} vs {tokens_per_second}"
+                );
+                assert!(
+                    bound >= tokens_per_second && bound >= pred,
+                    "SOL throughput {bound} below a measured/calibrated one"
+                );
+            }
+            Quantity::CategoryShare {
+                category: TraceCategory::Allreduce,
+                share,
+                ..
+            } => {
+                assert!(
+                    (pred - share).abs() < 0.05,
+                    "all-reduce share {pred} vs {share}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(tpots.2, 3);
+    let (meas, pred) = (tpots.0 / 3.0, tpots.1 / 3.0);
+    assert!(
+        (pred - meas).abs() / meas < 0.03,
+        "single-stream TPOT {pred} vs {meas}"
+    );
+    for f in &c.parameters {
+        assert!(
+            f.value >= f.lower_bound && f.value <= f.upper_bound,
+            "{} = {}",
+            f.name,
+            f.value
+        );
+        assert!(
+            f.ci95_low <= f.value && f.value <= f.ci95_high && f.stderr.is_finite(),
+            "{}",
+            f.name
+        );
+    }
+    // Efficiencies stay fractions, fixed costs non-negative: physically plausible.
+    let get = |k: ParamKind| c.parameters.iter().find(|f| f.kind == k).unwrap().value;
+    assert!(get(ParamKind::MemoryEfficiency) <= 1.0 && get(ParamKind::MemoryEfficiency) > 0.3);
+    assert!(get(ParamKind::KernelGap) >= 0.0);
+}
+
+fn obs(q: Quantity) -> Observation {
+    Observation {
+        quantity: q,
+        origin: Origin {
+            file: "synthetic".into(),
+            line: None,
+        },
+    }
+}
+
+#[test]
+fn known_parameters_are_recovered_from_synthetic_measurements() {
+    let m = load_model("kimi-k2.5-int4").unwrap();
+    let s = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let a = Assumptions {
+        input_len: 256,
+        output_len: 256,
+    };
+    let mut truth = CostParams::default_for(&s);
+    truth.memory_efficiency = 0.62;
+    truth.collective_latency_scale = 2.2;
+    truth.kernel_gap = 1.5e-6;
+    let mut set = MeasuredSet::default();
+    for c in [1u32, 2, 4, 8, 16, 32, 64, 128] {
+        let o = obs(Quantity::Tpot {
+            concurrency: c,
+            input_len: Some(256),
+            output_len: 256,
+            definition: TpotDefinition::Itl,
+            seconds: 0.0,
+        });
+        let v = predict_observation(&sc, &truth, &o, &a).unwrap();
+        set.observations.push(obs(Quantity::Tpot {
+            concurrency: c,
+            input_len: Some(256),
+            output_len: 256,
+            definition: TpotDefinition::Itl,
+            seconds: v,
+        }));
+    }
+    for bytes in [16e3, 256e3, 4e6, 64e6] {
+        let o = obs(Quantity::AllReduce {
+            bytes,
+            gpus: 8,
+            seconds: 0.0,
+        });
+        let v = predict_observation(&sc, &truth, &o, &a).unwrap();
+        set.observations.push(obs(Quantity::AllReduce {
+            bytes,
+            gpus: 8,
+            seconds: v,
+        }));
+    }
+    let c = calibrate(&sc, &set, a, vec![]).unwrap();
+    for r in &c.residuals {
+        assert!(r.error.abs() < 0.01, "{}: {:+.3}", r.point, r.error);
+    }
+    let get = |k: ParamKind| c.parameters.iter().find(|f| f.kind == k).unwrap().clone();
+    for (k, want) in [
+        (ParamKind::MemoryEfficiency, 0.62),
+        (ParamKind::CollectiveLatencyScale, 2.2),
+        (ParamKind::KernelGap, 1.5),
+    ] {
+        let f = get(k);
+        assert!(
+            (f.value - want).abs() / want < 0.05,
+            "{}: fitted {} vs true {want}",
+            f.name,
+            f.value
+        );
+        assert!(f.informed_by_data);
+    }
+    assert!(c.loo_rms_error.unwrap() < 0.02);
+}
+
+#[test]
+fn calibration_file_round_trips_and_bad_files_are_refused() {
+    let (m, s, set) = team();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let c = calibrate(&sc, &set, Assumptions::default(), vec!["k25".into()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cal.toml");
+    std::fs::write(&p, c.to_toml()).unwrap();
+    let back = Calibration::load(p.to_str().unwrap()).unwrap();
+    assert_eq!(back.parameters.len(), c.parameters.len());
+    for (a, b) in back.parameters.iter().zip(&c.parameters) {
+        assert_eq!(a.kind, b.kind);
+        assert!((a.value - b.value).abs() <= 1e-12 * b.value.abs().max(1.0));
+    }
+    let bad = c.to_toml().replacen("value = ", "value = 7", 1);
+    std::fs::write(&p, bad).unwrap();
+    let e = Calibration::load(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cal.toml") && e.contains("a value in"), "{e}");
+    std::fs::write(&p, "model = \"x\"\n").unwrap();
+    let e = Calibration::load(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cal.toml") && e.contains("missing field"), "{e}");
+}
+
+#[test]
+fn cli_calibrate_then_predict_with_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cal.toml");
+    assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "calibrate",
+            "--measured",
+            "k25b6000bench1",
+            "--out",
+            p.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "predict",
+            "--calibration",
+            p.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["provenance"], "calibrated");
+    let t = v["tpot_ms"].as_f64().unwrap();
+    let ci = v["tpot_ci95_ms"].as_array().unwrap();
+    assert!(ci[0].as_f64().unwrap() <= t && t <= ci[1].as_f64().unwrap());
+    assert!(v["sol_tpot_ms"].as_f64().unwrap() <= ci[0].as_f64().unwrap());
+}
+
+#[test]
+fn default_run_validates_the_team_box() {
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let s = String::from_utf8(out).unwrap();
+    for needle in [
+        "kimi-k2.5-int4 on 8x-rtx-pro-6000-pcie",
+        "12.72 ms",
+        "1536.00 tok/s",
+        "51.50 %",
+        "SOL",
+        "calibrated",
+        "95 % interval",
+    ] {
+        assert!(s.contains(needle), "default output lacks {needle}:\n{s}");
+    }
+}

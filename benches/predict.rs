@@ -1,1 +1,34 @@
-fn main() {}
+//! How fast the analytic model is: full-model evaluations of one design point per second on
+//! one core (Kimi-K2.5, 61 layers, MoE + MLA, on the team's box), and the serving sweep.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+use rooftop::predict::{predict, Scenario};
+use rooftop::serve::{sweep, TpotDef, Workload};
+use rooftop::spec::registry::load_model;
+use rooftop::spec::System;
+
+fn bench(c: &mut Criterion) {
+    let m = load_model("kimi-k2.5-int4").unwrap();
+    let s = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let ev = Evaluator::new(&m, &s, Parallel::tp(8), CostParams::default_for(&s)).unwrap();
+    let mut g = c.benchmark_group("kimi-k2.5-int4 on 8x-rtx-pro-6000-pcie");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("evaluate one decode step (full model, with per-op records)", |b| {
+        let mut batch = 1.0;
+        b.iter(|| {
+            batch = if batch > 4000.0 { 1.0 } else { batch + 1.0 };
+            black_box(ev.evaluate(black_box(&Pass::decode(batch, 4096.0))).total)
+        })
+    });
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    g.bench_function("predict record (default + SOL + memory + rows)", |b| b.iter(|| black_box(predict(&sc, black_box(64), 4096).unwrap().tpot_ms)));
+    g.bench_function("serving sweep, 9 concurrencies", |b| {
+        let conc = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+        b.iter(|| black_box(sweep(&sc, &conc, Workload { input_len: 1000, output_len: 1000, tpot_def: TpotDef::Itl }).unwrap().plateau_tok_s))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -33,6 +33,17 @@ fn run(cli: Cli) -> anyhow::Result<String> {
         Some(Command::Op(op)) => commands::op::run(&op)?,
         Some(Command::List { kind, format }) => commands::catalog::list(&kind, format)?,
         Some(Command::Show { name }) => commands::catalog::show(&name)?,
+        Some(Command::ImportHf {
+            path,
+            name,
+            quant_config,
+            out,
+        }) => commands::import_hf::run(
+            &path,
+            name.as_deref(),
+            quant_config.as_deref(),
+            out.as_deref(),
+        )?,
     };
     Ok(out)
 }

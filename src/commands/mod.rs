@@ -2,6 +2,7 @@
 //! result record in the requested format. Every command returns the text to print.
 
 pub mod catalog;
+pub mod import_hf;
 pub mod op;
 pub mod predict;
 

@@ -14,18 +14,37 @@ fn bench(c: &mut Criterion) {
     let ev = Evaluator::new(&m, &s, Parallel::tp(8), CostParams::default_for(&s)).unwrap();
     let mut g = c.benchmark_group("kimi-k2.5-int4 on 8x-rtx-pro-6000-pcie");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("evaluate one decode step (full model, with per-op records)", |b| {
-        let mut batch = 1.0;
-        b.iter(|| {
-            batch = if batch > 4000.0 { 1.0 } else { batch + 1.0 };
-            black_box(ev.evaluate(black_box(&Pass::decode(batch, 4096.0))).total)
-        })
-    });
+    g.bench_function(
+        "evaluate one decode step (full model, with per-op records)",
+        |b| {
+            let mut batch = 1.0;
+            b.iter(|| {
+                batch = if batch > 4000.0 { 1.0 } else { batch + 1.0 };
+                black_box(ev.evaluate(black_box(&Pass::decode(batch, 4096.0))).total)
+            })
+        },
+    );
     let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
-    g.bench_function("predict record (default + SOL + memory + rows)", |b| b.iter(|| black_box(predict(&sc, black_box(64), 4096).unwrap().tpot_ms)));
+    g.bench_function("predict record (default + SOL + memory + rows)", |b| {
+        b.iter(|| black_box(predict(&sc, black_box(64), 4096).unwrap().tpot_ms))
+    });
     g.bench_function("serving sweep, 9 concurrencies", |b| {
         let conc = [1, 2, 4, 8, 16, 32, 64, 128, 256];
-        b.iter(|| black_box(sweep(&sc, &conc, Workload { input_len: 1000, output_len: 1000, tpot_def: TpotDef::Itl }).unwrap().plateau_tok_s))
+        b.iter(|| {
+            black_box(
+                sweep(
+                    &sc,
+                    &conc,
+                    Workload {
+                        input_len: 1000,
+                        output_len: 1000,
+                        tpot_def: TpotDef::Itl,
+                    },
+                )
+                .unwrap()
+                .plateau_tok_s,
+            )
+        })
     });
     g.finish();
 }

@@ -23,7 +23,7 @@ pub struct Cli {
 /// The model/system/layout every prediction command takes.
 #[derive(Debug, Args, Clone)]
 pub struct ScenarioArgs {
-    /// Model: a built-in name (see `rooftop list models`) or a path to a model TOML.
+    /// Model: a built-in name (see `rooftop list models`), a model TOML, or an HF config.json.
     #[arg(long, default_value = "kimi-k2.5-int4")]
     pub model: String,
     /// System: a built-in name (see `rooftop list systems`) or a path to a system TOML.
@@ -170,6 +170,23 @@ pub enum Command {
     Show {
         /// Name of a built-in GPU, interconnect, system, model or measurement.
         name: String,
+    },
+    /// Turn a Hugging Face config.json (and its quantization description) into a model TOML.
+    #[command(
+        after_help = "Examples:\n  rooftop import-hf Kimi-K2.5/config.json --name kimi-k2.5 --out kimi-k2.5.toml\n  rooftop import-hf GLM-5-NVFP4/config.json --quant-config GLM-5-NVFP4/hf_quant_config.json\n  rooftop predict --model Kimi-K2.5/config.json --batch 8\n\nWarnings (fields not mapped, approximations) go to stderr and into [sources].notes."
+    )]
+    ImportHf {
+        /// Path to the model's config.json.
+        path: std::path::PathBuf,
+        /// Model name in the TOML (default: the folder holding config.json).
+        #[arg(long)]
+        name: Option<String>,
+        /// ModelOpt hf_quant_config.json (default: the one beside config.json, if any).
+        #[arg(long)]
+        quant_config: Option<std::path::PathBuf>,
+        /// Write the TOML to this file instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
     },
 }
 

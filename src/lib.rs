@@ -13,6 +13,7 @@ pub mod spec;
 pub mod units;
 
 pub use error::{Error, Result};
+pub mod import_hf;
 pub mod measured;
 pub mod output;
 pub mod predict;

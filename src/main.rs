@@ -35,6 +35,17 @@ fn run(command: Command) -> anyhow::Result<String> {
         Command::Op(op) => commands::op::run(&op)?,
         Command::List { kind, format } => commands::catalog::list(&kind, format)?,
         Command::Show { name } => commands::catalog::show(&name)?,
+        Command::ImportHf {
+            path,
+            name,
+            quant_config,
+            out,
+        } => commands::import_hf::run(
+            &path,
+            name.as_deref(),
+            quant_config.as_deref(),
+            out.as_deref(),
+        )?,
     })
 }
 

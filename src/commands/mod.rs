@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod catalog;
+pub mod import_hf;
 pub mod op;
 pub mod predict;
 pub mod sweep;

@@ -5,6 +5,7 @@
 //! name the file, the line and the field.
 
 use crate::error::{line_of_field, Error, Result};
+use crate::import_hf::{self, Imported};
 use crate::spec::{GpuSpec, InterconnectSpec, ModelSpec, SystemSpec};
 use serde::de::DeserializeOwned;
 use std::path::Path;
@@ -124,9 +125,38 @@ pub fn load_system_spec(name: &str) -> Result<SystemSpec> {
     Ok(s)
 }
 
+/// A model by built-in name, TOML path, or Hugging Face `config.json` path (imported with
+/// `import_hf`; its warnings are dropped here, `rooftop import-hf` shows them).
 pub fn load_model(name: &str) -> Result<ModelSpec> {
+    if name.ends_with(".json") && Path::new(name).is_file() {
+        return read_hf(Path::new(name), None, None).map(|i| i.model);
+    }
     let (text, label) = load_text(Kind::Model, name)?;
     let m: ModelSpec = parse_toml(&text, &label)?;
     m.validate().map_err(|e| invalid(&label, &text, e))?;
     Ok(m)
+}
+
+/// Read a Hugging Face `config.json` and import it, with `quant` (a ModelOpt
+/// `hf_quant_config.json`) or else the `hf_quant_config.json` beside it, if there is one.
+pub fn read_hf(config: &Path, quant: Option<&Path>, name: Option<&str>) -> Result<Imported> {
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|source| Error::Io {
+            path: p.to_path_buf(),
+            source,
+        })
+    };
+    let text = read(config)?;
+    let sibling = config.with_file_name("hf_quant_config.json");
+    let quant = quant.or_else(|| sibling.is_file().then_some(sibling.as_path()));
+    let quant = match quant {
+        Some(q) => Some((read(q)?, q.display().to_string())),
+        None => None,
+    };
+    import_hf::import(
+        &text,
+        &config.display().to_string(),
+        quant.as_ref().map(|(t, l)| (t.as_str(), l.as_str())),
+        name,
+    )
 }

@@ -1,0 +1,335 @@
+//! `rooftop import-hf` turns each built-in model's Hugging Face config.json (fixtures under
+//! tests/fixtures/hf/, written from the published values) into a description whose
+//! predictions equal the built-in's, and says clearly what it cannot read.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use rooftop::cost::Parallel;
+use rooftop::import_hf::{import, Imported};
+use rooftop::predict::{predict, Scenario};
+use rooftop::spec::registry::{load_model, parse_toml, read_hf};
+use rooftop::spec::{ModelSpec, System};
+use std::path::{Path, PathBuf};
+
+/// Fixture folder → the built-in model it describes.
+const FIXTURES: &[&str] = &[
+    "kimi-k2.5-int4",
+    "deepseek-v3-fp8",
+    "glm-5-nvfp4",
+    "glm-4.5-fp8",
+    "qwen3-235b-a22b-fp8",
+    "qwen3-30b-a3b",
+    "llama-3.1-70b",
+    "llama-3.1-70b-fp8",
+    "llama-3.1-8b",
+    "mixtral-8x7b",
+    "gpt-oss-120b",
+];
+
+fn fixture_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hf")
+        .join(name)
+}
+
+fn fixture_config(name: &str) -> String {
+    fixture_dir(name).join("config.json").display().to_string()
+}
+
+fn import_fixture(name: &str) -> Imported {
+    read_hf(&fixture_dir(name).join("config.json"), None, Some(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The largest TP that divides the GPUs, the heads and the KV heads (as tests/physics.rs).
+fn layout(m: &ModelSpec, s: &System) -> Parallel {
+    let mut tp = s.spec.gpu_count;
+    while tp > 0 {
+        let p = Parallel::tp(tp);
+        if p.validate(m, s).is_ok() {
+            return p;
+        }
+        tp /= 2;
+    }
+    panic!("no TP layout for {} on {}", m.name, s.spec.name)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+#[test]
+fn every_fixture_predicts_what_its_builtin_predicts() {
+    let systems = [
+        System::load("8x-h200-nvlink").unwrap(),
+        System::load("8x-rtx-pro-6000-pcie").unwrap(),
+    ];
+    for name in FIXTURES {
+        let imported = import_fixture(name).model;
+        let builtin = load_model(name).unwrap();
+        assert_eq!(imported.name, builtin.name);
+        assert_eq!(imported.architecture, builtin.architecture, "{name}");
+        assert_eq!(
+            imported.kv_bytes_per_token(),
+            builtin.kv_bytes_per_token(),
+            "{name}"
+        );
+        for sys in &systems {
+            let p = layout(&builtin, sys);
+            let a = Scenario::new(&imported, sys, p).unwrap();
+            let b = Scenario::new(&builtin, sys, p).unwrap();
+            for batch in [1, 64] {
+                for context in [1024, 8192] {
+                    let x = predict(&a, batch, context).unwrap();
+                    let y = predict(&b, batch, context).unwrap();
+                    let what = format!("{name} on {} {p} b={batch} c={context}", sys.spec.name);
+                    assert!(
+                        close(x.tpot_ms, y.tpot_ms),
+                        "{what}: tpot {} vs {}",
+                        x.tpot_ms,
+                        y.tpot_ms
+                    );
+                    assert!(
+                        close(x.sol_tpot_ms, y.sol_tpot_ms),
+                        "{what}: sol {} vs {}",
+                        x.sol_tpot_ms,
+                        y.sol_tpot_ms
+                    );
+                    assert!(
+                        close(x.memory.weights_per_gpu_gb, y.memory.weights_per_gpu_gb),
+                        "{what}: weights {} vs {}",
+                        x.memory.weights_per_gpu_gb,
+                        y.memory.weights_per_gpu_gb
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_fixture_resolves_the_builtins_weight_formats() {
+    for name in FIXTURES {
+        let i = import_fixture(name).model.quantization;
+        let b = load_model(name).unwrap().quantization;
+        let m = load_model(name).unwrap();
+        assert_eq!(i.attention(), b.attention(), "{name} attention");
+        if m.dense_layers() > 0 {
+            assert_eq!(i.dense_mlp(), b.dense_mlp(), "{name} dense MLP");
+        }
+        if let Some(moe) = m.moe() {
+            assert_eq!(i.routed_experts(), b.routed_experts(), "{name} routed");
+            if moe.shared > 0 {
+                assert_eq!(i.shared_experts(), b.shared_experts(), "{name} shared");
+            }
+        }
+        assert_eq!(i.lm_head(), b.lm_head(), "{name} lm_head");
+        assert_eq!(i.embedding(), b.embedding(), "{name} embedding");
+        assert_eq!(i.kv_cache, b.kv_cache, "{name} kv");
+    }
+}
+
+#[test]
+fn the_toml_reads_back_to_the_imported_spec() {
+    for name in FIXTURES {
+        let i = import_fixture(name);
+        let back: ModelSpec = parse_toml(&i.toml, name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, i.model, "{name}");
+        back.validate().unwrap();
+        assert!(
+            i.model.sources["imported"].contains("config.json"),
+            "{name}: {:?}",
+            i.model.sources
+        );
+        assert!(i.model.published_total_params.is_none());
+    }
+}
+
+#[test]
+fn realistic_fixtures_raise_only_the_expected_warnings() {
+    for name in FIXTURES {
+        let w = import_fixture(name).warnings;
+        if *name == "kimi-k2.5-int4" {
+            assert_eq!(w.len(), 1, "{w:?}");
+            assert!(w[0].starts_with("vision_config"), "{w:?}");
+        } else {
+            assert!(w.is_empty(), "{name}: {w:?}");
+        }
+    }
+}
+
+#[test]
+fn an_unsupported_architecture_is_named_with_the_supported_ones() {
+    let text = r#"{"architectures": ["FalconForCausalLM"], "hidden_size": 4544}"#;
+    let e = import(text, "falcon/config.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("FalconForCausalLM"), "{e}");
+    assert!(e.contains("falcon/config.json"), "{e}");
+    for a in [
+        "DeepseekV3ForCausalLM",
+        "LlamaForCausalLM",
+        "GptOssForCausalLM",
+    ] {
+        assert!(e.contains(a), "{e}");
+    }
+}
+
+#[test]
+fn a_missing_field_names_the_field_and_the_file() {
+    let path = fixture_config("llama-3.1-8b");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("hidden_size");
+    let e = import(&v.to_string(), "llama/config.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hidden_size") && e.contains("llama/config.json"),
+        "{e}"
+    );
+
+    // Nested: the field's path inside text_config.
+    let path = fixture_config("kimi-k2.5-int4");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["text_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("hidden_size");
+    let e = import(&v.to_string(), "kimi/config.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("text_config.hidden_size") && e.contains("kimi/config.json"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unknown_field_is_reported_not_dropped() {
+    let path = fixture_config("deepseek-v3-fp8");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["num_dense_interleave"] = serde_json::json!(4);
+    let i = import(&v.to_string(), "ds/config.json", None, None).unwrap();
+    assert_eq!(i.warnings.len(), 1, "{:?}", i.warnings);
+    assert!(i.warnings[0].contains("num_dense_interleave"));
+    assert!(i.model.sources["notes"].contains("num_dense_interleave"));
+}
+
+#[test]
+fn an_unknown_quant_method_is_an_error_naming_it() {
+    let path = fixture_config("llama-3.1-8b");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["quantization_config"] = serde_json::json!({"quant_method": "hqq", "nbits": 4});
+    let e = import(&v.to_string(), "l/config.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hqq") && e.contains("quant_method"), "{e}");
+}
+
+#[test]
+fn glm5_without_its_hf_quant_config_is_bf16() {
+    let text = std::fs::read_to_string(fixture_config("glm-5-nvfp4")).unwrap();
+    let i = import(&text, "glm-5/config.json", None, None).unwrap();
+    assert_eq!(i.model.quantization.default.to_string(), "bf16");
+    let q =
+        std::fs::read_to_string(fixture_dir("glm-5-nvfp4").join("hf_quant_config.json")).unwrap();
+    let i = import(
+        &text,
+        "glm-5/config.json",
+        Some((&q, "glm-5/hf_quant_config.json")),
+        None,
+    )
+    .unwrap();
+    assert_eq!(i.model.quantization.default.to_string(), "nvfp4");
+    assert_eq!(i.model.quantization.attention().to_string(), "bf16");
+    assert_eq!(i.model.name, "glm-5");
+}
+
+fn rooftop() -> Command {
+    Command::cargo_bin("rooftop").unwrap()
+}
+
+fn predict_json(model: &str) -> serde_json::Value {
+    let out = rooftop()
+        .args([
+            "predict",
+            "--model",
+            model,
+            "--system",
+            "8x-rtx-pro-6000-pcie",
+            "--batch",
+            "8",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn cli_import_then_predict_equals_the_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("kimi.toml");
+    rooftop()
+        .args([
+            "import-hf",
+            &fixture_config("kimi-k2.5-int4"),
+            "--name",
+            "kimi-k2.5-int4",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("warning: vision_config"));
+    let imported = predict_json(out.to_str().unwrap());
+    let builtin = predict_json("kimi-k2.5-int4");
+    assert_eq!(imported, builtin);
+}
+
+#[test]
+fn cli_import_writes_toml_to_stdout_and_finds_the_sibling_quant_config() {
+    rooftop()
+        .args(["import-hf", &fixture_config("glm-5-nvfp4")])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("name = \"glm-5-nvfp4\"")
+                .and(predicate::str::contains("default = \"nvfp4\""))
+                .and(predicate::str::contains("attention = \"bf16\""))
+                .and(predicate::str::contains("hf_quant_config.json")),
+        );
+}
+
+#[test]
+fn predict_accepts_a_config_json_as_the_model() {
+    let v = predict_json(&fixture_config("kimi-k2.5-int4"));
+    let b = predict_json("kimi-k2.5-int4");
+    assert_eq!(v["model"], "kimi-k2.5-int4");
+    assert_eq!(v["tpot_ms"], b["tpot_ms"]);
+    assert_eq!(v["memory"], b["memory"]);
+    // The sibling hf_quant_config.json is read as well.
+    let g = predict_json(&fixture_config("glm-5-nvfp4"));
+    assert_eq!(g["tpot_ms"], predict_json("glm-5-nvfp4")["tpot_ms"]);
+}
+
+#[test]
+fn cli_import_of_an_unsupported_model_fails_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("config.json");
+    std::fs::write(&p, r#"{"architectures": ["MambaForCausalLM"]}"#).unwrap();
+    rooftop()
+        .args(["import-hf", p.to_str().unwrap()])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("MambaForCausalLM"));
+}

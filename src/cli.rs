@@ -44,6 +44,11 @@ pub struct ScenarioArgs {
     /// Predict with parameters fitted by `rooftop calibrate` (a calibration TOML).
     #[arg(long)]
     pub calibration: Option<String>,
+    /// Override a description field for this run, with units: gpu.memory_bandwidth="2.4 TB/s",
+    /// interconnect.bandwidth="128 GB/s", system.interconnect=nvlink5, system.cuda_graphs=false,
+    /// efficiency.memory=0.9, model.quantization.routed_experts=nvfp4. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 /// Measured files and what they do not say.

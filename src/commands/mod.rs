@@ -36,8 +36,23 @@ impl Loaded {
 }
 
 pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
+    let sets = crate::spec::overrides::parse_all(&args.set)?;
     let model = registry::load_model(&args.model)?;
-    let system = System::load(&args.system)?;
+    let model: ModelSpec = crate::spec::overrides::apply(
+        &model,
+        crate::spec::overrides::Target::Model,
+        &sets,
+        &args.model,
+    )?;
+    model
+        .validate()
+        .map_err(|(f, e)| crate::error::Error::Invalid {
+            file: format!("{} (after --set)", args.model),
+            line: None,
+            field: f,
+            expected: e,
+        })?;
+    let system = System::load_with(&args.system, &sets)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
     parallel.validate(&model, &system)?;
     let calibration = args

@@ -4,6 +4,7 @@
 pub mod gpu;
 pub mod interconnect;
 pub mod model;
+pub mod overrides;
 pub mod registry;
 pub mod system;
 
@@ -25,9 +26,40 @@ pub struct System {
 impl System {
     /// Load a system by built-in name or path, with the GPU and interconnect it names.
     pub fn load(name: &str) -> Result<System> {
+        System::load_with(name, &[])
+    }
+
+    /// Load with `--set` overrides applied (system first, so `system.gpu` or
+    /// `system.interconnect` can swap the parts, then the parts).
+    pub fn load_with(name: &str, sets: &[overrides::Override]) -> Result<System> {
+        use overrides::{apply, Target};
         let spec = registry::load_system_spec(name)?;
+        let spec: SystemSpec = apply(&spec, Target::System, sets, name)?;
+        spec.validate()
+            .map_err(|(f, e)| crate::error::Error::Invalid {
+                file: format!("{name} (after --set)"),
+                line: None,
+                field: f,
+                expected: e,
+            })?;
         let gpu = registry::load_gpu(&spec.gpu)?;
+        let gpu: GpuSpec = apply(&gpu, Target::Gpu, sets, &spec.gpu)?;
+        gpu.validate()
+            .map_err(|(f, e)| crate::error::Error::Invalid {
+                file: format!("{} (after --set)", spec.gpu),
+                line: None,
+                field: f,
+                expected: e,
+            })?;
         let link = registry::load_interconnect(&spec.interconnect)?;
+        let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;
+        link.validate()
+            .map_err(|(f, e)| crate::error::Error::Invalid {
+                file: format!("{} (after --set)", spec.interconnect),
+                line: None,
+                field: f,
+                expected: e,
+            })?;
         Ok(System { spec, gpu, link })
     }
 }

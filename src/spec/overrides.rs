@@ -1,0 +1,217 @@
+//! `--set key=value`: change any description field for one run, so a what-if needs no new
+//! file.
+//!
+//! The loaded description is turned back into its TOML form, the field is replaced, and the
+//! result is read again through the same typed, validated path as a file: units, ranges and
+//! unknown keys are checked exactly as in a file. Keys start with the description they
+//! change: `gpu.`, `interconnect.` (or `link.`), `system.` (with `engine.` and `efficiency.`
+//! as shortcuts for the system's tables), `model.`. A value that is not a TOML literal is
+//! taken as a string, so `--set gpu.memory_bandwidth="2.4 TB/s"` and
+//! `--set system.cuda_graphs=false` both work. `interconnect.bandwidth` sets the raw
+//! per-direction rate and scales the achievable rates with it.
+
+use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Which description an override changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Gpu,
+    Interconnect,
+    System,
+    Model,
+}
+
+/// One parsed `--set`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    pub target: Target,
+    /// Path inside the description (e.g. `["engine", "cuda_graphs"]`).
+    pub path: Vec<String>,
+    pub value: toml::Value,
+    /// The text as given, for error messages.
+    pub raw: String,
+}
+
+const SYSTEM_TOP: &[&str] = &[
+    "name",
+    "description",
+    "gpu",
+    "gpu_count",
+    "interconnect",
+    "topology",
+    "sockets",
+    "p2p",
+    "price_per_gpu_hour_usd",
+    "engine",
+    "efficiency",
+    "sources",
+];
+const EFFICIENCY: &[&str] = &["memory", "gemm", "attention", "link"];
+
+impl std::str::FromStr for Override {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Override> {
+        let usage = |why: &str| {
+            Error::Scenario(format!("--set {s}: {why}; expected key=value with a key such as gpu.memory_bandwidth, interconnect.bandwidth, system.cuda_graphs, efficiency.memory or model.config.num_experts_per_tok"))
+        };
+        let (key, value) = s.split_once('=').ok_or_else(|| usage("no '='"))?;
+        let key = key.trim();
+        let parts: Vec<String> = key.split('.').map(|p| p.trim().to_string()).collect();
+        if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+            return Err(usage("the key needs a description and a field"));
+        }
+        let (target, mut path) = match parts[0].as_str() {
+            "gpu" => (Target::Gpu, parts[1..].to_vec()),
+            "interconnect" | "link" => (Target::Interconnect, parts[1..].to_vec()),
+            "model" => (Target::Model, parts[1..].to_vec()),
+            "engine" | "efficiency" => (Target::System, parts.clone()),
+            "system" => (Target::System, parts[1..].to_vec()),
+            other => return Err(usage(&format!("unknown description \"{other}\""))),
+        };
+        // `system.cuda_graphs` means `system.engine.cuda_graphs` when the system has no
+        // top-level key of that name.
+        if target == Target::System && path.len() == 1 && !SYSTEM_TOP.contains(&path[0].as_str()) {
+            let table = if EFFICIENCY.contains(&path[0].as_str()) {
+                "efficiency"
+            } else {
+                "engine"
+            };
+            path.insert(0, table.to_string());
+        }
+        let v = value.trim();
+        let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(v.trim_matches('"').to_string()));
+        Ok(Override {
+            target,
+            path,
+            value,
+            raw: s.to_string(),
+        })
+    }
+}
+
+/// Apply the overrides for `target` to a loaded description: round-trip through TOML.
+pub fn apply<T: Serialize + DeserializeOwned + Clone>(
+    spec: &T,
+    target: Target,
+    overrides: &[Override],
+    label: &str,
+) -> Result<T> {
+    let mine: Vec<&Override> = overrides.iter().filter(|o| o.target == target).collect();
+    if mine.is_empty() {
+        return Ok(spec.clone());
+    }
+    let mut root =
+        toml::Value::try_from(spec).map_err(|e| Error::Scenario(format!("{label}: {e}")))?;
+    for o in &mine {
+        if target == Target::Interconnect && o.path == ["bandwidth"] {
+            set_link_bandwidth(&mut root, o)?;
+            continue;
+        }
+        set(&mut root, &o.path, o.value.clone())
+            .map_err(|why| Error::Scenario(format!("--set {}: {why}", o.raw)))?;
+    }
+    let text = toml::to_string(&root).map_err(|e| Error::Scenario(format!("{label}: {e}")))?;
+    toml::from_str(&text).map_err(|e| {
+        let names: Vec<&str> = mine.iter().map(|o| o.raw.as_str()).collect();
+        Error::Scenario(format!(
+            "--set {}: {label} no longer reads: {}",
+            names.join(", "),
+            e.message()
+        ))
+    })
+}
+
+fn set(
+    root: &mut toml::Value,
+    path: &[String],
+    value: toml::Value,
+) -> std::result::Result<(), String> {
+    let mut cur = root;
+    for (i, p) in path.iter().enumerate() {
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| format!("\"{}\" is not a table", path[..i].join(".")))?;
+        if i + 1 == path.len() {
+            table.insert(p.clone(), value);
+            return Ok(());
+        }
+        if !table.contains_key(p) {
+            let known = table.keys().cloned().collect::<Vec<_>>().join(", ");
+            return Err(format!(
+                "no table \"{}\" (known: {known})",
+                path[..=i].join(".")
+            ));
+        }
+        cur = table
+            .get_mut(p)
+            .ok_or_else(|| format!("no table \"{}\"", path[..=i].join(".")))?;
+    }
+    Ok(())
+}
+
+/// `interconnect.bandwidth`: the raw rate; achievable rates keep their fraction of it.
+fn set_link_bandwidth(root: &mut toml::Value, o: &Override) -> Result<()> {
+    let err = |why: String| Error::Scenario(format!("--set {}: {why}", o.raw));
+    let new = match &o.value {
+        toml::Value::String(s) => {
+            crate::units::BytesPerSec::parse(s).map_err(|e| err(e.to_string()))?
+        }
+        _ => return Err(err("expected a bandwidth such as \"128 GB/s\"".into())),
+    };
+    let t = root
+        .as_table_mut()
+        .ok_or_else(|| err("not a table".into()))?;
+    let old = t
+        .get("bandwidth_per_direction")
+        .and_then(|v| v.as_str())
+        .and_then(|s| crate::units::BytesPerSec::parse(s).ok())
+        .ok_or_else(|| err("the interconnect has no bandwidth_per_direction".into()))?;
+    let ratio = if old.0 > 0.0 { new.0 / old.0 } else { 1.0 };
+    for k in ["p2p_bandwidth", "cross_socket_bandwidth"] {
+        if let Some(v) = t
+            .get(k)
+            .and_then(|v| v.as_str())
+            .and_then(|s| crate::units::BytesPerSec::parse(s).ok())
+        {
+            t.insert(
+                k.into(),
+                toml::Value::String(crate::units::BytesPerSec(v.0 * ratio).to_string()),
+            );
+        }
+    }
+    t.insert(
+        "bandwidth_per_direction".into(),
+        toml::Value::String(new.to_string()),
+    );
+    Ok(())
+}
+
+/// Parse every `--set`.
+pub fn parse_all(sets: &[String]) -> Result<Vec<Override>> {
+    sets.iter().map(|s| s.parse()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_keys_and_values() {
+        let o: Override = "system.cuda_graphs=false".parse().unwrap();
+        assert_eq!(o.target, Target::System);
+        assert_eq!(o.path, vec!["engine", "cuda_graphs"]);
+        assert_eq!(o.value, toml::Value::Boolean(false));
+        let o: Override = "gpu.memory_bandwidth=2.4 TB/s".parse().unwrap();
+        assert_eq!(o.value, toml::Value::String("2.4 TB/s".into()));
+        let o: Override = "efficiency.memory=0.9".parse().unwrap();
+        assert_eq!(o.path, vec!["efficiency", "memory"]);
+        assert!("nonsense".parse::<Override>().is_err());
+        assert!("cpu.cores=4".parse::<Override>().is_err());
+        assert!("gpu=3".parse::<Override>().is_err());
+    }
+}

@@ -156,6 +156,39 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
+    /// Speculative decoding: TPOT, throughput and speedup per draft length and concurrency.
+    #[command(
+        after_help = "Examples:\n  rooftop specdec --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --draft eagle --k 1..6 --acceptance 0.75,0.5,0.3\n  rooftop specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --k 1..3 --acceptance 0.85 --concurrency 1,8,64\n  rooftop specdec --model llama-3.1-70b --system 8x-h100-nvlink --draft model:llama-3.1-8b --k 4 --acceptance accepted_lengths.txt"
+    )]
+    Specdec {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// mtp (the model's own MTP layer), eagle (its [eagle_head]), ngram, or model:NAME.
+        #[arg(long, default_value = "eagle")]
+        draft: String,
+        /// Draft lengths: a range 1..8 or a list 1,2,4.
+        #[arg(long, default_value = "1..6")]
+        k: String,
+        /// Acceptance: a constant (0.8), per-position rates (0.85,0.6,0.4; the last repeats),
+        /// or a file of measured accepted lengths (drafts accepted per step, one or more per
+        /// line).
+        #[arg(long, default_value = "0.75,0.5,0.3")]
+        acceptance: String,
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        concurrency: Vec<u32>,
+        /// Tokens already in each sequence's KV cache.
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        /// Tensor parallelism of a separate draft model (default: the target's, or the
+        /// largest that divides the draft's heads).
+        #[arg(long)]
+        draft_tp: Option<u32>,
+        /// CPU time per step of n-gram lookup, microseconds (a prior; measure yours).
+        #[arg(long, default_value_t = 50.0)]
+        ngram_cpu_us: f64,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
     /// Predict one operator's time, to hold against a micro-benchmark.
     #[command(subcommand)]
     Op(OpCommand),

@@ -18,3 +18,4 @@ pub mod measured;
 pub mod output;
 pub mod predict;
 pub mod serve;
+pub mod specdec;

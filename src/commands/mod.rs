@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod import_hf;
 pub mod op;
 pub mod predict;
+pub mod specdec;
 pub mod sweep;
 
 use crate::calibrate::Calibration;

@@ -1,0 +1,328 @@
+//! Speculative decoding: the gain per draft method, draft length and concurrency, before
+//! anyone builds it.
+//!
+//! One speculative step = k draft passes (or none, for n-gram lookup) + one verify pass of
+//! the target over `C × (k+1)` tokens, with every term of the cost model: the verify batch
+//! touches more MoE experts, moves more all-reduce bytes, reads the KV cache for k+1
+//! positions and turns compute-bound as C grows; the engine's per-step cost is paid once.
+//! With per-position acceptance p₁…p_k (a chain: draft i counts only if drafts 1..i−1 did),
+//! the expected tokens per step are `1 + Σᵢ Πⱼ≤ᵢ pⱼ`; TPOT = step / that. Drafts run inside
+//! the engine's step: their passes pay kernel gaps and all-reduces but no step overhead.
+//! Prefill interleaving is left out: the comparison is decode against decode.
+
+use crate::cost::{CostParams, Evaluator, Parallel, Pass};
+use crate::error::{Error, Result};
+use crate::predict::Scenario;
+use crate::spec::{ModelSpec, WeightFormat};
+use serde::Serialize;
+
+/// Where draft tokens come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Draft {
+    /// The target's own multi-token-prediction layer (DeepSeek-V3, GLM-5): one full decoder
+    /// layer of the target, run once per draft token.
+    Mtp,
+    /// An EAGLE-style head: the model's `[eagle_head]` (decoder layers + the target's lm_head).
+    Eagle,
+    /// N-gram / prompt lookup: no GPU work, a CPU cost per step.
+    Ngram { cpu_seconds: f64 },
+    /// A separate draft model on the same GPUs with its own tensor parallelism.
+    Model { spec: Box<ModelSpec>, tp: u32 },
+}
+
+impl Draft {
+    pub fn name(&self) -> String {
+        match self {
+            Draft::Mtp => "mtp".into(),
+            Draft::Eagle => "eagle".into(),
+            Draft::Ngram { .. } => "ngram".into(),
+            Draft::Model { spec, tp } => format!("model:{} (tp{tp})", spec.name),
+        }
+    }
+}
+
+/// Per-position acceptance probabilities; position i beyond the list uses the last value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Acceptance(pub Vec<f64>);
+
+impl Acceptance {
+    pub fn at(&self, i: usize) -> f64 {
+        self.0.get(i).or(self.0.last()).copied().unwrap_or(0.0)
+    }
+
+    /// Expected tokens per step with `k` drafts: `1 + Σᵢ Πⱼ≤ᵢ pⱼ`.
+    pub fn expected_tokens(&self, k: usize) -> f64 {
+        let mut e = 1.0;
+        let mut run = 1.0;
+        for i in 0..k {
+            run *= self.at(i);
+            e += run;
+        }
+        e
+    }
+
+    /// Per-position rates from measured accepted lengths (drafts accepted per step):
+    /// `pᵢ = P(L ≥ i) / P(L ≥ i−1)`.
+    pub fn from_lengths(lengths: &[u32]) -> Result<Acceptance> {
+        if lengths.is_empty() {
+            return Err(Error::Scenario("no acceptance lengths".into()));
+        }
+        let max = *lengths.iter().max().unwrap_or(&0) as usize;
+        let n = lengths.len() as f64;
+        let survive = |i: usize| lengths.iter().filter(|l| **l as usize >= i).count() as f64 / n;
+        let mut p = Vec::with_capacity(max + 1);
+        for i in 1..=max {
+            let prev = survive(i - 1);
+            p.push(if prev > 0.0 { survive(i) / prev } else { 0.0 });
+        }
+        // Beyond the longest observed run nothing was accepted.
+        p.push(0.0);
+        Ok(Acceptance(p))
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.0.is_empty()
+            || self
+                .0
+                .iter()
+                .any(|p| !(0.0..=1.0).contains(p) || !p.is_finite())
+        {
+            return Err(Error::Scenario(
+                "acceptance rates must be numbers in 0..1, e.g. 0.8 or 0.85,0.6,0.4".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One (k, C) point.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SpecPoint {
+    pub k: u32,
+    pub concurrency: u32,
+    pub tpot_ms: f64,
+    pub throughput_tok_s: f64,
+    /// Plain-decode TPOT over speculative TPOT.
+    pub speedup: f64,
+    pub expected_tokens_per_step: f64,
+    pub draft_ms: f64,
+    pub verify_ms: f64,
+    pub step_ms: f64,
+}
+
+/// Best draft length at one concurrency (k = 0: do not speculate).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BestK {
+    pub concurrency: u32,
+    pub k: u32,
+    pub speedup: f64,
+}
+
+/// The `specdec` record.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SpecDec {
+    pub model: String,
+    pub system: String,
+    pub parallel: String,
+    pub draft: String,
+    pub acceptance: Acceptance,
+    pub context: u32,
+    pub provenance: &'static str,
+    /// Plain decode TPOT per concurrency, ms.
+    pub baseline_tpot_ms: Vec<(u32, f64)>,
+    pub points: Vec<SpecPoint>,
+    pub best_k: Vec<BestK>,
+}
+
+/// A one-layer model standing for the draft head: the target's shape with `layers` decoder
+/// layers, as MoE or dense, in `format`.
+fn head_model(
+    target: &ModelSpec,
+    layers: u32,
+    moe: bool,
+    intermediate: Option<u32>,
+    format: Option<WeightFormat>,
+    vocab: Option<u32>,
+) -> ModelSpec {
+    let mut m = target.clone();
+    m.name = format!("{}-draft-head", target.name);
+    m.config.num_hidden_layers = layers.max(1);
+    m.config.layer_types = None;
+    if moe {
+        m.config.first_k_dense_replace = Some(0);
+    } else {
+        m.config.n_routed_experts = None;
+        m.config.num_experts_per_tok = None;
+        m.config.n_shared_experts = None;
+        m.config.first_k_dense_replace = None;
+        if let Some(i) = intermediate {
+            m.config.intermediate_size = Some(i);
+        }
+    }
+    if let Some(f) = format {
+        m.quantization.default = f;
+        m.quantization.attention = None;
+        m.quantization.dense_mlp = None;
+    }
+    if let Some(v) = vocab.filter(|v| *v > 0) {
+        m.config.vocab_size = v;
+    }
+    m
+}
+
+/// Time of the k draft passes at `c` sequences, seconds.
+fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f64> {
+    if k == 0 {
+        return Ok(0.0);
+    }
+    // Drafts run inside the engine's step: no second per-step overhead.
+    let mut p: CostParams = s.params;
+    p.step_overhead = 0.0;
+    let pass = Pass::decode(c, ctx);
+    let per = match draft {
+        Draft::Ngram { cpu_seconds } => return Ok(*cpu_seconds),
+        Draft::Mtp => {
+            let n = s.model.config.num_nextn_predict_layers.unwrap_or(0);
+            if n == 0 {
+                return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle, ngram or model:NAME", s.model.name)));
+            }
+            let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None);
+            Evaluator::new(&head, s.system, s.parallel, p)?.step_time(&pass)
+        }
+        Draft::Eagle => {
+            let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
+            let head = head_model(
+                s.model,
+                e.num_layers,
+                false,
+                Some(e.intermediate_size),
+                Some(e.format),
+                Some(e.draft_vocab_size),
+            );
+            Evaluator::new(&head, s.system, s.parallel, p)?.step_time(&pass)
+        }
+        Draft::Model { spec, tp } => {
+            let par = Parallel::tp(*tp);
+            Evaluator::new(spec, s.system, par, p)?.step_time(&pass)
+        }
+    };
+    Ok(per * k as f64)
+}
+
+/// Evaluate every (k, C).
+pub fn specdec(
+    s: &Scenario,
+    draft: &Draft,
+    acceptance: &Acceptance,
+    ks: &[u32],
+    concurrency: &[u32],
+    context: u32,
+) -> Result<SpecDec> {
+    acceptance.validate()?;
+    let ev = s.evaluator()?;
+    let ctx = context as f64;
+    let mut points = Vec::new();
+    let mut best_k = Vec::new();
+    let mut baseline_tpot_ms = Vec::new();
+    for &c in concurrency {
+        let cf = c.max(1) as f64;
+        let base = ev.step_time(&Pass::decode(cf, ctx));
+        baseline_tpot_ms.push((c, base * 1e3));
+        let mut best = BestK {
+            concurrency: c,
+            k: 0,
+            speedup: 1.0,
+        };
+        for &k in ks {
+            let verify = ev.step_time(&Pass {
+                tokens_per_sequence: k as f64 + 1.0,
+                ..Pass::decode(cf, ctx)
+            });
+            let draft_s = draft_time(s, draft, k, cf, ctx)?;
+            let step = draft_s + verify;
+            let e = acceptance.expected_tokens(k as usize);
+            let tpot = step / e;
+            let speedup = base / tpot;
+            if speedup > best.speedup {
+                best = BestK {
+                    concurrency: c,
+                    k,
+                    speedup,
+                };
+            }
+            points.push(SpecPoint {
+                k,
+                concurrency: c,
+                tpot_ms: tpot * 1e3,
+                throughput_tok_s: cf / tpot,
+                speedup,
+                expected_tokens_per_step: e,
+                draft_ms: draft_s * 1e3,
+                verify_ms: verify * 1e3,
+                step_ms: step * 1e3,
+            });
+        }
+        best_k.push(best);
+    }
+    Ok(SpecDec {
+        model: s.model.name.clone(),
+        system: s.system.spec.name.clone(),
+        parallel: s.parallel.to_string(),
+        draft: draft.name(),
+        acceptance: acceptance.clone(),
+        context,
+        provenance: s.params.provenance.name(),
+        baseline_tpot_ms,
+        points,
+        best_k,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_formula_matches_monte_carlo() {
+        let acc = Acceptance(vec![0.85, 0.6, 0.4, 0.3]);
+        let mut state: u64 = 0x2545F4914F6CDD1D;
+        let mut uniform = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for k in 1..=6usize {
+            let n = 200_000;
+            let mut total = 0u64;
+            for _ in 0..n {
+                let mut t = 1;
+                for i in 0..k {
+                    if uniform() < acc.at(i) {
+                        t += 1;
+                    } else {
+                        break;
+                    }
+                }
+                total += t;
+            }
+            let mc = total as f64 / n as f64;
+            let f = acc.expected_tokens(k);
+            assert!(
+                (mc - f).abs() < 0.01,
+                "k={k}: formula {f} vs Monte-Carlo {mc}"
+            );
+        }
+        // constant α: (1 − α^{k+1}) / (1 − α)
+        let a = Acceptance(vec![0.8]);
+        assert!((a.expected_tokens(3) - (1.0 - 0.8f64.powi(4)) / 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rates_from_measured_lengths() {
+        // accepted drafts per step: half accept 0, a quarter 1, a quarter 2
+        let a = Acceptance::from_lengths(&[0, 0, 1, 2]).unwrap();
+        assert!((a.0[0] - 0.5).abs() < 1e-12 && (a.0[1] - 0.5).abs() < 1e-12 && a.0[2] == 0.0);
+        assert!((a.expected_tokens(4) - 1.75).abs() < 1e-12);
+    }
+}

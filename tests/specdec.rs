@@ -1,0 +1,122 @@
+//! Speculative decoding obeys its arithmetic: no acceptance never speeds anything up, a free
+//! draft cannot beat the expected tokens per step, and the gain shrinks as a dense model's
+//! verify pass turns compute-bound with concurrency.
+
+use rooftop::cost::Parallel;
+use rooftop::predict::Scenario;
+use rooftop::spec::registry::load_model;
+use rooftop::spec::System;
+use rooftop::specdec::{specdec, Acceptance, Draft};
+
+const C: [u32; 6] = [1, 4, 16, 64, 256, 1024];
+
+#[test]
+fn zero_acceptance_never_speeds_up() {
+    for (m, s, draft) in [
+        ("kimi-k2.5-int4", "8x-rtx-pro-6000-pcie", Draft::Eagle),
+        ("deepseek-v3-fp8", "8x-h200-nvlink", Draft::Mtp),
+        (
+            "llama-3.1-70b",
+            "8x-h100-nvlink",
+            Draft::Ngram { cpu_seconds: 0.0 },
+        ),
+    ] {
+        let model = load_model(m).unwrap();
+        let sys = System::load(s).unwrap();
+        let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+        let r = specdec(&sc, &draft, &Acceptance(vec![0.0]), &[1, 2, 4, 8], &C, 2048).unwrap();
+        for p in &r.points {
+            assert!(
+                p.speedup <= 1.0 + 1e-12,
+                "{m} {:?}: k={} C={} speedup {}",
+                draft,
+                p.k,
+                p.concurrency,
+                p.speedup
+            );
+        }
+        assert!(r.best_k.iter().all(|b| b.k == 0));
+    }
+}
+
+#[test]
+fn a_free_draft_at_c1_never_beats_the_expected_tokens() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    for acc in [vec![0.9], vec![0.75, 0.5, 0.3], vec![1.0]] {
+        let a = Acceptance(acc);
+        let r = specdec(
+            &sc,
+            &Draft::Ngram { cpu_seconds: 0.0 },
+            &a,
+            &[1, 2, 3, 5, 8],
+            &[1],
+            1024,
+        )
+        .unwrap();
+        for p in &r.points {
+            assert!(
+                p.speedup <= p.expected_tokens_per_step * (1.0 + 1e-12),
+                "k={}: {} > {}",
+                p.k,
+                p.speedup,
+                p.expected_tokens_per_step
+            );
+            assert!(p.speedup > 1.0, "a free draft with acceptance pays at C=1");
+        }
+    }
+}
+
+#[test]
+fn gain_falls_as_concurrency_rises_on_a_dense_model() {
+    // Llama-3.1-70B on H100: verify is nearly free while decode is memory-bound, and costs
+    // (k+1)x once the batch is compute-bound.
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let r = specdec(
+        &sc,
+        &Draft::Eagle,
+        &Acceptance(vec![0.8]),
+        &[1, 2, 4],
+        &[1, 16, 128, 512, 2048],
+        1024,
+    )
+    .unwrap();
+    for k in [1, 2, 4] {
+        let s: Vec<f64> = r
+            .points
+            .iter()
+            .filter(|p| p.k == k)
+            .map(|p| p.speedup)
+            .collect();
+        for w in s.windows(2) {
+            assert!(
+                w[1] <= w[0] * (1.0 + 1e-9),
+                "k={k}: speedups {s:?} rise with concurrency"
+            );
+        }
+        assert!(
+            s[0] > 1.5 && *s.last().unwrap() < s[0] / 1.5,
+            "k={k}: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn drafts_that_the_model_lacks_are_refused() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let e = specdec(&sc, &Draft::Mtp, &Acceptance(vec![0.8]), &[1], &[1], 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no MTP layer"), "{e}");
+    let q = load_model("qwen3-30b-a3b").unwrap();
+    let sc = Scenario::new(&q, &sys, Parallel::tp(4)).unwrap();
+    let e = specdec(&sc, &Draft::Eagle, &Acceptance(vec![0.8]), &[1], &[1], 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("eagle_head"), "{e}");
+}

@@ -189,6 +189,82 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
+    /// Systems and layouts side by side: TPOT, throughput, plateau, memory fit, cost.
+    #[command(
+        after_help = "Examples:\n  rooftop compare --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --concurrency 1,128\n  rooftop compare --systems '8x-rtx-pro-6000-pcie,8x-rtx-pro-6000-pcie[system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[system.interconnect=nvlink5;system.topology=nvswitch]'\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink --parallel tp8,tp8ep8,tp4pp2 --format csv"
+    )]
+    Compare {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Systems (built-ins or paths), each optionally with overrides in brackets:
+        /// name[key=value;key=value].
+        #[arg(long)]
+        systems: String,
+        /// Layouts: tp8, tp4ep2, pp2tp4, tp8ep8dp8 ... (default: TP over all GPUs).
+        #[arg(long, value_delimiter = ',')]
+        parallel: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "1,128")]
+        concurrency: Vec<u32>,
+        /// Tokens in each sequence's KV cache for the TPOT columns.
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        #[arg(long, default_value_t = 1000)]
+        input_len: u32,
+        #[arg(long, default_value_t = 1000)]
+        output_len: u32,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Elasticity of TPOT and plateau to each parameter, and what it takes to reach a target.
+    #[command(
+        after_help = "Examples:\n  rooftop sensitivity --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie\n  rooftop sensitivity --concurrency 128 --format json\n  rooftop sensitivity --target-tpot 8ms"
+    )]
+    Sensitivity {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, default_value_t = 1)]
+        concurrency: u32,
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        #[arg(long, default_value_t = 1000)]
+        input_len: u32,
+        #[arg(long, default_value_t = 1000)]
+        output_len: u32,
+        /// A TPOT to reach (e.g. 8ms): how far must each parameter alone move?
+        #[arg(long)]
+        target_tpot: Option<String>,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Evaluate a Cartesian design space on every core; stream rows or keep the Pareto front.
+    #[command(
+        after_help = "Examples:\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink,8x-h100-nvlink --batch 1..4096 --context 1024..131072:1024 --pareto\n  rooftop explore --systems 8x-h200-nvlink --parallel tp8,tp4pp2 --batch 1..1024:x2 --context 1024,8192 --format csv > grid.csv\n  rooftop explore --quant int4-g32,nvfp4,fp8 --batch 1,8,64 --context 4096 --format json"
+    )]
+    Explore {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Systems, as for compare (default: --system).
+        #[arg(long)]
+        systems: Option<String>,
+        #[arg(long, value_delimiter = ',')]
+        parallel: Vec<String>,
+        /// Batch sizes: 1..4096, 1..4096:x2, 1,8,64.
+        #[arg(long, default_value = "1..256:x2")]
+        batch: String,
+        /// Context lengths: 1024..131072:1024, 1024,8192.
+        #[arg(long, default_value = "1024")]
+        context: String,
+        /// Weight formats for the routed experts (MoE) or all weights (dense): int4-g32, nvfp4,
+        /// fp8 ... (default: as shipped).
+        #[arg(long, value_delimiter = ',')]
+        quant: Vec<String>,
+        /// Print only the Pareto front (TPOT vs throughput per GPU) and a summary.
+        #[arg(long)]
+        pareto: bool,
+        /// csv or json (JSON lines); text prints the summary only.
+        #[arg(long, value_enum, default_value = "csv")]
+        format: Format,
+    },
     /// Predict one operator's time, to hold against a micro-benchmark.
     #[command(subcommand)]
     Op(OpCommand),

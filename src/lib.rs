@@ -9,8 +9,10 @@ pub mod cli;
 pub mod commands;
 pub mod cost;
 pub mod error;
+pub mod explore;
 pub mod spec;
 pub mod units;
+pub mod whatif;
 
 pub use error::{Error, Result};
 pub mod import_hf;

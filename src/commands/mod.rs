@@ -8,6 +8,7 @@ pub mod op;
 pub mod predict;
 pub mod specdec;
 pub mod sweep;
+pub mod whatif;
 
 use crate::calibrate::Calibration;
 use crate::cli::ScenarioArgs;

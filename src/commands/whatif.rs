@@ -1,0 +1,523 @@
+//! `rooftop compare`, `rooftop sensitivity` and `rooftop explore`.
+
+use crate::cli::ScenarioArgs;
+use crate::commands::load;
+use crate::cost::Parallel;
+use crate::error::{Error, Result};
+use crate::explore::{explore, parse_values, Stream};
+use crate::output::{self, num, Format};
+use crate::serve::{TpotDef, Workload};
+use crate::spec::overrides::{apply, parse_all, Target};
+use crate::spec::{registry, ModelSpec, WeightFormat};
+use crate::units::Seconds;
+use crate::whatif::{
+    compare_row, load_variant, sensitivity, split_systems, Comparison, SensitivityReport,
+};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+fn layouts(list: &[String]) -> Result<Vec<Option<Parallel>>> {
+    if list.is_empty() {
+        return Ok(vec![None]);
+    }
+    list.iter()
+        .map(|s| s.parse::<Parallel>().map(Some).map_err(Error::Scenario))
+        .collect()
+}
+
+fn workload(i: u32, o: u32) -> Result<Workload> {
+    if i == 0 || o == 0 {
+        return Err(Error::Scenario(
+            "--input-len and --output-len must be at least 1".into(),
+        ));
+    }
+    Ok(Workload {
+        input_len: i,
+        output_len: o,
+        tpot_def: TpotDef::Itl,
+    })
+}
+
+fn model_with_sets(args: &ScenarioArgs) -> Result<ModelSpec> {
+    let sets = parse_all(&args.set)?;
+    let m = registry::load_model(&args.model)?;
+    let m: ModelSpec = apply(&m, Target::Model, &sets, &args.model)?;
+    m.validate().map_err(|(f, e)| Error::Invalid {
+        file: format!("{} (after --set)", args.model),
+        line: None,
+        field: f,
+        expected: e,
+    })?;
+    Ok(m)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run_compare(
+    args: &ScenarioArgs,
+    systems: &str,
+    parallel: &[String],
+    concurrency: &[u32],
+    context: u32,
+    input_len: u32,
+    output_len: u32,
+    format: Format,
+) -> Result<String> {
+    let model = model_with_sets(args)?;
+    let sets = parse_all(&args.set)?;
+    let w = workload(input_len, output_len)?;
+    if concurrency.is_empty() || concurrency.contains(&0) {
+        return Err(Error::Scenario(
+            "--concurrency needs positive integers".into(),
+        ));
+    }
+    let lays = layouts(parallel)?;
+    let names = split_systems(systems);
+    if names.is_empty() {
+        return Err(Error::Scenario(
+            "--systems needs at least one system".into(),
+        ));
+    }
+    let mut rows = Vec::new();
+    for n in &names {
+        let (label, sys) = load_variant(n, &sets)?;
+        for l in &lays {
+            let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
+            rows.push(compare_row(
+                &model,
+                &label,
+                &sys,
+                par,
+                None,
+                concurrency,
+                w,
+                context,
+            ));
+        }
+    }
+    let r = Comparison {
+        model: model.name.clone(),
+        input_len,
+        output_len,
+        context,
+        rows,
+    };
+    Ok(match format {
+        Format::Json => output::json(&r),
+        Format::Csv => {
+            let mut header: Vec<String> = vec!["system".into(), "parallel".into(), "gpus".into()];
+            for c in concurrency {
+                header.push(format!("tpot_ms_c{c}"));
+                header.push(format!("throughput_tok_s_c{c}"));
+                header.push(format!("dominant_c{c}"));
+            }
+            header.extend(
+                [
+                    "plateau_tok_s",
+                    "weights_per_gpu_gb",
+                    "max_kv_tokens",
+                    "fits",
+                    "usd_per_million_tokens",
+                    "error",
+                ]
+                .map(String::from),
+            );
+            let rows: Vec<Vec<String>> = r
+                .rows
+                .iter()
+                .map(|x| {
+                    let mut v = vec![x.system.clone(), x.parallel.clone(), x.gpus.to_string()];
+                    for (i, _) in concurrency.iter().enumerate() {
+                        v.push(x.tpot_ms.get(i).map(|t| num(t.1, 4)).unwrap_or_default());
+                        v.push(
+                            x.throughput_tok_s
+                                .get(i)
+                                .map(|t| num(t.1, 2))
+                                .unwrap_or_default(),
+                        );
+                        v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
+                    }
+                    v.extend([
+                        num(x.plateau_tok_s, 1),
+                        num(x.weights_per_gpu_gb, 2),
+                        num(x.max_kv_tokens, 0),
+                        x.fits.to_string(),
+                        x.usd_per_million_tokens
+                            .map(|u| num(u, 4))
+                            .unwrap_or_default(),
+                        x.error.clone().unwrap_or_default(),
+                    ]);
+                    v
+                })
+                .collect();
+            let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
+            output::csv(&h, &rows)
+        }
+        Format::Text => {
+            let mut o = String::new();
+            let _ = writeln!(
+                o,
+                "{}: TPOT at context {}, plateau for {} in / {} out",
+                r.model, context, input_len, output_len
+            );
+            let mut header: Vec<String> = vec!["system".into(), "layout".into()];
+            for c in concurrency {
+                header.push(format!("C={c} ms"));
+                header.push(format!("C={c} tok/s"));
+                header.push(format!("C={c} largest"));
+            }
+            header.extend(
+                ["plateau tok/s", "weights GB/GPU", "KV tokens", "$/M tok"].map(String::from),
+            );
+            let rows: Vec<Vec<String>> = r
+                .rows
+                .iter()
+                .map(|x| {
+                    let mut v = vec![x.system.clone(), x.parallel.clone()];
+                    if let Some(e) = &x.error {
+                        v.push(format!("cannot run: {e}"));
+                        return v;
+                    }
+                    for i in 0..concurrency.len() {
+                        v.push(
+                            x.tpot_ms
+                                .get(i)
+                                .map(|t| format!("{:.2}", t.1))
+                                .unwrap_or_default(),
+                        );
+                        v.push(
+                            x.throughput_tok_s
+                                .get(i)
+                                .map(|t| format!("{:.0}", t.1))
+                                .unwrap_or_default(),
+                        );
+                        v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
+                    }
+                    v.push(format!("{:.0}", x.plateau_tok_s));
+                    v.push(format!(
+                        "{:.1}{}",
+                        x.weights_per_gpu_gb,
+                        if x.fits { "" } else { " (no fit)" }
+                    ));
+                    v.push(format!("{:.0}", x.max_kv_tokens));
+                    v.push(
+                        x.usd_per_million_tokens
+                            .map(|u| format!("{u:.2}"))
+                            .unwrap_or_else(|| "-".into()),
+                    );
+                    v
+                })
+                .collect();
+            let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
+            o.push_str(&output::table(&h, &rows));
+            o
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run_sensitivity(
+    args: &ScenarioArgs,
+    concurrency: u32,
+    context: u32,
+    input_len: u32,
+    output_len: u32,
+    target: Option<&str>,
+    format: Format,
+) -> Result<String> {
+    let l = load(args)?;
+    let s = l.scenario()?;
+    let w = workload(input_len, output_len)?;
+    if concurrency == 0 {
+        return Err(Error::Scenario("--concurrency must be at least 1".into()));
+    }
+    let target_ms = match target {
+        Some(t) => {
+            let t = t.trim();
+            let spaced = match t.find(|c: char| c.is_ascii_alphabetic()) {
+                Some(i) => format!("{} {}", &t[..i], &t[i..]),
+                None => {
+                    return Err(Error::Scenario(format!(
+                        "--target-tpot \"{t}\": expected a time with its unit, e.g. 8ms"
+                    )))
+                }
+            };
+            let v = Seconds::parse(&spaced)
+                .map_err(|e| Error::Scenario(format!("--target-tpot: {e}")))?;
+            if v.0 <= 0.0 {
+                return Err(Error::Scenario("--target-tpot must be above zero".into()));
+            }
+            Some(v.ms())
+        }
+        None => None,
+    };
+    let r = sensitivity(
+        &l.model,
+        &l.system,
+        l.parallel,
+        s.params,
+        concurrency,
+        context,
+        w,
+        target_ms,
+    )?;
+    Ok(match format {
+        Format::Json => output::json(&r),
+        Format::Csv => {
+            let rows: Vec<Vec<String>> = r
+                .parameters
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.to_string(),
+                        num(p.tpot_elasticity, 4),
+                        num(p.plateau_elasticity, 4),
+                        num(p.tpot_change_pct_for_plus_10, 3),
+                        num(p.plateau_change_pct_for_plus_10, 3),
+                        p.factor_for_target.map(|f| num(f, 4)).unwrap_or_default(),
+                        num(p.tpot_floor_ms, 4),
+                    ]
+                })
+                .collect();
+            output::csv(
+                &[
+                    "parameter",
+                    "tpot_elasticity",
+                    "plateau_elasticity",
+                    "tpot_change_pct_for_plus_10",
+                    "plateau_change_pct_for_plus_10",
+                    "factor_for_target",
+                    "tpot_floor_ms",
+                ],
+                &rows,
+            )
+        }
+        Format::Text => sensitivity_text(&r),
+    })
+}
+
+fn sensitivity_text(r: &SensitivityReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} on {} ({}), C = {}, context {}: TPOT {:.2} ms, plateau {:.0} tok/s",
+        r.model, r.system, r.parallel, r.concurrency, r.context, r.tpot_ms, r.plateau_tok_s
+    );
+    let _ = writeln!(o);
+    let mut header = vec!["+10 % of", "TPOT", "plateau", "elasticity", "floor ms"];
+    if r.target_tpot_ms.is_some() {
+        header.push("to reach target");
+    }
+    let rows: Vec<Vec<String>> = r
+        .parameters
+        .iter()
+        .map(|p| {
+            let mut v = vec![
+                p.name.to_string(),
+                format!("{:+.2} %", p.tpot_change_pct_for_plus_10),
+                format!("{:+.2} %", p.plateau_change_pct_for_plus_10),
+                format!("{:+.3}", p.tpot_elasticity),
+                format!("{:.2}", p.tpot_floor_ms),
+            ];
+            if r.target_tpot_ms.is_some() {
+                v.push(match p.factor_for_target {
+                    Some(f) if (f - 1.0).abs() < 1e-9 => "already there".into(),
+                    Some(f) => format!("x{f:.3}"),
+                    None => "cannot alone".into(),
+                });
+            }
+            v
+        })
+        .collect();
+    o.push_str(&output::table(&header, &rows));
+    if let Some(t) = r.target_tpot_ms {
+        let _ = writeln!(o, "target TPOT {t:.2} ms: \"x f\" is the factor the parameter alone must be scaled by; \"cannot alone\" means even x1000 (or /1000) leaves TPOT above the target, at the floor shown");
+    }
+    if !r.alternatives.is_empty() {
+        let _ = writeln!(o);
+        let rows: Vec<Vec<String>> = r
+            .alternatives
+            .iter()
+            .map(|a| {
+                vec![
+                    a.change.clone(),
+                    format!("{:.2} ms ({:+.1} %)", a.tpot_ms, a.tpot_change_pct),
+                    format!(
+                        "{:.0} tok/s ({:+.1} %)",
+                        a.plateau_tok_s, a.plateau_change_pct
+                    ),
+                ]
+            })
+            .collect();
+        o.push_str(&output::table(
+            &["software change", "TPOT", "plateau"],
+            &rows,
+        ));
+    }
+    o
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run_explore(
+    args: &ScenarioArgs,
+    systems: Option<&str>,
+    parallel: &[String],
+    batch: &str,
+    context: &str,
+    quant: &[String],
+    pareto: bool,
+    format: Format,
+) -> Result<String> {
+    let model = model_with_sets(args)?;
+    let sets = parse_all(&args.set)?;
+    let names = split_systems(systems.unwrap_or(&args.system));
+    let mut syss = Vec::new();
+    for n in &names {
+        syss.push(load_variant(n, &sets)?);
+    }
+    let lays = layouts(parallel)?;
+    let batches = parse_values(batch, "batch")?;
+    let contexts = parse_values(context, "context")?;
+    if batches.contains(&0) {
+        return Err(Error::Scenario("--batch values must be at least 1".into()));
+    }
+    let quants: Vec<Option<WeightFormat>> = if quant.is_empty() {
+        vec![None]
+    } else {
+        quant
+            .iter()
+            .map(|q| q.parse::<WeightFormat>().map(Some).map_err(Error::Scenario))
+            .collect::<Result<_>>()?
+    };
+    let stream = match (format, pareto) {
+        (_, true) | (Format::Text, _) => Stream::None,
+        (Format::Json, false) => Stream::JsonLines,
+        (Format::Csv, false) => Stream::Csv,
+    };
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    let mut err = std::io::stderr();
+    let progress: Option<&mut dyn std::io::Write> = if err.is_terminal() {
+        Some(&mut err)
+    } else {
+        None
+    };
+    let (_combos, summary) = explore(
+        &model, &syss, &lays, &quants, &batches, &contexts, stream, pareto, &mut lock, progress,
+    )?;
+    drop(lock);
+    let mut o = String::new();
+    match format {
+        Format::Json if pareto => o = output::json(&summary),
+        Format::Csv if pareto => {
+            let rows: Vec<Vec<String>> = summary
+                .pareto
+                .iter()
+                .map(|m| {
+                    [
+                        "system",
+                        "parallel",
+                        "quant",
+                        "batch",
+                        "context",
+                        "tpot_ms",
+                        "throughput_tok_s",
+                        "throughput_per_gpu_tok_s",
+                    ]
+                    .iter()
+                    .map(|k| {
+                        m.get(k)
+                            .map(|v| {
+                                v.as_str()
+                                    .map(String::from)
+                                    .unwrap_or_else(|| v.to_string())
+                            })
+                            .unwrap_or_default()
+                    })
+                    .collect()
+                })
+                .collect();
+            o = output::csv(
+                &[
+                    "system",
+                    "parallel",
+                    "quant",
+                    "batch",
+                    "context",
+                    "tpot_ms",
+                    "throughput_tok_s",
+                    "throughput_per_gpu_tok_s",
+                ],
+                &rows,
+            );
+            let _ = writeln!(
+                o,
+                "# points_evaluated={} seconds={:.3} points_per_second={:.0}",
+                summary.points_evaluated, summary.seconds, summary.points_per_second
+            );
+        }
+        Format::Text => {
+            let _ = writeln!(
+                o,
+                "points_evaluated {} in {:.3} s ({:.0} points/s on {} threads)",
+                summary.points_evaluated,
+                summary.seconds,
+                summary.points_per_second,
+                summary.threads
+            );
+            if pareto {
+                let rows: Vec<Vec<String>> = summary
+                    .pareto
+                    .iter()
+                    .map(|m| {
+                        [
+                            "system",
+                            "parallel",
+                            "quant",
+                            "batch",
+                            "context",
+                            "tpot_ms",
+                            "throughput_per_gpu_tok_s",
+                        ]
+                        .iter()
+                        .map(|k| {
+                            m.get(k)
+                                .map(|v| {
+                                    v.as_str().map(String::from).unwrap_or_else(|| {
+                                        format!("{:.4}", v.as_f64().unwrap_or(0.0))
+                                            .trim_end_matches('0')
+                                            .trim_end_matches('.')
+                                            .to_string()
+                                    })
+                                })
+                                .unwrap_or_default()
+                        })
+                        .collect()
+                    })
+                    .collect();
+                o.push_str(&output::table(
+                    &[
+                        "system",
+                        "layout",
+                        "quant",
+                        "batch",
+                        "context",
+                        "TPOT ms",
+                        "tok/s per GPU",
+                    ],
+                    &rows,
+                ));
+            }
+        }
+        _ => {
+            // streamed rows already written; the summary goes to stderr so stdout stays data
+            eprintln!(
+                "points_evaluated {} seconds {:.3} ({:.0} points/s)",
+                summary.points_evaluated, summary.seconds, summary.points_per_second
+            );
+        }
+    }
+    for s in &summary.skipped {
+        eprintln!("skipped: {s}");
+    }
+    Ok(o)
+}

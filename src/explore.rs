@@ -1,0 +1,390 @@
+//! Design-space sweeps at scale: the Cartesian product of systems, layouts, quantizations,
+//! batch sizes and context lengths, evaluated on every core and streamed, or reduced to the
+//! Pareto front of TPOT against throughput per GPU.
+//!
+//! Each (system, layout, quantization) builds its evaluator once (identical layers are
+//! costed once inside it); the batch × context grid is split into chunks that worker
+//! threads take in turn, and the writer emits chunks in order, so output is deterministic.
+
+use crate::cost::weights::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::{CostParams, Evaluator, Parallel, Pass};
+use crate::error::{Error, Result};
+use crate::spec::{ModelSpec, System, WeightFormat};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// Parse `A..B` (every integer), `A..B:S` (step S), `A..B:xF` (multiply by F), or a list
+/// `a,b,c` (items may themselves be ranges).
+pub fn parse_values(s: &str, what: &str) -> Result<Vec<u32>> {
+    let bad = |why: &str| {
+        Error::Scenario(format!("--{what} \"{s}\": {why}; expected a list 1,8,64, a range 1..4096, 1024..131072:1024 (step) or 1..4096:x2 (factor)"))
+    };
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        match item.split_once("..") {
+            None => out.push(item.parse::<u32>().map_err(|_| bad("not a whole number"))?),
+            Some((a, rest)) => {
+                let a: u64 = a.trim().parse().map_err(|_| bad("bad range start"))?;
+                let (b, step) = match rest.split_once(':') {
+                    Some((b, st)) => (b, Some(st.trim())),
+                    None => (rest, None),
+                };
+                let b: u64 = b.trim().parse().map_err(|_| bad("bad range end"))?;
+                if a > b {
+                    return Err(bad("range start above its end"));
+                }
+                match step {
+                    Some(st) if st.starts_with('x') => {
+                        let f: f64 = st[1..].parse().map_err(|_| bad("bad factor"))?;
+                        if !(f > 1.0) || a == 0 {
+                            return Err(bad("a factor range needs a start ≥ 1 and a factor > 1"));
+                        }
+                        let mut v = a as f64;
+                        while v <= b as f64 + 1e-9 {
+                            out.push(v.round() as u32);
+                            v *= f;
+                        }
+                    }
+                    Some(st) => {
+                        let st: u64 = st.parse().map_err(|_| bad("bad step"))?;
+                        if st == 0 {
+                            return Err(bad("step 0"));
+                        }
+                        out.extend((a..=b).step_by(st as usize).map(|v| v as u32));
+                    }
+                    None => out.extend((a..=b).map(|v| v as u32)),
+                }
+            }
+        }
+        if out.len() > 50_000_000 {
+            return Err(bad("too many values"));
+        }
+    }
+    out.dedup();
+    if out.is_empty() {
+        return Err(bad("no values"));
+    }
+    Ok(out)
+}
+
+/// One evaluated design point.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DesignPoint {
+    /// Index into `Explore::combos`.
+    pub combo: usize,
+    pub batch: u32,
+    pub context: u32,
+    pub tpot_ms: f64,
+    pub throughput_tok_s: f64,
+    pub throughput_per_gpu_tok_s: f64,
+    /// Weights and this point's KV cache fit in memory.
+    pub fits: bool,
+}
+
+/// A (system, layout, quantization) the grid runs over.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Combo {
+    pub system: String,
+    pub parallel: String,
+    pub quant: String,
+    pub gpus: u32,
+}
+
+/// Summary printed after a run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExploreSummary {
+    pub points_evaluated: u64,
+    pub seconds: f64,
+    pub points_per_second: f64,
+    pub threads: usize,
+    /// Combinations that could not be evaluated, with the reason.
+    pub skipped: Vec<String>,
+    /// Pareto-optimal points (with `--pareto`): no other fitting point is both faster per
+    /// token and higher in throughput per GPU.
+    pub pareto: Vec<BTreeMap<&'static str, serde_json::Value>>,
+}
+
+struct Prepared<'a> {
+    ev: Evaluator<'a>,
+    gpus: f64,
+    /// KV budget per GPU and KV bytes per token per GPU: fit test per point.
+    kv_budget: f64,
+    kv_tok: f64,
+    dp: f64,
+}
+
+/// Row renderer for streaming output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Csv,
+    JsonLines,
+    None,
+}
+
+fn render(out: &mut String, combos: &[Combo], p: &DesignPoint, stream: Stream) {
+    use std::fmt::Write as _;
+    let c = &combos[p.combo];
+    match stream {
+        Stream::Csv => {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{:.6},{:.3},{:.3},{}",
+                c.system,
+                c.parallel,
+                c.quant,
+                p.batch,
+                p.context,
+                p.tpot_ms,
+                p.throughput_tok_s,
+                p.throughput_per_gpu_tok_s,
+                p.fits
+            );
+        }
+        Stream::JsonLines => {
+            let _ = writeln!(
+                out,
+                "{{\"system\":{},\"parallel\":\"{}\",\"quant\":\"{}\",\"batch\":{},\"context\":{},\"tpot_ms\":{:.6},\"throughput_tok_s\":{:.3},\"throughput_per_gpu_tok_s\":{:.3},\"fits\":{}}}",
+                serde_json::Value::String(c.system.clone()),
+                c.parallel,
+                c.quant,
+                p.batch,
+                p.context,
+                p.tpot_ms,
+                p.throughput_tok_s,
+                p.throughput_per_gpu_tok_s,
+                p.fits
+            );
+        }
+        Stream::None => {}
+    }
+}
+
+pub const CSV_HEADER: &str =
+    "system,parallel,quant,batch,context,tpot_ms,throughput_tok_s,throughput_per_gpu_tok_s,fits";
+
+/// Keep the points no other point dominates (lower TPOT and higher throughput per GPU).
+pub fn pareto_front(mut pts: Vec<DesignPoint>) -> Vec<DesignPoint> {
+    pts.sort_by(|a, b| {
+        a.tpot_ms.total_cmp(&b.tpot_ms).then(
+            b.throughput_per_gpu_tok_s
+                .total_cmp(&a.throughput_per_gpu_tok_s),
+        )
+    });
+    let mut front: Vec<DesignPoint> = Vec::new();
+    let mut best = f64::NEG_INFINITY;
+    for p in pts {
+        if p.throughput_per_gpu_tok_s > best {
+            best = p.throughput_per_gpu_tok_s;
+            front.push(p);
+        }
+    }
+    front
+}
+
+/// Run the grid. Rows stream to `sink` (CSV or JSON lines) unless `pareto` is set; a
+/// progress line goes to `progress` once the run passes a second.
+#[allow(clippy::too_many_arguments)]
+pub fn explore(
+    model: &ModelSpec,
+    systems: &[(String, System)],
+    layouts: &[Option<Parallel>],
+    quants: &[Option<WeightFormat>],
+    batches: &[u32],
+    contexts: &[u32],
+    stream: Stream,
+    pareto: bool,
+    sink: &mut dyn Write,
+    progress: Option<&mut dyn Write>,
+) -> Result<(Vec<Combo>, ExploreSummary)> {
+    let start = Instant::now();
+    // Models per quantization (owned here so evaluators can borrow them).
+    let mut models = Vec::with_capacity(quants.len());
+    for q in quants {
+        let mut m = model.clone();
+        if let Some(f) = q {
+            if m.moe().is_some() {
+                m.quantization.routed_experts = Some(*f);
+            } else {
+                m.quantization.default = *f;
+            }
+        }
+        models.push(m);
+    }
+    let mut combos = Vec::new();
+    let mut prepared = Vec::new();
+    let mut skipped = Vec::new();
+    for (label, sys) in systems {
+        for lay in layouts {
+            let par = match lay {
+                Some(p) => *p,
+                None => Parallel::tp(sys.spec.gpu_count),
+            };
+            for (qi, q) in quants.iter().enumerate() {
+                let m = &models[qi];
+                let qname = q
+                    .map(|f| f.to_string())
+                    .unwrap_or_else(|| "as-shipped".into());
+                match Evaluator::new(m, sys, par, CostParams::default_for(sys)) {
+                    Ok(ev) => {
+                        let eng = &sys.spec.engine;
+                        let budget = sys.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0
+                            - weight_bytes_per_gpu(m, &par)
+                            - eng.activation_reserve.0;
+                        combos.push(Combo {
+                            system: label.clone(),
+                            parallel: par.to_string(),
+                            quant: qname,
+                            gpus: par.gpus(),
+                        });
+                        prepared.push(Prepared {
+                            ev,
+                            gpus: par.gpus() as f64,
+                            kv_budget: budget,
+                            kv_tok: kv_bytes_per_token_per_gpu(m, &par),
+                            dp: par.dp as f64,
+                        });
+                    }
+                    Err(e) => skipped.push(format!("{label} {par} {qname}: {e}")),
+                }
+            }
+        }
+    }
+    let per_combo = batches.len() * contexts.len();
+    let total = prepared.len() * per_combo;
+    // Chunks of whole context rows: (combo, batch index range).
+    let rows_per_chunk = (16_384 / contexts.len().max(1)).max(1);
+    let chunks_per_combo = batches.len().div_ceil(rows_per_chunk);
+    let n_chunks = prepared.len() * chunks_per_combo;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(n_chunks.max(1));
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::sync_channel::<(usize, String, Vec<DesignPoint>, u64)>(threads * 4);
+    if stream == Stream::Csv && !pareto {
+        let _ = writeln!(sink, "{CSV_HEADER}");
+    }
+    let mut front_parts: Vec<DesignPoint> = Vec::new();
+    let mut done_points = 0u64;
+    let mut progress = progress;
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let next = &next;
+            let prepared = &prepared;
+            let combos = &combos;
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n_chunks {
+                    break;
+                }
+                let ci = i / chunks_per_combo;
+                let b0 = (i % chunks_per_combo) * rows_per_chunk;
+                let b1 = (b0 + rows_per_chunk).min(batches.len());
+                let pr = &prepared[ci];
+                let mut text = String::new();
+                let mut local = Vec::new();
+                for &b in &batches[b0..b1] {
+                    for &ctx in contexts {
+                        let t = pr.ev.step_time(&Pass::decode(b as f64, ctx as f64));
+                        let thr = b as f64 / t;
+                        let p = DesignPoint {
+                            combo: ci,
+                            batch: b,
+                            context: ctx,
+                            tpot_ms: t * 1e3,
+                            throughput_tok_s: thr,
+                            throughput_per_gpu_tok_s: thr / pr.gpus,
+                            fits: pr.kv_budget > 0.0
+                                && b as f64 / pr.dp * (ctx as f64 + 1.0) * pr.kv_tok
+                                    <= pr.kv_budget,
+                        };
+                        if pareto {
+                            if p.fits {
+                                local.push(p);
+                            }
+                        } else {
+                            render(&mut text, combos, &p, stream);
+                        }
+                    }
+                }
+                if pareto {
+                    local = pareto_front(local);
+                }
+                let count = ((b1 - b0) * contexts.len()) as u64;
+                if tx.send((i, text, local, count)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        // Write chunks in order as they arrive.
+        let mut pending: BTreeMap<usize, (String, Vec<DesignPoint>, u64)> = BTreeMap::new();
+        let mut want = 0usize;
+        let mut last_report = Instant::now();
+        for (i, text, local, count) in rx {
+            pending.insert(i, (text, local, count));
+            while let Some((text, local, count)) = pending.remove(&want) {
+                let _ = sink.write_all(text.as_bytes());
+                front_parts.extend(local);
+                done_points += count;
+                want += 1;
+            }
+            if let Some(w) = progress.as_deref_mut() {
+                if start.elapsed().as_secs_f64() > 1.0 && last_report.elapsed().as_secs_f64() > 0.25
+                {
+                    last_report = Instant::now();
+                    let _ = write!(
+                        w,
+                        "\rexplore: {done_points}/{total} points ({:.0} %)",
+                        100.0 * done_points as f64 / total.max(1) as f64
+                    );
+                }
+            }
+        }
+    });
+    if let Some(w) = progress {
+        if start.elapsed().as_secs_f64() > 1.0 {
+            let _ = writeln!(w, "\rexplore: {total}/{total} points (100 %)");
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let pareto_rows = if pareto {
+        pareto_front(front_parts)
+            .iter()
+            .map(|p| {
+                let c = &combos[p.combo];
+                let mut m = BTreeMap::new();
+                m.insert("system", serde_json::json!(c.system));
+                m.insert("parallel", serde_json::json!(c.parallel));
+                m.insert("quant", serde_json::json!(c.quant));
+                m.insert("batch", serde_json::json!(p.batch));
+                m.insert("context", serde_json::json!(p.context));
+                m.insert("tpot_ms", serde_json::json!(p.tpot_ms));
+                m.insert("throughput_tok_s", serde_json::json!(p.throughput_tok_s));
+                m.insert(
+                    "throughput_per_gpu_tok_s",
+                    serde_json::json!(p.throughput_per_gpu_tok_s),
+                );
+                m
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok((
+        combos,
+        ExploreSummary {
+            points_evaluated: total as u64,
+            seconds,
+            points_per_second: total as f64 / seconds.max(1e-9),
+            threads,
+            skipped,
+            pareto: pareto_rows,
+        },
+    ))
+}

@@ -14,4 +14,5 @@ pub mod units;
 pub use error::{Error, Result};
 pub mod measured;
 pub mod output;
+pub mod plot;
 pub mod predict;

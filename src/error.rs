@@ -39,6 +39,11 @@ pub enum Error {
     #[error("{0}")]
     Scenario(String),
 
+    /// A chart that cannot be drawn or written (unsupported file extension, a backend
+    /// failure); the message names the output file.
+    #[error("{0}")]
+    Plot(String),
+
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

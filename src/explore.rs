@@ -40,7 +40,7 @@ pub fn parse_values(s: &str, what: &str) -> Result<Vec<u32>> {
                 match step {
                     Some(st) if st.starts_with('x') => {
                         let f: f64 = st[1..].parse().map_err(|_| bad("bad factor"))?;
-                        if !(f > 1.0) || a == 0 {
+                        if f.partial_cmp(&1.0) != Some(std::cmp::Ordering::Greater) || a == 0 {
                             return Err(bad("a factor range needs a start ≥ 1 and a factor > 1"));
                         }
                         let mut v = a as f64;

@@ -18,6 +18,7 @@ pub use error::{Error, Result};
 pub mod import_hf;
 pub mod measured;
 pub mod output;
+pub mod plot;
 pub mod predict;
 pub mod serve;
 pub mod specdec;

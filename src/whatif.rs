@@ -106,6 +106,7 @@ fn dominant(b: &std::collections::BTreeMap<&'static str, f64>) -> String {
 }
 
 /// Evaluate one (system, layout) row.
+#[allow(clippy::too_many_arguments)]
 pub fn compare_row(
     model: &ModelSpec,
     label: &str,

@@ -265,6 +265,9 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "csv")]
         format: Format,
     },
+    /// Draw charts (PNG or SVG by the --out extension).
+    #[command(subcommand)]
+    Plot(PlotCommand),
     /// Predict one operator's time, to hold against a micro-benchmark.
     #[command(subcommand)]
     Op(OpCommand),
@@ -372,5 +375,131 @@ pub enum OpCommand {
         context: u32,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+    },
+}
+
+/// Measured points to overlay on a chart (optional), and what they do not say.
+#[derive(Debug, Args, Clone)]
+pub struct PlotMeasuredArgs {
+    /// Measured files or built-in measurement names to overlay (and calibrate against, when
+    /// no --calibration is given).
+    #[arg(long, num_args = 1..)]
+    pub measured: Vec<String>,
+    #[arg(long, default_value_t = 32)]
+    pub assume_input_len: u32,
+    #[arg(long, default_value_t = 32)]
+    pub assume_output_len: u32,
+}
+
+/// How to split a breakdown chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BreakdownBy {
+    /// One bar per concurrency of a serving sweep.
+    Concurrency,
+    /// One bar per layer of one design point.
+    Layer,
+    /// One bar per system (--systems) at one design point.
+    System,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlotCommand {
+    /// Roofline of one GPU with every operator of one decode step placed on it.
+    #[command(
+        after_help = "Examples:\n  rooftop plot roofline --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1 --out roofline.png\n  rooftop plot roofline --batch 128 --out roofline.svg"
+    )]
+    Roofline {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, default_value_t = 1)]
+        batch: u32,
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        /// Output file, .png or .svg.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// A metric against concurrency: SOL, default and calibrated lines, measured points.
+    #[command(
+        after_help = "Examples:\n  rooftop plot sweep --measured k25b6000bench1 --input-len 32 --output-len 32 --out throughput.png\n  rooftop plot sweep --metric tpot --tpot-def e2e --calibration cal.toml --out tpot.svg"
+    )]
+    Sweep {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[command(flatten)]
+        serving: ServingArgs,
+        #[command(flatten)]
+        measured: PlotMeasuredArgs,
+        #[arg(long, value_enum, default_value_t)]
+        metric: crate::plot::records::SweepMetric,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Stacked bars of decode time by category: per concurrency, per layer, or per system.
+    #[command(
+        after_help = "Examples:\n  rooftop plot breakdown --by concurrency --out breakdown.png\n  rooftop plot breakdown --by layer --batch 64 --out layers.svg\n  rooftop plot breakdown --by system --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink --out systems.png"
+    )]
+    Breakdown {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[command(flatten)]
+        serving: ServingArgs,
+        #[arg(long, value_enum, default_value = "concurrency")]
+        by: BreakdownBy,
+        /// Systems for --by system, as for compare.
+        #[arg(long)]
+        systems: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        batch: u32,
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Grouped bars across systems and layouts: TPOT per concurrency, or plateau throughput.
+    #[command(
+        after_help = "Examples:\n  rooftop plot compare --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --out compare.png\n  rooftop plot compare --systems 8x-h200-nvlink --parallel tp8,tp8ep8 --plateau --out plateau.svg"
+    )]
+    Compare {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long)]
+        systems: String,
+        #[arg(long, value_delimiter = ',')]
+        parallel: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "1,128")]
+        concurrency: Vec<u32>,
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        #[arg(long, default_value_t = 1000)]
+        input_len: u32,
+        #[arg(long, default_value_t = 1000)]
+        output_len: u32,
+        /// Plot plateau throughput instead of TPOT.
+        #[arg(long)]
+        plateau: bool,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Speculative-decoding speedup over draft length and acceptance at one concurrency.
+    #[command(
+        after_help = "Examples:\n  rooftop plot specdec --draft eagle --out specdec.png\n  rooftop plot specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --concurrency 64 --out mtp.svg"
+    )]
+    Specdec {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, default_value = "eagle")]
+        draft: String,
+        #[arg(long, default_value = "1..8")]
+        k: String,
+        /// Constant acceptance rates, one heat-map row each.
+        #[arg(long, value_delimiter = ',', default_value = "0.4,0.5,0.6,0.7,0.8,0.9")]
+        acceptance: Vec<f64>,
+        #[arg(long, default_value_t = 1)]
+        concurrency: u32,
+        #[arg(long, default_value_t = 1024)]
+        context: u32,
+        #[arg(long)]
+        out: std::path::PathBuf,
     },
 }

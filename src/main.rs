@@ -108,6 +108,7 @@ fn run(command: Command) -> anyhow::Result<String> {
             pareto,
             format,
         )?,
+        Command::Plot(p) => commands::plot::run(&p)?,
         Command::Op(op) => commands::op::run(&op)?,
         Command::List { kind, format } => commands::catalog::list(&kind, format)?,
         Command::Show { name } => commands::catalog::show(&name)?,
@@ -127,14 +128,32 @@ fn run(command: Command) -> anyhow::Result<String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // No subcommand: the embedded default scenario, the team's box against its measurement.
-    let command =
-        cli.command
-            .unwrap_or_else(|| match Cli::parse_from(["rooftop", "validate"]).command {
-                Some(c) => c,
-                None => unreachable!("`validate` parses to a command"),
-            });
-    match run(command) {
+    // No subcommand: the embedded default scenario, the team's box against its measurement,
+    // with its charts written into plots/.
+    let default_run = cli.command.is_none();
+    let command = match cli.command {
+        Some(c) => c,
+        None => match Cli::parse_from(["rooftop", "validate"]).command {
+            Some(c) => c,
+            None => unreachable!("`validate` parses to a command"),
+        },
+    };
+    let result = run(command).and_then(|mut out| {
+        if default_run {
+            let files = commands::plot::default_plots(std::path::Path::new("plots"))?;
+            let names: Vec<String> = files
+                .iter()
+                .filter_map(|p| p.file_name())
+                .map(|n| n.to_string_lossy().to_string())
+                .collect();
+            out.push_str(&format!(
+                "\ncharts written to plots/: {}\n",
+                names.join(", ")
+            ));
+        }
+        Ok(out)
+    });
+    match result {
         Ok(out) => {
             // A closed pipe (e.g. `| head`) is not an error worth a panic.
             let _ = std::io::stdout().lock().write_all(out.as_bytes());

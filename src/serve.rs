@@ -93,8 +93,11 @@ pub struct Sweep {
     pub points: Vec<ServePoint>,
     /// Highest throughput the sweep reaches, tok/s.
     pub plateau_tok_s: f64,
-    /// First concurrency after which doubling gains less than `plateau_threshold`.
+    /// First concurrency after which doubling gains less than `plateau_threshold` (the last
+    /// point when the sweep never flattens).
     pub plateau_concurrency: u32,
+    /// Whether the curve flattened within the sweep.
+    pub plateau_reached: bool,
     /// Marginal gain per doubling below which throughput counts as flat.
     pub plateau_threshold: f64,
     /// 1 / (marginal decode cost per added sequence) at the last point, tok/s: where the
@@ -242,6 +245,7 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         .map(|p| p.throughput_tok_s)
         .fold(0.0, f64::max);
     let mut plateau_concurrency = points.last().map(|p| p.concurrency).unwrap_or(1);
+    let mut plateau_reached = false;
     for win in points.windows(2) {
         let gain = (win[1].throughput_tok_s - win[0].throughput_tok_s) / win[0].throughput_tok_s;
         let doublings = (win[1].concurrency as f64 / win[0].concurrency as f64)
@@ -249,6 +253,7 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
             .max(1e-9);
         if gain / doublings < PLATEAU_THRESHOLD {
             plateau_concurrency = win[0].concurrency;
+            plateau_reached = true;
             break;
         }
     }
@@ -291,6 +296,7 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         points,
         plateau_tok_s,
         plateau_concurrency,
+        plateau_reached,
         plateau_threshold: PLATEAU_THRESHOLD,
         asymptote_tok_s: 1.0 / marginal_last,
         marginal_ms_per_token: marginal,

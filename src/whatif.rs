@@ -40,9 +40,10 @@ pub fn split_systems(s: &str) -> Vec<String> {
     out
 }
 
-/// Load `name[key=value;key=value]` with the global `--set` overrides, then its own.
+/// Load `name[key=value;key=value]` with the global `--set` overrides, then its own. A
+/// `label=...` entry in the brackets names the variant in reports.
 pub fn load_variant(spec: &str, global: &[Override]) -> Result<(String, System)> {
-    let (name, sets) = match spec.split_once('[') {
+    let (name, entries) = match spec.split_once('[') {
         Some((n, rest)) => {
             let inner = rest
                 .strip_suffix(']')
@@ -58,9 +59,17 @@ pub fn load_variant(spec: &str, global: &[Override]) -> Result<(String, System)>
         }
         None => (spec.trim(), Vec::new()),
     };
+    let mut label = spec.to_string();
+    let mut sets = Vec::new();
+    for e in entries {
+        match e.strip_prefix("label=") {
+            Some(l) => label = l.trim().to_string(),
+            None => sets.push(e),
+        }
+    }
     let mut all = global.to_vec();
     all.extend(parse_all(&sets)?);
-    Ok((spec.to_string(), System::load_with(name, &all)?))
+    Ok((label, System::load_with(name, &all)?))
 }
 
 /// One row of a comparison.

@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod catalog;
 pub mod import_hf;
 pub mod op;
+pub mod plot;
 pub mod predict;
 pub mod specdec;
 pub mod sweep;

@@ -74,7 +74,12 @@ fn parse_acceptance(s: &str) -> Result<Acceptance> {
     Ok(a)
 }
 
-fn parse_draft(s: &str, target_tp: u32, draft_tp: Option<u32>, ngram_cpu_us: f64) -> Result<Draft> {
+pub fn parse_draft(
+    s: &str,
+    target_tp: u32,
+    draft_tp: Option<u32>,
+    ngram_cpu_us: f64,
+) -> Result<Draft> {
     Ok(match s {
         "mtp" => Draft::Mtp,
         "eagle" | "eagle3" => Draft::Eagle,

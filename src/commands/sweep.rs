@@ -151,14 +151,25 @@ fn text(r: &Sweep) -> String {
         &rows,
     ));
     let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "plateau: {:.0} tok/s, reached by C = {} (gain per doubling below {:.0} %); asymptote without KV limit {:.0} tok/s",
-        r.plateau_tok_s,
-        r.plateau_concurrency,
-        r.plateau_threshold * 100.0,
-        r.asymptote_tok_s
-    );
+    if r.plateau_reached {
+        let _ = writeln!(
+            o,
+            "plateau: {:.0} tok/s, reached by C = {} (gain per doubling below {:.0} %); asymptote without KV limit {:.0} tok/s",
+            r.plateau_tok_s,
+            r.plateau_concurrency,
+            r.plateau_threshold * 100.0,
+            r.asymptote_tok_s
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "no plateau up to C = {}: throughput still gains {:.0} % or more per doubling ({:.0} tok/s at the last point); asymptote {:.0} tok/s",
+            r.plateau_concurrency,
+            r.plateau_threshold * 100.0,
+            r.plateau_tok_s,
+            r.asymptote_tok_s
+        );
+    }
     let _ = writeln!(
         o,
         "KV cache holds {} sequences of {} tokens",

@@ -51,8 +51,9 @@ fn model_with_sets(args: &ScenarioArgs) -> Result<ModelSpec> {
     Ok(m)
 }
 
+/// The comparison record for `--systems` × `--parallel`.
 #[allow(clippy::too_many_arguments)]
-pub fn run_compare(
+pub fn build_comparison(
     args: &ScenarioArgs,
     systems: &str,
     parallel: &[String],
@@ -60,8 +61,7 @@ pub fn run_compare(
     context: u32,
     input_len: u32,
     output_len: u32,
-    format: Format,
-) -> Result<String> {
+) -> Result<Comparison> {
     let model = model_with_sets(args)?;
     let sets = parse_all(&args.set)?;
     let w = workload(input_len, output_len)?;
@@ -94,13 +94,35 @@ pub fn run_compare(
             ));
         }
     }
-    let r = Comparison {
+    Ok(Comparison {
         model: model.name.clone(),
         input_len,
         output_len,
         context,
         rows,
-    };
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run_compare(
+    args: &ScenarioArgs,
+    systems: &str,
+    parallel: &[String],
+    concurrency: &[u32],
+    context: u32,
+    input_len: u32,
+    output_len: u32,
+    format: Format,
+) -> Result<String> {
+    let r = build_comparison(
+        args,
+        systems,
+        parallel,
+        concurrency,
+        context,
+        input_len,
+        output_len,
+    )?;
     Ok(match format {
         Format::Json => output::json(&r),
         Format::Csv => {

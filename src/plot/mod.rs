@@ -16,6 +16,7 @@ mod canvas;
 pub mod curves;
 pub mod grouped_bars;
 pub mod heatmap;
+pub mod records;
 pub mod roofline;
 
 pub use breakdown::{breakdown, StackedBars};

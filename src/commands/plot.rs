@@ -1,0 +1,366 @@
+//! `rooftop plot ...`: build the same records the other commands export, then draw them.
+//! Also the charts `cargo run --release` writes for the team's box.
+
+use crate::calibrate::{calibrate, Assumptions, Calibration};
+use crate::cli::{
+    BreakdownBy, MeasuredArgs, PlotCommand, PlotMeasuredArgs, ScenarioArgs, ServingArgs,
+};
+use crate::commands::calibrate::load_measured;
+use crate::commands::sweep::workload;
+use crate::commands::{load, Loaded};
+use crate::cost::{CostParams, Parallel};
+use crate::error::{Error, Result};
+use crate::measured::MeasuredSet;
+use crate::plot::records::{
+    compare_bars, compare_plateau_bars, specdec_heatmap, sweep_breakdown, sweep_chart, SweepMetric,
+};
+use crate::plot::{self, StackedBars};
+use crate::predict::{predict, Scenario};
+use crate::serve::{sweep, Sweep, Workload};
+use crate::specdec::{specdec, Acceptance};
+use std::path::{Path, PathBuf};
+
+/// SOL, default and (when a calibration is given or measurements are) calibrated sweeps.
+pub struct SweepSet {
+    pub sol: Sweep,
+    pub default: Sweep,
+    pub calibrated: Option<Sweep>,
+    pub measured: Option<MeasuredSet>,
+}
+
+fn with_intervals(
+    l: &Loaded,
+    c: &Calibration,
+    s: &Scenario,
+    conc: &[u32],
+    w: Workload,
+    sw: &mut Sweep,
+) {
+    let base = CostParams::default_for(&l.system);
+    for p in sw.points.iter_mut() {
+        let at = |q: &CostParams| {
+            let sc = Scenario {
+                params: *q,
+                ..s.clone()
+            };
+            sweep(&sc, &[p.concurrency], w)
+                .ok()
+                .and_then(|x| x.points.into_iter().next())
+        };
+        let (lo, hi) = c.interval(&base, |q| at(q).map(|x| x.tpot_ms).unwrap_or(f64::NAN));
+        p.tpot_ci95_ms = Some([lo, hi]);
+        let (lo, hi) = c.interval(&base, |q| {
+            at(q).map(|x| x.throughput_tok_s).unwrap_or(f64::NAN)
+        });
+        p.throughput_ci95_tok_s = Some([lo, hi]);
+    }
+    let _ = conc;
+}
+
+pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) -> Result<SweepSet> {
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    let default = sweep(&s, conc, w)?;
+    let sol = sweep(
+        &Scenario {
+            params: CostParams::speed_of_light(),
+            ..s.clone()
+        },
+        conc,
+        w,
+    )?;
+    let measured = if m.measured.is_empty() {
+        None
+    } else {
+        let a = MeasuredArgs {
+            measured: m.measured.clone(),
+            assume_input_len: m.assume_input_len,
+            assume_output_len: m.assume_output_len,
+            nccl_gpus: None,
+            trace_concurrency: None,
+        };
+        Some(load_measured(&a)?)
+    };
+    let cal = match (&l.calibration, &measured) {
+        (Some(c), _) => Some(c.clone()),
+        (None, Some((set, sources))) => Some(calibrate(
+            &s,
+            set,
+            Assumptions {
+                input_len: m.assume_input_len,
+                output_len: m.assume_output_len,
+            },
+            sources.clone(),
+        )?),
+        _ => None,
+    };
+    let calibrated = match &cal {
+        Some(c) => {
+            let sc = Scenario {
+                params: c.params(&CostParams::default_for(&l.system)),
+                ..s.clone()
+            };
+            let mut sw = sweep(&sc, conc, w)?;
+            with_intervals(l, c, &s, conc, w, &mut sw);
+            Some(sw)
+        }
+        None => None,
+    };
+    Ok(SweepSet {
+        sol,
+        default,
+        calibrated,
+        measured: measured.map(|m| m.0),
+    })
+}
+
+fn concurrency(a: &ServingArgs) -> Vec<u32> {
+    let mut c = a.concurrency.clone();
+    c.sort_unstable();
+    c.dedup();
+    c
+}
+
+pub fn run(cmd: &PlotCommand) -> Result<String> {
+    let done = |p: &Path| format!("wrote {}\n", p.display());
+    match cmd {
+        PlotCommand::Roofline {
+            scenario,
+            batch,
+            context,
+            out,
+        } => {
+            let l = load(scenario)?;
+            let p = predict(&l.scenario()?, *batch, *context)?;
+            plot::roofline(&p, &l.system.gpu, out)?;
+            Ok(done(out))
+        }
+        PlotCommand::Sweep {
+            scenario,
+            serving,
+            measured,
+            metric,
+            out,
+        } => {
+            let l = load(scenario)?;
+            let set = sweep_set(&l, &concurrency(serving), workload(serving)?, measured)?;
+            plot::curves(
+                &sweep_chart(
+                    *metric,
+                    &set.sol,
+                    &set.default,
+                    set.calibrated.as_ref(),
+                    set.measured.as_ref(),
+                ),
+                out,
+            )?;
+            Ok(done(out))
+        }
+        PlotCommand::Breakdown {
+            scenario,
+            serving,
+            by,
+            systems,
+            batch,
+            context,
+            out,
+        } => {
+            let bars = match by {
+                BreakdownBy::Concurrency => {
+                    let l = load(scenario)?;
+                    sweep_breakdown(&sweep(
+                        &l.scenario()?,
+                        &concurrency(serving),
+                        workload(serving)?,
+                    )?)
+                }
+                BreakdownBy::Layer => {
+                    let l = load(scenario)?;
+                    StackedBars::per_layer(&predict(&l.scenario()?, *batch, *context)?)
+                }
+                BreakdownBy::System => {
+                    let names =
+                        crate::whatif::split_systems(systems.as_deref().ok_or_else(|| {
+                            Error::Scenario("--by system needs --systems".into())
+                        })?);
+                    let sets = crate::spec::overrides::parse_all(&scenario.set)?;
+                    let l = load(scenario)?;
+                    let mut bars = Vec::new();
+                    for n in &names {
+                        let (label, sys) = crate::whatif::load_variant(n, &sets)?;
+                        let s = Scenario::new(&l.model, &sys, Parallel::tp(sys.spec.gpu_count))?;
+                        let p = predict(&s, *batch, *context)?;
+                        bars.push((
+                            label,
+                            p.breakdown_ms
+                                .iter()
+                                .map(|(k, v)| (k.to_string(), *v))
+                                .collect(),
+                        ));
+                    }
+                    StackedBars {
+                        title: format!(
+                            "Decode step by category: {} at batch {batch}, context {context}",
+                            l.model.name
+                        ),
+                        y_label: "Time per decode step (ms)".into(),
+                        bars,
+                    }
+                }
+            };
+            plot::breakdown(&bars, out)?;
+            Ok(done(out))
+        }
+        PlotCommand::Compare {
+            scenario,
+            systems,
+            parallel,
+            concurrency,
+            context,
+            input_len,
+            output_len,
+            plateau,
+            out,
+        } => {
+            let c = crate::commands::whatif::build_comparison(
+                scenario,
+                systems,
+                parallel,
+                concurrency,
+                *context,
+                *input_len,
+                *output_len,
+            )?;
+            let bars = if *plateau {
+                compare_plateau_bars(&c)
+            } else {
+                compare_bars(&c)
+            };
+            plot::grouped_bars(&bars, out)?;
+            Ok(done(out))
+        }
+        PlotCommand::Specdec {
+            scenario,
+            draft,
+            k,
+            acceptance,
+            concurrency,
+            context,
+            out,
+        } => {
+            let l = load(scenario)?;
+            let s = l.scenario()?;
+            let ks = crate::commands::specdec::parse_range(k, "k")?;
+            let d = crate::commands::specdec::parse_draft(draft, l.parallel.tp, None, 50.0)?;
+            let mut runs = Vec::new();
+            for a in acceptance {
+                let acc = Acceptance(vec![*a]);
+                runs.push((*a, specdec(&s, &d, &acc, &ks, &[*concurrency], *context)?));
+            }
+            plot::heatmap(&specdec_heatmap(&runs, *concurrency), out)?;
+            Ok(done(out))
+        }
+    }
+}
+
+/// The charts `cargo run --release` writes for the default scenario into `dir`.
+pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let args = ScenarioArgs {
+        model: "kimi-k2.5-int4".into(),
+        system: "8x-rtx-pro-6000-pcie".into(),
+        tp: None,
+        ep: None,
+        pp: None,
+        dp: None,
+        calibration: None,
+        set: vec![],
+    };
+    let l = load(&args)?;
+    let mut written = Vec::new();
+    let s = l.scenario()?;
+    for (b, name) in [(1u32, "roofline_b1"), (128, "roofline_b128")] {
+        let p = predict(&s, b, 1024)?;
+        for ext in ["png", "svg"] {
+            let path = dir.join(format!("{name}.{ext}"));
+            plot::roofline(&p, &l.system.gpu, &path)?;
+            written.push(path);
+        }
+        if b == 1 {
+            let path = dir.join("layers_b1.png");
+            plot::breakdown(&StackedBars::per_layer(&p), &path)?;
+            written.push(path);
+        }
+    }
+    // The team's measurement: lengths as calibrate assumes them (32 in / 32 out).
+    let m = PlotMeasuredArgs {
+        measured: vec!["k25b6000bench1".into()],
+        assume_input_len: 32,
+        assume_output_len: 32,
+    };
+    let conc: Vec<u32> = (0..=8).map(|i| 1u32 << i).collect();
+    let w = Workload {
+        input_len: 32,
+        output_len: 32,
+        tpot_def: crate::serve::TpotDef::E2e,
+    };
+    let set = sweep_set(&l, &conc, w, &m)?;
+    for (metric, name) in [
+        (SweepMetric::Throughput, "sweep_throughput"),
+        (SweepMetric::Tpot, "sweep_tpot"),
+    ] {
+        for ext in ["png", "svg"] {
+            let path = dir.join(format!("{name}.{ext}"));
+            plot::curves(
+                &sweep_chart(
+                    metric,
+                    &set.sol,
+                    &set.default,
+                    set.calibrated.as_ref(),
+                    set.measured.as_ref(),
+                ),
+                &path,
+            )?;
+            written.push(path);
+        }
+    }
+    let path = dir.join("breakdown_by_concurrency.png");
+    plot::breakdown(
+        &sweep_breakdown(set.calibrated.as_ref().unwrap_or(&set.default)),
+        &path,
+    )?;
+    written.push(path);
+    let c = crate::commands::whatif::build_comparison(
+        &args,
+        "8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]",
+        &[],
+        &[1, 128],
+        1024,
+        1000,
+        1000,
+    )?;
+    let path = dir.join("compare_tpot.png");
+    plot::grouped_bars(&compare_bars(&c), &path)?;
+    written.push(path);
+    let d = crate::commands::specdec::parse_draft("eagle", l.parallel.tp, None, 50.0)?;
+    let mut runs = Vec::new();
+    for a in [0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
+        runs.push((
+            a,
+            specdec(
+                &s,
+                &d,
+                &Acceptance(vec![a]),
+                &(1..=8).collect::<Vec<_>>(),
+                &[1],
+                1024,
+            )?,
+        ));
+    }
+    let path = dir.join("specdec_eagle_c1.png");
+    plot::heatmap(&specdec_heatmap(&runs, 1), &path)?;
+    written.push(path);
+    Ok(written)
+}

@@ -1,0 +1,252 @@
+//! What-if answers are consistent: a system better on every axis is never slower, each
+//! elasticity has the sign physics gives it, the inverse solve lands on its target, and the
+//! design-space explorer agrees with single predictions.
+
+use rooftop::cost::{CostParams, Parallel};
+use rooftop::explore::{explore, pareto_front, parse_values, DesignPoint, Stream};
+use rooftop::predict::{predict, Scenario};
+use rooftop::serve::{TpotDef, Workload};
+use rooftop::spec::registry::load_model;
+use rooftop::spec::System;
+use rooftop::whatif::{sensitivity, solve_factor, Knob};
+
+const W: Workload = Workload {
+    input_len: 256,
+    output_len: 256,
+    tpot_def: TpotDef::Itl,
+};
+
+fn better_everywhere(s: &System) -> System {
+    let mut b = s.clone();
+    b.gpu.memory_bandwidth.0 *= 1.3;
+    let d = &mut b.gpu.dense_peak;
+    for x in [&mut d.bf16, &mut d.fp8, &mut d.fp4, &mut d.int8]
+        .into_iter()
+        .flatten()
+    {
+        x.0 *= 1.3;
+    }
+    b.gpu.memory_capacity.0 *= 1.3;
+    b.link.bandwidth_per_direction.0 *= 1.3;
+    b.link.p2p_bandwidth.0 *= 1.3;
+    if let Some(c) = b.link.cross_socket_bandwidth.as_mut() {
+        c.0 *= 1.3;
+    }
+    b.link.p2p_latency.0 *= 0.7;
+    b.spec.engine.kernel_gap.0 *= 0.7;
+    b.spec.engine.step_overhead.0 *= 0.7;
+    b
+}
+
+#[test]
+fn a_strictly_better_system_is_never_slower() {
+    for (m, s) in [
+        ("kimi-k2.5-int4", "8x-rtx-pro-6000-pcie"),
+        ("llama-3.1-70b", "8x-l40s-pcie"),
+        ("deepseek-v3-fp8", "8x-h200-nvlink"),
+    ] {
+        let model = load_model(m).unwrap();
+        let sys = System::load(s).unwrap();
+        let better = better_everywhere(&sys);
+        for c in [1, 16, 256] {
+            let a = predict(
+                &Scenario::new(&model, &sys, Parallel::tp(8)).unwrap(),
+                c,
+                2048,
+            )
+            .unwrap();
+            let b = predict(
+                &Scenario::new(&model, &better, Parallel::tp(8)).unwrap(),
+                c,
+                2048,
+            )
+            .unwrap();
+            assert!(
+                b.tpot_ms <= a.tpot_ms,
+                "{m} on improved {s} at C={c}: {} > {}",
+                b.tpot_ms,
+                a.tpot_ms
+            );
+            assert!(b.sol_tpot_ms <= a.sol_tpot_ms);
+            assert!(b.memory.max_kv_tokens >= a.memory.max_kv_tokens);
+        }
+    }
+}
+
+#[test]
+fn elasticities_have_the_right_sign() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    for c in [1, 128] {
+        let r = sensitivity(
+            &model,
+            &sys,
+            Parallel::tp(8),
+            CostParams::default_for(&sys),
+            c,
+            1024,
+            W,
+            None,
+        )
+        .unwrap();
+        for p in &r.parameters {
+            if p.knob.higher_is_faster() {
+                assert!(
+                    p.tpot_elasticity <= 1e-9,
+                    "{} at C={c}: +x made TPOT worse ({})",
+                    p.name,
+                    p.tpot_elasticity
+                );
+                assert!(
+                    p.plateau_elasticity >= -1e-9,
+                    "{}: +x lowered the plateau",
+                    p.name
+                );
+            } else {
+                assert!(
+                    p.tpot_elasticity >= -1e-9,
+                    "{} at C={c}: +cost made TPOT better",
+                    p.name
+                );
+            }
+        }
+        // On a PCIe box at C=1, collective latency matters more than link bandwidth.
+        if c == 1 {
+            let get = |k: Knob| {
+                r.parameters
+                    .iter()
+                    .find(|p| p.knob == k)
+                    .unwrap()
+                    .tpot_elasticity
+                    .abs()
+            };
+            assert!(get(Knob::LinkLatency) > get(Knob::LinkBandwidth));
+        }
+    }
+}
+
+#[test]
+fn inverse_solve_reproduces_the_target() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let p = CostParams::default_for(&sys);
+    let t0 = predict(
+        &Scenario::new(&model, &sys, Parallel::tp(8)).unwrap(),
+        1,
+        1024,
+    )
+    .unwrap()
+    .tpot_ms;
+    let target = t0 * 0.8;
+    let mut solved = 0;
+    for k in Knob::ALL {
+        if let Some(f) = solve_factor(&model, &sys, Parallel::tp(8), p, 1, 1024, k, target, t0) {
+            let (s2, p2) = k.apply(&sys, &p, f);
+            let sc = Scenario {
+                model: &model,
+                system: &s2,
+                parallel: Parallel::tp(8),
+                params: p2,
+            };
+            let t = predict(&sc, 1, 1024).unwrap().tpot_ms;
+            assert!(
+                (t - target).abs() / target < 1e-3,
+                "{}: factor {f} gives {t} not {target}",
+                k.name()
+            );
+            solved += 1;
+        }
+    }
+    assert!(solved >= 3);
+    // A target below the speed-of-light floor of every parameter alone cannot be reached.
+    assert!(solve_factor(
+        &model,
+        &sys,
+        Parallel::tp(8),
+        p,
+        1,
+        1024,
+        Knob::StepOverhead,
+        0.1,
+        t0
+    )
+    .is_none());
+}
+
+#[test]
+fn ranges_parse_as_documented() {
+    assert_eq!(parse_values("1..4", "batch").unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(
+        parse_values("1024..4096:1024", "c").unwrap(),
+        vec![1024, 2048, 3072, 4096]
+    );
+    assert_eq!(parse_values("1..16:x2", "b").unwrap(), vec![1, 2, 4, 8, 16]);
+    assert_eq!(parse_values("1,8,64", "b").unwrap(), vec![1, 8, 64]);
+    assert_eq!(parse_values("4096..131072:1024", "c").unwrap().len(), 125);
+    for bad in ["", "a..b", "5..1", "1..8:0", "1..8:x1", "x"] {
+        assert!(parse_values(bad, "batch").is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn explore_agrees_with_predict_and_the_front_is_undominated() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let systems = vec![
+        (
+            "team".to_string(),
+            System::load("8x-rtx-pro-6000-pcie").unwrap(),
+        ),
+        ("h200".to_string(), System::load("8x-h200-nvlink").unwrap()),
+    ];
+    let batches = [1, 8, 64, 512];
+    let contexts = [1024, 8192];
+    let mut out = Vec::new();
+    let (combos, summary) = explore(
+        &model,
+        &systems,
+        &[None],
+        &[None],
+        &batches,
+        &contexts,
+        Stream::Csv,
+        false,
+        &mut out,
+        None,
+    )
+    .unwrap();
+    assert_eq!(summary.points_evaluated, 16);
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 17);
+    // Row order is deterministic: combo, batch, context.
+    let f: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!((f[0], f[3], f[4]), ("team", "1", "1024"));
+    let tpot: f64 = f[5].parse().unwrap();
+    let direct = predict(
+        &Scenario::new(&model, &systems[0].1, Parallel::tp(8)).unwrap(),
+        1,
+        1024,
+    )
+    .unwrap()
+    .tpot_ms;
+    assert!((tpot - direct).abs() < 1e-5);
+    assert_eq!(combos.len(), 2);
+    let pts: Vec<DesignPoint> = (0..50)
+        .map(|i| DesignPoint {
+            combo: 0,
+            batch: i,
+            context: 0,
+            tpot_ms: ((i * 37) % 50) as f64,
+            throughput_tok_s: 0.0,
+            throughput_per_gpu_tok_s: ((i * 13) % 29) as f64,
+            fits: true,
+        })
+        .collect();
+    let front = pareto_front(pts.clone());
+    for a in &front {
+        assert!(!pts
+            .iter()
+            .any(|b| b.tpot_ms < a.tpot_ms
+                && b.throughput_per_gpu_tok_s > a.throughput_per_gpu_tok_s));
+    }
+}

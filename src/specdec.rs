@@ -108,6 +108,8 @@ pub struct SpecPoint {
     pub draft_ms: f64,
     pub verify_ms: f64,
     pub step_ms: f64,
+    /// The KV cache holds `concurrency` sequences at this context plus the k+1 positions.
+    pub kv_fits: bool,
 }
 
 /// Best draft length at one concurrency (k = 0: do not speculate).
@@ -221,6 +223,7 @@ pub fn specdec(
     acceptance.validate()?;
     let ev = s.evaluator()?;
     let ctx = context as f64;
+    let mem = s.memory(1.0, ctx);
     let mut points = Vec::new();
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
@@ -260,6 +263,7 @@ pub fn specdec(
                 draft_ms: draft_s * 1e3,
                 verify_ms: verify * 1e3,
                 step_ms: step * 1e3,
+                kv_fits: cf * (ctx + k as f64 + 1.0) <= mem.max_kv_tokens,
             });
         }
         best_k.push(best);

@@ -200,7 +200,17 @@ pub fn render(r: &SpecDec, format: Format) -> String {
             );
             for &(c, base) in &r.baseline_tpot_ms {
                 let _ = writeln!(o);
-                let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token");
+                let fits = r
+                    .points
+                    .iter()
+                    .filter(|p| p.concurrency == c)
+                    .all(|p| p.kv_fits);
+                let note = if fits {
+                    ""
+                } else {
+                    " (this many sequences do not fit in the KV cache at this context: the point is hypothetical)"
+                };
+                let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token{note}");
                 let rows: Vec<Vec<String>> = r
                     .points
                     .iter()

@@ -135,12 +135,16 @@ impl<'a> Device<'a> {
             .unwrap_or(1.0)
     }
 
+    /// Fixed cost of an op's kernels: inside a CUDA graph, the GPU-side gap per kernel;
+    /// launched eagerly, the same gap or, when the CPU cannot enqueue kernels as fast as the
+    /// GPU finishes them, the launch time the kernels fail to hide.
     fn with_overhead(&self, mut op: OpCost) -> OpCost {
         let p = &self.params;
+        let gaps = op.kernels as f64 * p.kernel_gap;
         op.overhead = if self.system.spec.engine.cuda_graphs {
-            op.kernels as f64 * p.kernel_gap
+            gaps
         } else {
-            (op.kernels as f64 * p.kernel_launch - op.time).max(0.0)
+            gaps.max(op.kernels as f64 * p.kernel_launch - op.time)
         };
         op
     }

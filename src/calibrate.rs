@@ -122,7 +122,8 @@ impl Default for Assumptions {
     }
 }
 
-fn trace_category(c: TraceCategory) -> &'static [Category] {
+/// The breakdown categories a profiler category covers.
+pub fn trace_category(c: TraceCategory) -> &'static [Category] {
     match c {
         TraceCategory::Allreduce => &[Category::Allreduce],
         TraceCategory::Moe => &[Category::Moe],
@@ -131,6 +132,13 @@ fn trace_category(c: TraceCategory) -> &'static [Category] {
         TraceCategory::Dequant => &[Category::Dequant],
         TraceCategory::Other => &[Category::Other, Category::Alltoall, Category::Pipeline],
     }
+}
+
+/// Share of a step's kernel time (fixed costs excluded, as a profiler counts) in a
+/// profiler category.
+pub fn category_share(b: &crate::cost::Breakdown, c: TraceCategory) -> f64 {
+    let part: f64 = trace_category(c).iter().map(|x| b.get(*x)).sum();
+    part / b.kernel_time()
 }
 
 /// The model's value for one observation (same units as the measurement: seconds, tok/s or
@@ -397,6 +405,29 @@ impl Calibration {
         }
         let half = 1.96 * var.max(0.0).sqrt();
         (y0 - half, y0 + half)
+    }
+}
+
+/// Fill a sweep's 95 % intervals (TPOT and throughput per point) from a calibration's
+/// covariance; `s` is the scenario the sweep was run on, with any parameters.
+pub fn sweep_intervals(c: &Calibration, s: &Scenario, w: Workload, sw: &mut crate::serve::Sweep) {
+    let base = CostParams::default_for(s.system);
+    for p in sw.points.iter_mut() {
+        let at = |q: &CostParams| {
+            let sc = Scenario {
+                params: *q,
+                ..s.clone()
+            };
+            sweep(&sc, &[p.concurrency], w)
+                .ok()
+                .and_then(|x| x.points.into_iter().next())
+        };
+        let (lo, hi) = c.interval(&base, |q| at(q).map(|x| x.tpot_ms).unwrap_or(f64::NAN));
+        p.tpot_ci95_ms = Some([lo, hi]);
+        let (lo, hi) = c.interval(&base, |q| {
+            at(q).map(|x| x.throughput_tok_s).unwrap_or(f64::NAN)
+        });
+        p.throughput_ci95_tok_s = Some([lo, hi]);
     }
 }
 

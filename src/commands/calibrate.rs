@@ -1,12 +1,12 @@
 //! `rooftop calibrate` and `rooftop validate`: measurements against the model.
 
 use crate::calibrate::{
-    calibrate, describe, display_value, measured_value, predict_observation, Assumptions,
-    Calibration,
+    calibrate, category_share, describe, display_value, measured_value, predict_observation,
+    Assumptions, Calibration,
 };
 use crate::cli::{MeasuredArgs, ScenarioArgs};
 use crate::commands::load;
-use crate::cost::{Category, CostParams, Pass};
+use crate::cost::{CostParams, Pass};
 use crate::error::{Error, Result};
 use crate::measured::{self, MeasuredSet, Quantity, ReadOptions, TraceCategory};
 use crate::output::{self, num, Format};
@@ -330,17 +330,7 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
     let (bs, bd, bc) = (step(&sol_p)?, step(&base)?, step(&cal_p)?);
     let mut shares = Vec::new();
     for tc in TraceCategory::ALL {
-        let cats: &[Category] = match tc {
-            TraceCategory::Allreduce => &[Category::Allreduce],
-            TraceCategory::Moe => &[Category::Moe],
-            TraceCategory::Attention => &[Category::Attention],
-            TraceCategory::Gemm => &[Category::Gemm],
-            TraceCategory::Dequant => &[Category::Dequant],
-            TraceCategory::Other => &[Category::Other, Category::Alltoall, Category::Pipeline],
-        };
-        let part = |b: &crate::cost::Breakdown| {
-            cats.iter().map(|c| b.get(*c)).sum::<f64>() / b.kernel_time()
-        };
+        let part = |b: &crate::cost::Breakdown| category_share(b, tc);
         let measured = set.observations.iter().find_map(|o| match o.quantity {
             Quantity::CategoryShare {
                 category, share, ..

@@ -1,7 +1,7 @@
 //! `rooftop plot ...`: build the same records the other commands export, then draw them.
 //! Also the charts `cargo run --release` writes for the team's box.
 
-use crate::calibrate::{calibrate, Assumptions, Calibration};
+use crate::calibrate::{calibrate, Assumptions};
 use crate::cli::{
     BreakdownBy, MeasuredArgs, PlotCommand, PlotMeasuredArgs, ScenarioArgs, ServingArgs,
 };
@@ -26,35 +26,6 @@ pub struct SweepSet {
     pub default: Sweep,
     pub calibrated: Option<Sweep>,
     pub measured: Option<MeasuredSet>,
-}
-
-fn with_intervals(
-    l: &Loaded,
-    c: &Calibration,
-    s: &Scenario,
-    conc: &[u32],
-    w: Workload,
-    sw: &mut Sweep,
-) {
-    let base = CostParams::default_for(&l.system);
-    for p in sw.points.iter_mut() {
-        let at = |q: &CostParams| {
-            let sc = Scenario {
-                params: *q,
-                ..s.clone()
-            };
-            sweep(&sc, &[p.concurrency], w)
-                .ok()
-                .and_then(|x| x.points.into_iter().next())
-        };
-        let (lo, hi) = c.interval(&base, |q| at(q).map(|x| x.tpot_ms).unwrap_or(f64::NAN));
-        p.tpot_ci95_ms = Some([lo, hi]);
-        let (lo, hi) = c.interval(&base, |q| {
-            at(q).map(|x| x.throughput_tok_s).unwrap_or(f64::NAN)
-        });
-        p.throughput_ci95_tok_s = Some([lo, hi]);
-    }
-    let _ = conc;
 }
 
 pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) -> Result<SweepSet> {
@@ -100,7 +71,7 @@ pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) ->
                 ..s.clone()
             };
             let mut sw = sweep(&sc, conc, w)?;
-            with_intervals(l, c, &s, conc, w, &mut sw);
+            crate::calibrate::sweep_intervals(c, &s, w, &mut sw);
             Some(sw)
         }
         None => None,

@@ -34,24 +34,7 @@ pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result
     conc.dedup();
     let mut r = sweep(&s, &conc, w)?;
     if let Some(c) = &l.calibration {
-        let base = crate::cost::CostParams::default_for(&l.system);
-        for p in r.points.iter_mut() {
-            let at = |q: &crate::cost::CostParams| {
-                let sc = crate::predict::Scenario {
-                    params: *q,
-                    ..s.clone()
-                };
-                sweep(&sc, &[p.concurrency], w)
-                    .ok()
-                    .and_then(|x| x.points.into_iter().next())
-            };
-            let (lo, hi) = c.interval(&base, |q| at(q).map(|x| x.tpot_ms).unwrap_or(f64::NAN));
-            p.tpot_ci95_ms = Some([lo, hi]);
-            let (lo, hi) = c.interval(&base, |q| {
-                at(q).map(|x| x.throughput_tok_s).unwrap_or(f64::NAN)
-            });
-            p.throughput_ci95_tok_s = Some([lo, hi]);
-        }
+        crate::calibrate::sweep_intervals(c, &s, w, &mut r);
     }
     Ok(render(&r, format))
 }

@@ -149,6 +149,36 @@ impl<'a> Device<'a> {
         op
     }
 
+    /// Bytes a GEMM reads for `elems` weights stored as `fmt`, and the format it then
+    /// computes from. When the engine does not fuse this format's dequantization, a
+    /// separate memory-bound pass (named `cast_name`) first reads the quantized weights and
+    /// writes BF16 ones, and the GEMM reads BF16.
+    fn weights_read(
+        &self,
+        out: &mut Vec<OpCost>,
+        cast_name: &'static str,
+        elems: f64,
+        fmt: WeightFormat,
+    ) -> (f64, FormatKind) {
+        if !(self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16) {
+            return (elems * fmt.bytes_per_weight(), fmt.kind);
+        }
+        let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
+        let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
+        out.push(self.with_overhead(OpCost {
+            name: cast_name,
+            category: Category::Dequant,
+            flops: 0.0,
+            bytes: cast_bytes,
+            time: t,
+            overhead: 0.0,
+            bound: b,
+            kernels: 1,
+            math: None,
+        }));
+        (elems * 2.0, FormatKind::Bf16)
+    }
+
     /// A weight GEMM: `m` tokens × (`k` → `n`) with weights stored as `fmt` (`n × k`
     /// elements on this GPU). Pushes a separate cast pass first when the engine does not
     /// fuse this format's dequantization.
@@ -164,26 +194,7 @@ impl<'a> Device<'a> {
         fmt: WeightFormat,
         kernels: u32,
     ) {
-        let elems = n * k;
-        let (weight_bytes, kind) =
-            if self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16 {
-                let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
-                let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
-                out.push(self.with_overhead(OpCost {
-                    name: "dequant_cast",
-                    category: Category::Dequant,
-                    flops: 0.0,
-                    bytes: cast_bytes,
-                    time: t,
-                    overhead: 0.0,
-                    bound: b,
-                    kernels: 1,
-                    math: None,
-                }));
-                (elems * 2.0, FormatKind::Bf16)
-            } else {
-                (elems * fmt.bytes_per_weight(), fmt.kind)
-            };
+        let (weight_bytes, kind) = self.weights_read(out, "dequant_cast", n * k, fmt);
         let math = self.math_of(kind);
         let flops = 2.0 * m * n * k;
         let bytes = weight_bytes + (m * k + m * n) * 2.0;
@@ -297,26 +308,8 @@ impl<'a> Device<'a> {
         ie_local: f64,
         fmt: WeightFormat,
     ) {
-        let elems = touched * expert_elems;
         let (weight_bytes, kind) =
-            if self.unfused[format_slot(fmt.kind)] && fmt.kind != FormatKind::Bf16 {
-                let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
-                let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
-                out.push(self.with_overhead(OpCost {
-                    name: "experts_dequant_cast",
-                    category: Category::Dequant,
-                    flops: 0.0,
-                    bytes: cast_bytes,
-                    time: t,
-                    overhead: 0.0,
-                    bound: b,
-                    kernels: 1,
-                    math: None,
-                }));
-                (elems * 2.0, FormatKind::Bf16)
-            } else {
-                (elems * fmt.bytes_per_weight(), fmt.kind)
-            };
+            self.weights_read(out, "experts_dequant_cast", touched * expert_elems, fmt);
         let math = self.math_of(kind);
         let flops = 2.0 * routed_tokens * expert_elems;
         let act_bytes = routed_tokens * (2.0 * h + 3.0 * ie_local) * 2.0;

@@ -3,6 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+use rooftop::explore::{explore, Stream};
 use rooftop::predict::{predict, Scenario};
 use rooftop::serve::{sweep, TpotDef, Workload};
 use rooftop::spec::registry::load_model;
@@ -46,6 +47,51 @@ fn bench(c: &mut Criterion) {
             )
         })
     });
+    g.finish();
+
+    // The design-space explorer on all cores: 4 systems x 64 batches x 16 contexts per
+    // iteration, Pareto front only (no output formatting).
+    let systems: Vec<(String, System)> = [
+        "8x-rtx-pro-6000-pcie",
+        "8x-h200-nvlink",
+        "8x-b200-nvlink",
+        "8x-h100-nvlink",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), System::load(n).unwrap()))
+    .collect();
+    let batches: Vec<u32> = (1..=64).map(|b| b * 64).collect();
+    let contexts: Vec<u32> = (1..=16).map(|c| c * 8192).collect();
+    let mut g = c.benchmark_group("explore");
+    g.throughput(Throughput::Elements(
+        (systems.len() * batches.len() * contexts.len()) as u64,
+    ));
+    g.bench_function(
+        "kimi-k2.5-int4, 4 systems x 64 batches x 16 contexts, pareto",
+        |b| {
+            b.iter(|| {
+                let mut sink = std::io::sink();
+                black_box(
+                    explore(
+                        &m,
+                        &systems,
+                        &[None],
+                        &[None],
+                        &batches,
+                        &contexts,
+                        Stream::None,
+                        true,
+                        &mut sink,
+                        None,
+                    )
+                    .unwrap()
+                    .1
+                    .pareto
+                    .len(),
+                )
+            })
+        },
+    );
     g.finish();
 }
 

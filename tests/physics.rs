@@ -252,3 +252,20 @@ fn unfused_dequantization_adds_a_cast_pass() {
     assert_eq!(b.breakdown.get(rooftop::cost::Category::Dequant), 0.0);
     assert!(a.total > b.total);
 }
+
+#[test]
+fn pipeline_stages_split_the_weights() {
+    // The most loaded stage holds at least its share and never more than the whole.
+    for m in models() {
+        let whole = weight_bytes_per_gpu(&m, &Parallel::tp(1));
+        for pp in [2u32, 4, 8] {
+            if pp > m.config.num_hidden_layers {
+                continue;
+            }
+            let p = Parallel { tp: 1, ep: 1, pp, dp: 1 };
+            let stage = weight_bytes_per_gpu(&m, &p);
+            assert!(stage >= whole / pp as f64 * (1.0 - 1e-9), "{} pp{pp}: {stage} < share {}", m.name, whole / pp as f64);
+            assert!(stage <= whole, "{} pp{pp}", m.name);
+        }
+    }
+}

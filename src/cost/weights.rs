@@ -116,23 +116,28 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     } else {
         c.vocab_size as f64 * h / tp * q.lm_head().bytes_per_weight()
     };
-    // Layers per stage: the first stages take the remainder.
+    // Stages hold contiguous blocks of ceil(layers / pp) layers (the evaluator's split);
+    // dense layers lead, the embedding sits on the first stage, lm_head on the last.
     let pp = par.pp.max(1);
     let layers = c.num_hidden_layers;
     let per_stage = layers.div_ceil(pp);
     let dense_layers = model.dense_layers();
-    // Dense layers come first, so stage 0 holds them (and the embedding): count that stage;
-    // the last stage holds lm_head. Take the larger.
-    let first_dense = dense_layers.min(per_stage) as f64;
-    let first_moe = (per_stage - dense_layers.min(per_stage)) as f64;
-    let first = per_stage as f64 * attn
-        + first_dense * dense
-        + first_moe * moe
-        + embed
-        + if pp == 1 { head } else { 0.0 };
-    let last_layers = (layers - per_stage * (pp - 1)).min(per_stage) as f64;
-    let last = last_layers * (attn + moe) + head;
-    first.max(last)
+    (0..pp)
+        .map(|st| {
+            let lo = st * per_stage;
+            let hi = ((st + 1) * per_stage).min(layers);
+            let n = hi.saturating_sub(lo) as f64;
+            let n_dense = dense_layers.min(hi).saturating_sub(lo) as f64;
+            let mut w = n * attn + n_dense * dense + (n - n_dense) * moe;
+            if st == 0 {
+                w += embed;
+            }
+            if st == pp - 1 {
+                w += head;
+            }
+            w
+        })
+        .fold(0.0, f64::max)
 }
 
 /// KV-cache bytes one token occupies on one GPU (the most loaded stage): MLA's latent cache

@@ -116,23 +116,27 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     } else {
         c.vocab_size as f64 * h / tp * q.lm_head().bytes_per_weight()
     };
-    // Layers per stage: the first stages take the remainder.
+    // Stages split the layers as the evaluator does: ceil(layers / pp) each, the last ones
+    // take what is left (5 layers over 4 stages: 2, 2, 1, 0). Dense layers come first; stage
+    // 0 also holds the embedding, the last stage lm_head. The busiest stage sets the memory
+    // a GPU needs: with dense layers first, that is often a middle stage of MoE layers.
     let pp = par.pp.max(1);
     let layers = c.num_hidden_layers;
     let per_stage = layers.div_ceil(pp);
     let dense_layers = model.dense_layers();
-    // Dense layers come first, so stage 0 holds them (and the embedding): count that stage;
-    // the last stage holds lm_head. Take the larger.
-    let first_dense = dense_layers.min(per_stage) as f64;
-    let first_moe = (per_stage - dense_layers.min(per_stage)) as f64;
-    let first = per_stage as f64 * attn
-        + first_dense * dense
-        + first_moe * moe
-        + embed
-        + if pp == 1 { head } else { 0.0 };
-    let last_layers = (layers - per_stage * (pp - 1)).min(per_stage) as f64;
-    let last = last_layers * (attn + moe) + head;
-    first.max(last)
+    (0..pp)
+        .map(|s| {
+            let lo = (s * per_stage).min(layers);
+            let hi = ((s + 1) * per_stage).min(layers);
+            let n = hi - lo;
+            let d = dense_layers.clamp(lo, hi) - lo;
+            n as f64 * attn
+                + d as f64 * dense
+                + (n - d) as f64 * moe
+                + if s == 0 { embed } else { 0.0 }
+                + if s == pp - 1 { head } else { 0.0 }
+        })
+        .fold(0.0, f64::max)
 }
 
 /// KV-cache bytes one token occupies on one GPU (the most loaded stage): MLA's latent cache

@@ -362,21 +362,50 @@ impl Calibration {
         let c: Calibration = crate::spec::registry::parse_toml(&text, path)?;
         if c.covariance.len() != c.parameters.len()
             || c.covariance.iter().any(|r| r.len() != c.parameters.len())
+            || c.covariance.iter().flatten().any(|x| !x.is_finite())
         {
             return Err(Error::Invalid {
                 file: path.into(),
-                line: None,
+                line: crate::error::line_of_field(&text, "covariance"),
                 field: "covariance".into(),
-                expected: "a square matrix with one row per parameter".into(),
+                expected: "a square matrix of finite numbers with one row per parameter".into(),
             });
         }
+        // A covariance a fit can produce: each standard error within its parameter's physical
+        // range, each correlation within ±1. Anything larger is no information, and would
+        // overflow the prediction intervals.
+        for (i, f) in c.parameters.iter().enumerate() {
+            let (lo, hi) = f.kind.bounds();
+            let var = |j: usize| c.covariance[j][j];
+            let ok = var(i) >= 0.0
+                && var(i).sqrt() <= hi - lo
+                && (0..c.parameters.len()).all(|j| {
+                    c.covariance[i][j].abs()
+                        <= (var(i) * var(j).max(0.0)).sqrt() * (1.0 + 1e-6) + 1e-300
+                });
+            if !ok {
+                return Err(Error::Invalid {
+                    file: path.into(),
+                    line: crate::error::line_of_field(&text, "covariance"),
+                    field: format!("covariance (row {}, {})", i + 1, f.name),
+                    expected: format!(
+                        "a variance from 0 to ({} − {})² and correlations within ±1",
+                        hi, lo
+                    ),
+                });
+            }
+        }
         for f in &c.parameters {
-            if !(f.value.is_finite() && f.value >= f.lower_bound && f.value <= f.upper_bound) {
+            // Within the file's bounds and the parameter's physical range: a hand-edited
+            // bound cannot let an efficiency reach 0 (every time infinite).
+            let (lo, hi) = f.kind.bounds();
+            let (lo, hi) = (f.lower_bound.max(lo), f.upper_bound.min(hi));
+            if !(f.value.is_finite() && f.value >= lo && f.value <= hi) {
                 return Err(Error::Invalid {
                     file: path.into(),
                     line: crate::error::line_of_field(&text, "name"),
                     field: format!("parameters.{}", f.name),
-                    expected: format!("a value in [{}, {}]", f.lower_bound, f.upper_bound),
+                    expected: format!("a value in [{lo}, {hi}]"),
                 });
             }
         }

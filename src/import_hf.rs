@@ -648,6 +648,14 @@ fn read_config(
     warnings: &mut Vec<String>,
 ) -> Result<(ModelConfig, Keys, Layout)> {
     let layers = t.req_u32(cx, "num_hidden_layers", "the number of decoder layers")?;
+    // Checked before the per-layer tables below are built from it (the quantization of a
+    // group is read from its layers' modules, so a model needs at least one).
+    if !(1..=crate::spec::model::MAX_LAYERS).contains(&layers) {
+        return Err(cx.invalid(
+            &t.field("num_hidden_layers"),
+            format!("between 1 and {} layers", crate::spec::model::MAX_LAYERS),
+        ));
+    }
     let hidden = t.req_u32(cx, "hidden_size", "the model width")?;
     let heads = t.req_u32(cx, "num_attention_heads", "the number of query heads")?;
     let vocab = t.req_u32(cx, "vocab_size", "the vocabulary size")?;

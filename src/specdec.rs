@@ -41,6 +41,9 @@ impl Draft {
     }
 }
 
+/// Longest draft length (and so accepted length) rooftop evaluates.
+pub const MAX_DRAFT_LENGTH: u32 = 64;
+
 /// Per-position acceptance probabilities; position i beyond the list uses the last value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Acceptance(pub Vec<f64>);
@@ -67,7 +70,15 @@ impl Acceptance {
         if lengths.is_empty() {
             return Err(Error::Scenario("no acceptance lengths".into()));
         }
-        let max = *lengths.iter().max().unwrap_or(&0) as usize;
+        let max = *lengths.iter().max().unwrap_or(&0);
+        // One rate per position up to the longest run: a typo such as 4294967295 would ask
+        // for gigabytes of rates.
+        if max > MAX_DRAFT_LENGTH {
+            return Err(Error::Scenario(format!(
+                "accepted length {max}: more drafts per step than any draft length (1..{MAX_DRAFT_LENGTH})"
+            )));
+        }
+        let max = max as usize;
         let n = lengths.len() as f64;
         let survive = |i: usize| lengths.iter().filter(|l| **l as usize >= i).count() as f64 / n;
         let mut p = Vec::with_capacity(max + 1);
@@ -181,6 +192,12 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
     let mut p: CostParams = s.params;
     p.step_overhead = 0.0;
     let pass = Pass::decode(c, ctx);
+    // A draft head runs on the last pipeline stage's GPUs only: evaluate its one or two
+    // layers without the target's pipeline split (which they could not fill).
+    let stage = Parallel {
+        pp: 1,
+        ..s.parallel
+    };
     let per = match draft {
         Draft::Ngram { cpu_seconds } => return Ok(*cpu_seconds),
         Draft::Mtp => {
@@ -189,7 +206,7 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
                 return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle, ngram or model:NAME", s.model.name)));
             }
             let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None);
-            Evaluator::new(&head, s.system, s.parallel, p)?.step_time(&pass)
+            Evaluator::new(&head, s.system, stage, p)?.step_time(&pass)
         }
         Draft::Eagle => {
             let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
@@ -201,7 +218,9 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
                 Some(e.format),
                 Some(e.draft_vocab_size),
             );
-            Evaluator::new(&head, s.system, s.parallel, p)?.step_time(&pass)
+            // The head is dense: no experts to spread over expert-parallel groups.
+            let dense = Parallel { ep: 1, ..stage };
+            Evaluator::new(&head, s.system, dense, p)?.step_time(&pass)
         }
         Draft::Model { spec, tp } => {
             let par = Parallel::tp(*tp);

@@ -118,7 +118,8 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<f64, UnitError> {
     let scale = dim
         .scale(unit)
         .ok_or_else(|| err(format!("unknown unit \"{}\" in \"{text}\"", unit.trim())))?;
-    if !value.is_finite() {
+    // Finite before and after scaling: "1e300 TB" is finite as written but not in bytes.
+    if !(value.is_finite() && (value * scale).is_finite()) {
         return Err(err(format!("\"{text}\" is not finite")));
     }
     if value < 0.0 {

@@ -14,6 +14,12 @@ pub fn run(
     show_ops: bool,
     format: Format,
 ) -> Result<String> {
+    // A step of no sequences has no TPOT: refused, as sweep and op refuse their zeros.
+    if batch == 0 {
+        return Err(crate::error::Error::Scenario(
+            "--batch must be at least 1".into(),
+        ));
+    }
     let l = load(args)?;
     let s = l.scenario()?;
     let mut p = predict(&s, batch, context)?;

@@ -25,7 +25,8 @@ pub fn parse_range(s: &str, what: &str) -> Result<Vec<u32>> {
         };
         let a: u32 = a.trim().parse().map_err(|_| bad())?;
         let b: u32 = b.trim().parse().map_err(|_| bad())?;
-        if step == 0 || a > b {
+        // Refused before it is collected: `1..4294967295` would be gigabytes of values.
+        if step == 0 || a > b || b - a > 4096 {
             return Err(bad());
         }
         return Ok((a..=b).step_by(step as usize).collect());
@@ -59,10 +60,17 @@ fn parse_acceptance(s: &str) -> Result<Acceptance> {
                 lengths.push(v);
             }
         }
-        return Acceptance::from_lengths(&lengths).map_err(|_| Error::Measured {
+        if lengths.is_empty() {
+            return Err(Error::Measured {
+                file: s.to_string(),
+                line: None,
+                message: "no accepted lengths in the file".into(),
+            });
+        }
+        return Acceptance::from_lengths(&lengths).map_err(|e| Error::Measured {
             file: s.to_string(),
             line: None,
-            message: "no accepted lengths in the file".into(),
+            message: e.to_string(),
         });
     }
     let v: Vec<f64> = s

@@ -181,11 +181,26 @@ pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collect
         AllReduceImpl::Custom => true,
         AllReduceImpl::VllmAuto => n == 2 || system.spec.topology == Topology::Nvswitch,
     };
-    let c = if custom_allowed && bytes <= eng.custom_allreduce_max.0 {
-        custom_allreduce(system, bytes, n, p)
-    } else {
-        nccl_allreduce(system, bytes, n, p)
+    let chosen = |bytes: f64| {
+        if custom_allowed && bytes <= eng.custom_allreduce_max.0 {
+            custom_allreduce(system, bytes, n, p)
+        } else {
+            nccl_allreduce(system, bytes, n, p)
+        }
     };
+    // The engine switches implementation at fixed sizes (one-shot → two-shot → NCCL), tuned
+    // so that the next one is no faster there. Where this model's formulas disagree with the
+    // engine's tuning, a message just above a switch point would come out cheaper than one
+    // just below it, and a larger batch would decode faster than a smaller one. A message is
+    // never cheaper than any switch-point message below it: time never falls with size.
+    let mut c = chosen(bytes);
+    if custom_allowed {
+        for limit in [eng.one_shot_max.0, eng.custom_allreduce_max.0] {
+            if limit > 0.0 && limit < bytes {
+                c = not_below(c, chosen(limit));
+            }
+        }
+    }
     // No implementation beats the hardware: a fitted latency scale below 1 cannot take a
     // collective under its speed-of-light time.
     not_below(c, ideal_allreduce(system, bytes, n))

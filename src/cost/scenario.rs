@@ -31,9 +31,10 @@ impl Parallel {
         }
     }
 
-    /// GPUs the layout occupies.
+    /// GPUs the layout occupies (saturating: a layout past `u32::MAX` GPUs fits no system,
+    /// and must not wrap around to one that seems to).
     pub fn gpus(&self) -> u32 {
-        self.tp * self.dp * self.pp
+        self.tp.saturating_mul(self.dp).saturating_mul(self.pp)
     }
 
     /// Tensor-parallel degree inside one expert group.
@@ -61,7 +62,7 @@ impl Parallel {
         let tp = match tp {
             Some(t) => t,
             None => {
-                if !n.is_multiple_of(pp * dp) {
+                if !pp.checked_mul(dp).is_some_and(|g| n.is_multiple_of(g)) {
                     return Err(Error::Scenario(format!(
                         "pp {pp} × dp {dp} does not divide the system's {n} GPUs; give --tp explicitly"
                     )));

@@ -116,26 +116,25 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     } else {
         c.vocab_size as f64 * h / tp * q.lm_head().bytes_per_weight()
     };
-    // Stages hold contiguous blocks of ceil(layers / pp) layers (the evaluator's split);
-    // dense layers lead, the embedding sits on the first stage, lm_head on the last.
+    // Stages split the layers as the evaluator does: ceil(layers / pp) each, the last ones
+    // take what is left (5 layers over 4 stages: 2, 2, 1, 0). Dense layers come first; stage
+    // 0 also holds the embedding, the last stage lm_head. The busiest stage sets the memory
+    // a GPU needs: with dense layers first, that is often a middle stage of MoE layers.
     let pp = par.pp.max(1);
     let layers = c.num_hidden_layers;
     let per_stage = layers.div_ceil(pp);
     let dense_layers = model.dense_layers();
     (0..pp)
-        .map(|st| {
-            let lo = st * per_stage;
-            let hi = ((st + 1) * per_stage).min(layers);
-            let n = hi.saturating_sub(lo) as f64;
-            let n_dense = dense_layers.min(hi).saturating_sub(lo) as f64;
-            let mut w = n * attn + n_dense * dense + (n - n_dense) * moe;
-            if st == 0 {
-                w += embed;
-            }
-            if st == pp - 1 {
-                w += head;
-            }
-            w
+        .map(|s| {
+            let lo = (s * per_stage).min(layers);
+            let hi = ((s + 1) * per_stage).min(layers);
+            let n = hi - lo;
+            let d = dense_layers.clamp(lo, hi) - lo;
+            n as f64 * attn
+                + d as f64 * dense
+                + (n - d) as f64 * moe
+                + if s == 0 { embed } else { 0.0 }
+                + if s == pp - 1 { head } else { 0.0 }
         })
         .fold(0.0, f64::max)
 }

@@ -89,6 +89,15 @@ pub fn parse_macro_log(text: &str, file: &str) -> Result<MeasuredSet> {
             continue;
         }
         if let Some(c) = concurrency_in(line) {
+            if c == 0 {
+                return Err(measured_error(
+                    file,
+                    Some(n),
+                    format!(
+                        "\"{line}\" names concurrency 0; expected at least 1 request in flight"
+                    ),
+                ));
+            }
             match throughput_in(line) {
                 Some(tps) => set.observations.push(throughput(c, tps, file, n)),
                 None => section = Some(c),

@@ -291,14 +291,112 @@ pub fn parse_text(
 ) -> Result<MeasuredSet> {
     // Spreadsheet exports often start with a byte-order mark.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    match format {
+    let set = match format {
         Format::MacroLog => parse_macro_log(text, file),
         Format::VllmJson => parse_vllm_json(text, file),
         Format::Nccl => parse_nccl(text, file, options.gpus),
         Format::GemmCsv => parse_gemm_csv(text, file),
         Format::Trace => parse_trace(text, file, options.concurrency),
         Format::Toml => parse_toml(text, file),
+    }?;
+    if set.observations.is_empty() {
+        return Err(measured_error(file, None, "no measurements in the file"));
     }
+    for o in &set.observations {
+        check_observation(o)?;
+    }
+    Ok(set)
+}
+
+/// Shortest time a measurement may report: nothing a GPU or a server does is timed below a
+/// nanosecond, and a smaller value (a typo, an underflow) would make the calibration's
+/// relative residuals overflow.
+pub const MIN_MEASURED_SECONDS: f64 = 1e-9;
+
+/// What every reader guarantees of an observation, whatever its format: finite values, times
+/// of at least [`MIN_MEASURED_SECONDS`], rates above zero, shares in 0..1, at least one
+/// request, GPU and token where those are counted. The readers check their own fields; this
+/// is the last line, so no format can hand the calibration a value it cannot use.
+fn check_observation(o: &Observation) -> Result<()> {
+    let fail = |why: String| {
+        Err(measured_error(
+            &o.origin.file,
+            o.origin.line,
+            format!("{why}: not a measurement rooftop can compare"),
+        ))
+    };
+    let time_ok = |s: f64| s.is_finite() && s >= MIN_MEASURED_SECONDS;
+    let count_ok = |c: Option<u32>| c.is_none_or(|c| c >= 1);
+    match &o.quantity {
+        Quantity::Tpot {
+            concurrency,
+            input_len,
+            output_len,
+            seconds,
+            ..
+        } => {
+            if !time_ok(*seconds) {
+                return fail(format!("TPOT of {seconds} s"));
+            }
+            if !(count_ok(Some(*concurrency))
+                && count_ok(*input_len)
+                && count_ok(Some(*output_len)))
+            {
+                return fail("TPOT at concurrency or length 0".into());
+            }
+        }
+        Quantity::Ttft {
+            concurrency,
+            input_len,
+            seconds,
+        } => {
+            if !time_ok(*seconds) {
+                return fail(format!("TTFT of {seconds} s"));
+            }
+            if !(count_ok(Some(*concurrency)) && count_ok(*input_len)) {
+                return fail("TTFT at concurrency or length 0".into());
+            }
+        }
+        Quantity::Throughput {
+            concurrency,
+            input_len,
+            output_len,
+            tokens_per_second,
+        } => {
+            if !(tokens_per_second.is_finite() && *tokens_per_second > 0.0) {
+                return fail(format!("throughput of {tokens_per_second} tok/s"));
+            }
+            if !(count_ok(Some(*concurrency)) && count_ok(*input_len) && count_ok(*output_len)) {
+                return fail("throughput at concurrency or length 0".into());
+            }
+        }
+        Quantity::CategoryShare {
+            concurrency, share, ..
+        } => {
+            if !(0.0..=1.0).contains(share) || *concurrency == 0 {
+                return fail(format!("share {share} at concurrency {concurrency}"));
+            }
+        }
+        Quantity::AllReduce {
+            bytes,
+            gpus,
+            seconds,
+        } => {
+            if !(time_ok(*seconds) && bytes.is_finite() && *bytes >= 0.0) || *gpus == 0 {
+                return fail(format!(
+                    "all-reduce of {bytes} bytes over {gpus} GPUs in {seconds} s"
+                ));
+            }
+        }
+        Quantity::Gemm {
+            m, n, k, seconds, ..
+        } => {
+            if !time_ok(*seconds) || *m == 0 || *n == 0 || *k == 0 {
+                return fail(format!("GEMM {m}x{n}x{k} in {seconds} s"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Read several files into one set (see [`MeasuredSet::merge`]); the first error stops.

@@ -14,6 +14,9 @@
 //! it counts one process's GPUs. When the file says neither, the caller's hint is used;
 //! a hint that contradicts the file is an error, and no count at all is an error asking for one.
 //!
+//! Rows of 0 bytes are left out: they move nothing, and the all-reduce model has no term
+//! for them. A time of 0 is not a measurement and is an error.
+//!
 //! Tolerated: `#` comments, blank lines, and other lines that do not start with a number
 //! (`NCCL INFO` debug output, shell prompts). A line that starts with a number is a data row:
 //! too few columns or a non-numeric size or time is an error with its line number.
@@ -111,16 +114,24 @@ pub fn parse_nccl(text: &str, file: &str, gpus_hint: Option<u32>) -> Result<Meas
                 ));
             }
         }
+        // A 0-byte all-reduce moves nothing: the model has no term for it, so it is not
+        // compared (it would pull the fitted latency toward the launch cost alone).
+        if size == 0 {
+            continue;
+        }
         let time_text = cols.get(layout.time).copied().unwrap_or("");
         let time_us = time_text
             .parse::<f64>()
             .ok()
-            .filter(|t| t.is_finite() && *t >= 0.0)
+            .filter(|t| t.is_finite() && *t > 0.0)
             .ok_or_else(|| {
                 measured_error(
                     file,
                     Some(n),
-                    format!("out-of-place time \"{time_text}\" is not a number of microseconds"),
+                    format!(
+                        "out-of-place time \"{time_text}\" is not a positive number of \
+                         microseconds"
+                    ),
                 )
             })?;
         rows.push((n, size as f64, time_us * 1e-6));

@@ -202,7 +202,8 @@ fn check_point(
     if p.input_len == Some(0) || p.output_len == Some(0) {
         return fail("`input_len` and `output_len` must be at least 1 token");
     }
-    if p.tpot.is_none() && p.ttft.is_none() && p.throughput.is_none() && p.shares.is_none() {
+    let no_shares = p.shares.as_ref().is_none_or(|s| s.is_empty());
+    if p.tpot.is_none() && p.ttft.is_none() && p.throughput.is_none() && no_shares {
         return fail("the point gives none of `tpot`, `ttft`, `throughput`, `shares`");
     }
     for (name, v) in [("tpot", p.tpot), ("ttft", p.ttft)] {

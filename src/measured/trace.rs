@@ -105,6 +105,15 @@ pub fn parse_trace(text: &str, file: &str, concurrency_hint: Option<u32>) -> Res
             "kernel durations sum to zero: no shares to compute",
         ));
     }
+    // Each `dur` is finite, but their sum can overflow (two of 1e308 µs): the shares would be
+    // 0 and NaN.
+    if !total.is_finite() {
+        return Err(measured_error(
+            file,
+            None,
+            "kernel durations sum past the largest number: no shares to compute",
+        ));
+    }
     let concurrency = concurrency_hint.unwrap_or(1);
     let observations = TraceCategory::ALL
         .iter()

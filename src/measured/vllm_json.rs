@@ -8,11 +8,13 @@
 //! - `mean_tpot_ms` → [`Quantity::Tpot`] with [`TpotDefinition::Itl`]: vLLM's TPOT is
 //!   (latency − TTFT) / (output tokens − 1). A mean of 0 (no request produced two tokens), or
 //!   a run with no output tokens, is not a measurement and is left out.
-//! - `mean_ttft_ms` → [`Quantity::Ttft`].
-//! - `output_throughput` → [`Quantity::Throughput`] (output tokens/s of the whole server).
+//! - `mean_ttft_ms` → [`Quantity::Ttft`] (left out when 0).
+//! - `output_throughput` → [`Quantity::Throughput`] (output tokens/s of the whole server; left
+//!   out when 0; its output length is unknown when the mean rounds to 0 tokens).
 //!
 //! Lengths are `total_input_tokens / completed` and `total_output_tokens / completed`,
-//! rounded; `total_input_tokens` may be absent (then the input length is unknown).
+//! rounded; `total_input_tokens` may be absent (then the input length is unknown), but a mean
+//! below one token per request is an error.
 //!
 //! Concurrency is `max_concurrency`, capped at `num_prompts` (no more requests can be in
 //! flight than were sent). `max_concurrency` must be present; `null` means vLLM did not limit
@@ -146,7 +148,13 @@ fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
         None | Some(Value::Null) => None,
         Some(v) => Some(
             per_request(run.as_number("total_input_tokens", v)?)
-                .ok_or_else(|| run.bad("total_input_tokens", "mean per request does not fit"))?,
+                .filter(|&l| l > 0)
+                .ok_or_else(|| {
+                    run.bad(
+                        "total_input_tokens",
+                        "the mean per request is not a whole number of tokens from 1 up",
+                    )
+                })?,
         ),
     };
     let tpot_ms = run.number("mean_tpot_ms")?;
@@ -174,25 +182,32 @@ fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
             line,
         ));
     }
-    set.observations.push(observation(
-        Quantity::Ttft {
-            concurrency,
-            input_len,
-            seconds: ttft_ms * 1e-3,
-        },
-        run.file,
-        line,
-    ));
-    set.observations.push(observation(
-        Quantity::Throughput {
-            concurrency,
-            input_len,
-            output_len: Some(output_len),
-            tokens_per_second,
-        },
-        run.file,
-        line,
-    ));
+    // A zero is no measurement (no request finished its prompt, or none produced a token):
+    // left out like a zero TPOT, never compared against a prediction.
+    if ttft_ms > 0.0 {
+        set.observations.push(observation(
+            Quantity::Ttft {
+                concurrency,
+                input_len,
+                seconds: ttft_ms * 1e-3,
+            },
+            run.file,
+            line,
+        ));
+    }
+    if tokens_per_second > 0.0 {
+        set.observations.push(observation(
+            Quantity::Throughput {
+                concurrency,
+                input_len,
+                // A mean that rounds to no tokens says nothing of the length.
+                output_len: Some(output_len).filter(|&l| l > 0),
+                tokens_per_second,
+            },
+            run.file,
+            line,
+        ));
+    }
     Ok(())
 }
 

@@ -93,25 +93,38 @@ impl GpuSpec {
         }
     }
 
-    /// Check the physical constraints serde cannot: nonzero bandwidth and capacity, a BF16
-    /// peak (every GPU the cost model handles has one).
+    /// Check the physical constraints serde cannot: a BF16 peak (every GPU the cost model
+    /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
+    /// 1 GFLOPS at the bottom; 1 PB of memory at the top), so no time or capacity the model
+    /// derives from them can overflow.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        if self.memory_bandwidth.0 <= 0.0 {
-            return Err(("memory_bandwidth".into(), "a bandwidth above zero".into()));
+        if self.memory_bandwidth.0.is_nan() || self.memory_bandwidth.0 < 1e6 {
+            return Err((
+                "memory_bandwidth".into(),
+                "a bandwidth of at least 1 MB/s".into(),
+            ));
         }
-        if self.memory_capacity.0 <= 0.0 {
-            return Err(("memory_capacity".into(), "a capacity above zero".into()));
+        if !(self.memory_capacity.0 >= 1e6 && self.memory_capacity.0 <= 1e15) {
+            return Err((
+                "memory_capacity".into(),
+                "a capacity between 1 MB and 1 PB".into(),
+            ));
         }
         match self.dense_peak.bf16 {
-            Some(p) if p.0 > 0.0 => {}
-            _ => return Err(("dense_peak.bf16".into(), "a BF16 peak above zero".into())),
+            Some(p) if p.0 >= 1e9 => {}
+            _ => {
+                return Err((
+                    "dense_peak.bf16".into(),
+                    "a BF16 peak of at least 1 GFLOPS".into(),
+                ))
+            }
         }
         for d in MathDtype::ALL {
             if let Some(p) = self.peak(d) {
-                if p.0 <= 0.0 {
+                if p.0.is_nan() || p.0 < 1e9 {
                     return Err((
                         format!("dense_peak.{}", d.name()),
-                        "a peak above zero, or the key left out when the GPU lacks the dtype"
+                        "a peak of at least 1 GFLOPS, or the key left out when the GPU lacks the dtype"
                             .into(),
                     ));
                 }

@@ -63,14 +63,40 @@ pub struct InterconnectSpec {
 }
 
 impl InterconnectSpec {
+    /// Check what serde cannot: bandwidths of at least 1 MB/s, achievable no higher than raw,
+    /// and latencies of at most 1 s (a hop is microseconds), so no collective time the model
+    /// derives from them can overflow.
     pub fn validate(&self) -> Result<(), (String, String)> {
         for (field, v) in [
             ("bandwidth_per_direction", self.bandwidth_per_direction.0),
             ("p2p_bandwidth", self.p2p_bandwidth.0),
         ] {
-            if v <= 0.0 {
-                return Err((field.into(), "a bandwidth above zero".into()));
+            if v.is_nan() || v < 1e6 {
+                return Err((field.into(), "a bandwidth of at least 1 MB/s".into()));
             }
+        }
+        let mut latencies = vec![
+            ("p2p_latency".to_string(), self.p2p_latency),
+            (
+                "staged_latency".to_string(),
+                self.staged_latency.unwrap_or(self.p2p_latency),
+            ),
+        ];
+        for (table, a) in [
+            ("nccl_base_latency", self.nccl_base_latency),
+            ("nccl_step_latency", self.nccl_step_latency),
+        ] {
+            for (algo, p) in [("ring", a.ring), ("tree", a.tree)] {
+                for (proto, v) in [("ll", p.ll), ("ll128", p.ll128), ("simple", p.simple)] {
+                    latencies.push((format!("{table}.{algo}.{proto}"), v));
+                }
+            }
+        }
+        if let Some((field, _)) = latencies
+            .into_iter()
+            .find(|(_, v)| v.0.is_nan() || v.0 > 1.0)
+        {
+            return Err((field, "a latency of at most 1 s".into()));
         }
         if self.p2p_bandwidth.0 > self.bandwidth_per_direction.0 * 1.0001 {
             return Err((
@@ -79,10 +105,10 @@ impl InterconnectSpec {
             ));
         }
         if let Some(c) = self.cross_socket_bandwidth {
-            if c.0 <= 0.0 {
+            if c.0.is_nan() || c.0 < 1e6 {
                 return Err((
                     "cross_socket_bandwidth".into(),
-                    "a bandwidth above zero".into(),
+                    "a bandwidth of at least 1 MB/s".into(),
                 ));
             }
         }

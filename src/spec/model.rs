@@ -290,6 +290,9 @@ pub struct DraftHeadSpec {
     pub draft_vocab_size: u32,
 }
 
+/// Most decoder layers a description may have (see [`ModelSpec::validate`]).
+pub const MAX_LAYERS: u32 = 10_000;
+
 /// One model, read 1:1 from `configs/models/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -420,7 +423,24 @@ impl ModelSpec {
                 Ok(())
             }
         };
+        for (v, f) in [
+            (self.published_total_params, "published_total_params"),
+            (self.published_active_params, "published_active_params"),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err((f.into(), "a parameter count of zero or more".into()));
+            }
+        }
         pos(c.num_hidden_layers, "num_hidden_layers")?;
+        // The evaluator keeps one entry per layer and walks them every pass: a count read
+        // from a typo (4294967295) would take gigabytes and minutes. Published models have
+        // under 200 layers.
+        if c.num_hidden_layers > MAX_LAYERS {
+            return Err((
+                "config.num_hidden_layers".into(),
+                format!("at most {MAX_LAYERS} layers"),
+            ));
+        }
         pos(c.hidden_size, "hidden_size")?;
         pos(c.num_attention_heads, "num_attention_heads")?;
         pos(c.vocab_size, "vocab_size")?;

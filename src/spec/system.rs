@@ -178,6 +178,36 @@ impl SystemSpec {
                 "at least 1 token".into(),
             ));
         }
+        let e = &self.engine;
+        for (field, v) in [
+            ("engine.kernel_gap", e.kernel_gap),
+            ("engine.kernel_launch", e.kernel_launch),
+            ("engine.step_overhead", e.step_overhead),
+        ] {
+            if v.0.is_nan() || v.0 > 1.0 {
+                return Err((field.into(), "a time of at most 1 s".into()));
+            }
+        }
+        // Efficiencies divide peaks: one so small it is zero in all but name would turn
+        // times infinite. No kernel reaches less than 0.1 % of its hardware's peak.
+        let f = &self.efficiency;
+        let g = &f.gemm;
+        for (field, v) in [
+            ("engine.gpu_memory_utilization", e.gpu_memory_utilization),
+            ("efficiency.memory", f.memory),
+            ("efficiency.attention", f.attention),
+            ("efficiency.link", f.link),
+            ("efficiency.gemm.bf16", g.bf16),
+            ("efficiency.gemm.fp8", g.fp8),
+            ("efficiency.gemm.int8", g.int8),
+            ("efficiency.gemm.int4", g.int4),
+            ("efficiency.gemm.nvfp4", g.nvfp4),
+            ("efficiency.gemm.mxfp4", g.mxfp4),
+        ] {
+            if !(v.0 >= 1e-3 && v.0 <= 1.0) {
+                return Err((field.into(), "a fraction between 0.001 and 1".into()));
+            }
+        }
         if let Some(p) = self.price_per_gpu_hour_usd {
             if !(p.is_finite() && p >= 0.0) {
                 return Err((

@@ -1,0 +1,625 @@
+//! The command line at the edges of what a user can ask: one GPU, a 1,024-GPU system, a
+//! million tokens of context, 65,536 sequences, a one-layer model, degrees and ranges that
+//! overflow a 32-bit count. Each either works (exit 0, finite numbers, nothing on stderr) or
+//! is refused with a reason (exit 1, `Error: …` on stderr, nothing on stdout); bad usage exits
+//! 2. No JSON record ever carries a NaN or an infinity (serde_json writes them as `null`).
+
+use assert_cmd::Command;
+use regex::Regex;
+use std::path::PathBuf;
+
+fn rooftop() -> Command {
+    Command::cargo_bin("rooftop").unwrap()
+}
+
+/// What a run came to.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Worked(String),
+    Refused(String),
+}
+
+/// Run, and check the contract of either outcome.
+fn run(args: &[&str]) -> Outcome {
+    let out = rooftop().args(args).output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    match out.status.code() {
+        Some(0) => {
+            assert!(!stdout.trim().is_empty(), "{args:?}: exit 0 with no output");
+            assert_no_non_finite_text(&stdout, args);
+            if args.windows(2).any(|w| w == ["--format", "json"]) {
+                let v: serde_json::Value = serde_json::from_str(&stdout)
+                    .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}):\n{stdout}"));
+                assert_json_finite(&v, "", args);
+            }
+            Outcome::Worked(stdout)
+        }
+        Some(1) => {
+            assert!(
+                stdout.is_empty(),
+                "{args:?}: refused but printed to stdout:\n{stdout}"
+            );
+            assert!(
+                stderr.starts_with("Error: ") && stderr.trim().len() > "Error:".len(),
+                "{args:?}: refused without a reason on stderr:\n{stderr}"
+            );
+            Outcome::Refused(stderr)
+        }
+        code => panic!("{args:?}: exit {code:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"),
+    }
+}
+
+fn works(args: &[&str]) -> String {
+    match run(args) {
+        Outcome::Worked(s) => s,
+        Outcome::Refused(e) => panic!("{args:?} was refused: {e}"),
+    }
+}
+
+fn refused(args: &[&str], needles: &[&str]) -> String {
+    match run(args) {
+        Outcome::Refused(e) => {
+            for n in needles {
+                assert!(e.contains(n), "{args:?}: error lacks \"{n}\":\n{e}");
+            }
+            e
+        }
+        Outcome::Worked(s) => panic!("{args:?} worked but should be refused:\n{s}"),
+    }
+}
+
+fn usage_error(args: &[&str]) {
+    let out = rooftop().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?}: usage error printed to stdout"
+    );
+}
+
+/// No `NaN` or `inf` word in any output format.
+fn assert_no_non_finite_text(s: &str, args: &[&str]) {
+    let re = Regex::new(r"(?i)\b(nan|[+-]?inf(inity)?)\b").unwrap();
+    if let Some(m) = re.find(s) {
+        panic!("{args:?}: output contains \"{}\":\n{s}", m.as_str());
+    }
+}
+
+/// Keys whose value is absent by design (no sliding window, a memory-only operator).
+const NULLABLE: &[&str] = &["window", "math"];
+
+fn assert_json_finite(v: &serde_json::Value, path: &str, args: &[&str]) {
+    match v {
+        serde_json::Value::Null => {
+            let key = path.rsplit('.').next().unwrap_or(path);
+            assert!(
+                NULLABLE.contains(&key),
+                "{args:?}: {path} is null (a NaN or an infinity?)"
+            );
+        }
+        serde_json::Value::Number(n) => {
+            let x = n.as_f64().unwrap();
+            assert!(x.is_finite(), "{args:?}: {path} = {x}");
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                assert_json_finite(x, &format!("{path}[{i}]"), args);
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                assert_json_finite(x, &format!("{path}.{k}"), args);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend(["--format", "json"]);
+    serde_json::from_str(&works(&a)).unwrap()
+}
+
+/// A built-in description with `replace` applied, written to a temp file.
+fn temp_description(builtin: &str, replace: &[(&str, &str)], name: &str) -> String {
+    let mut text =
+        String::from_utf8(rooftop().args(["show", builtin]).output().unwrap().stdout).unwrap();
+    for (from, to) in replace {
+        assert!(text.contains(from), "{builtin} has no \"{from}\"");
+        text = text.replacen(from, to, 1);
+    }
+    let dir: PathBuf = tempfile::tempdir().unwrap().keep();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn system_1024() -> String {
+    temp_description(
+        "8x-h200-nvlink",
+        &[("gpu_count = 8", "gpu_count = 1024")],
+        "1024x-h200.toml",
+    )
+}
+
+fn one_layer_dense() -> String {
+    temp_description(
+        "llama-3.1-8b",
+        &[("num_hidden_layers = 32", "num_hidden_layers = 1")],
+        "llama-1-layer.toml",
+    )
+}
+
+fn one_layer_moe() -> String {
+    temp_description(
+        "deepseek-v3-fp8",
+        &[
+            ("num_hidden_layers = 61", "num_hidden_layers = 1"),
+            ("first_k_dense_replace = 3", "first_k_dense_replace = 0"),
+        ],
+        "deepseek-1-layer.toml",
+    )
+}
+
+#[test]
+fn one_gpu_works_or_is_refused_for_every_command() {
+    for args in [
+        vec!["predict", "--tp", "1", "--format", "json"],
+        vec![
+            "predict",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-h100-nvlink",
+            "--tp",
+            "1",
+        ],
+        vec!["sweep", "--tp", "1", "--format", "json"],
+        vec!["specdec", "--tp", "1", "--format", "json"],
+        vec![
+            "op", "moe", "--tp", "1", "--tokens", "64", "--format", "json",
+        ],
+        vec!["op", "attention", "--tp", "1", "--format", "json"],
+        vec![
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h200-nvlink",
+            "--bytes",
+            "1 MB",
+            "--gpus",
+            "1",
+            "--format",
+            "json",
+        ],
+    ] {
+        run(&args);
+    }
+    // Kimi-K2.5 on one 96 GB GPU: predicted, and reported as not fitting.
+    let v = json(&["predict", "--tp", "1"]);
+    assert_eq!(v["memory"]["fits"], false);
+    assert!(v["tpot_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_1024_gpu_system() {
+    let sys = system_1024();
+    // TP over all 1,024 GPUs cannot divide DeepSeek-V3's 128 heads: refused with the reason.
+    refused(
+        &["predict", "--system", &sys, "--model", "deepseek-v3-fp8"],
+        &["tp 1024 does not divide"],
+    );
+    // Data-parallel attention with expert parallelism over all of them works.
+    let v = json(&[
+        "predict",
+        "--system",
+        &sys,
+        "--model",
+        "deepseek-v3-fp8",
+        "--tp",
+        "8",
+        "--dp",
+        "128",
+        "--ep",
+        "256",
+        "--batch",
+        "4096",
+    ]);
+    assert_eq!(v["gpus"], 1024);
+    json(&[
+        "sweep",
+        "--system",
+        &sys,
+        "--model",
+        "deepseek-v3-fp8",
+        "--tp",
+        "8",
+        "--pp",
+        "61",
+        "--concurrency",
+        "1,64,4096",
+    ]);
+    let v = json(&["op", "allreduce", "--system", &sys, "--bytes", "16 MB"]);
+    assert!(v["time_us"].as_f64().unwrap() > 0.0);
+    json(&[
+        "specdec",
+        "--system",
+        &sys,
+        "--model",
+        "deepseek-v3-fp8",
+        "--tp",
+        "8",
+        "--dp",
+        "128",
+        "--draft",
+        "mtp",
+        "--k",
+        "1..3",
+        "--acceptance",
+        "0.8",
+    ]);
+}
+
+#[test]
+fn a_million_tokens_of_context() {
+    let v = json(&[
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h200-nvlink",
+        "--context",
+        "1000000",
+    ]);
+    // 1M tokens of Llama-3.1-8B KV (128 KiB/token) on 8 GPUs: 16 GB per GPU, it fits.
+    assert!(v["tpot_ms"].as_f64().unwrap() > 0.0);
+    let v = json(&["predict", "--context", "1000000", "--batch", "64"]);
+    assert_eq!(v["memory"]["fits"], false);
+    json(&[
+        "sweep",
+        "--input-len",
+        "1000000",
+        "--output-len",
+        "1000",
+        "--concurrency",
+        "1,8",
+    ]);
+    json(&["specdec", "--context", "1000000"]);
+    json(&["op", "attention", "--context", "1000000", "--batch", "4"]);
+}
+
+#[test]
+fn a_batch_of_65536() {
+    let a = json(&["predict", "--batch", "65536"]);
+    let b = json(&["predict", "--batch", "32768"]);
+    assert!(a["tpot_ms"].as_f64() >= b["tpot_ms"].as_f64());
+    json(&["sweep", "--concurrency", "65536"]);
+    json(&["specdec", "--concurrency", "65536"]);
+    json(&["op", "moe", "--tokens", "65536"]);
+    json(&["op", "attention", "--batch", "65536"]);
+    json(&[
+        "op", "gemm", "--gpu", "h200", "--m", "65536", "--n", "65536", "--k", "65536",
+    ]);
+}
+
+#[test]
+fn a_one_layer_model() {
+    for m in [one_layer_dense(), one_layer_moe()] {
+        json(&["predict", "--model", &m, "--system", "8x-h200-nvlink"]);
+        json(&[
+            "sweep",
+            "--model",
+            &m,
+            "--system",
+            "8x-h200-nvlink",
+            "--concurrency",
+            "1,256",
+        ]);
+        json(&[
+            "op",
+            "attention",
+            "--model",
+            &m,
+            "--system",
+            "8x-h200-nvlink",
+        ]);
+        // One layer cannot fill two pipeline stages.
+        refused(
+            &[
+                "predict",
+                "--model",
+                &m,
+                "--system",
+                "8x-h200-nvlink",
+                "--tp",
+                "4",
+                "--pp",
+                "2",
+            ],
+            &["pp 2 exceeds the model's 1 layers"],
+        );
+    }
+    json(&[
+        "specdec",
+        "--model",
+        &one_layer_moe(),
+        "--system",
+        "8x-h200-nvlink",
+        "--draft",
+        "mtp",
+    ]);
+    json(&[
+        "op",
+        "moe",
+        "--model",
+        &one_layer_moe(),
+        "--system",
+        "8x-h200-nvlink",
+        "--tokens",
+        "8",
+    ]);
+}
+
+#[test]
+fn degrees_and_ranges_that_overflow_32_bits_are_refused() {
+    // tp × dp wraps to 0 in 32 bits: the layout must not look as if it fitted.
+    refused(&["predict", "--tp", "2", "--dp", "2147483648"], &["needs"]);
+    refused(&["predict", "--tp", "65536", "--dp", "65536"], &[]);
+    refused(&["predict", "--pp", "65536", "--dp", "65536"], &[]);
+    refused(&["predict", "--pp", "4294967295"], &[]);
+    // A draft-length range of four billion values is refused before it is built.
+    refused(&["specdec", "--k", "1..4294967295"], &["--k"]);
+    refused(&["specdec", "--k", "0..3"], &["--k"]);
+    refused(&["specdec", "--concurrency", "0"], &["--concurrency"]);
+}
+
+#[test]
+fn extreme_sizes_in_the_op_commands() {
+    json(&[
+        "op",
+        "allreduce",
+        "--system",
+        "8x-h200-nvlink",
+        "--bytes",
+        "0",
+    ]);
+    json(&[
+        "op",
+        "allreduce",
+        "--system",
+        "8x-h200-nvlink",
+        "--bytes",
+        "1 TB",
+    ]);
+    refused(
+        &[
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h200-nvlink",
+            "--bytes",
+            "1e300 TB",
+        ],
+        &["--bytes"],
+    );
+    refused(
+        &[
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h200-nvlink",
+            "--bytes=-1 MB",
+        ],
+        &["negative"],
+    );
+    json(&[
+        "op", "gemm", "--gpu", "h200", "--m", "1", "--n", "1", "--k", "1",
+    ]);
+    refused(
+        &[
+            "op", "gemm", "--gpu", "h200", "--m", "0", "--n", "1", "--k", "1",
+        ],
+        &["--m"],
+    );
+    refused(
+        &[
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h200-nvlink",
+            "--bytes",
+            "1 MB",
+            "--gpus",
+            "0",
+        ],
+        &["--gpus"],
+    );
+    refused(&["op", "moe", "--tokens", "0"], &["--tokens"]);
+    refused(
+        &["predict", "--batch", "0", "--format", "json"],
+        &["--batch"],
+    );
+    refused(
+        &["sweep", "--input-len", "0", "--output-len", "0"],
+        &["at least 1"],
+    );
+}
+
+#[test]
+fn set_overrides_at_the_edges() {
+    for (set, ok) in [
+        ("gpu.memory_bandwidth=1e300 TB/s", false),
+        ("gpu.memory_bandwidth=1e-320 TB/s", false),
+        ("gpu.dense_peak.bf16=0 TFLOPS", false),
+        ("efficiency.memory=1e-300", false),
+        ("engine.kernel_launch=1e308 s", false),
+        ("interconnect.p2p_latency=1e308 s", false),
+        ("interconnect.bandwidth=1e-300 GB/s", false),
+        ("model.config.num_hidden_layers=4294967295", false),
+        ("model.config.num_hidden_layers=0", false),
+        ("model.published_total_params=nan", false),
+        ("system.gpu_count=0", false),
+        ("gpu.memory_capacity=1000 TB", true),
+        ("gpu.memory_capacity=1001 TB", false),
+        ("efficiency.memory=0.001", true),
+        ("engine.step_overhead=1 s", true),
+        ("model.config.num_hidden_layers=10000", true),
+    ] {
+        let args = ["predict", "--set", set, "--format", "json"];
+        match run(&args) {
+            Outcome::Worked(_) => assert!(ok, "--set {set} worked"),
+            Outcome::Refused(e) => assert!(!ok, "--set {set} refused: {e}"),
+        }
+    }
+}
+
+#[test]
+fn every_error_path_exits_1_with_nothing_on_stdout() {
+    let missing = "/nonexistent/rooftop-test/file.toml";
+    for args in [
+        vec!["predict", "--model", "gpt-5"],
+        vec!["predict", "--system", "no-such-system"],
+        vec!["predict", "--model", missing],
+        vec!["predict", "--calibration", missing],
+        vec!["predict", "--set", "nonsense"],
+        vec!["predict", "--set", "cpu.cores=4"],
+        vec!["predict", "--set", "gpu.memory_bandwidth=fast"],
+        vec!["predict", "--tp", "3"],
+        vec!["predict", "--tp", "0"],
+        vec!["sweep", "--tp", "16"],
+        vec![
+            "specdec",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-h100-nvlink",
+            "--draft",
+            "mtp",
+        ],
+        vec!["specdec", "--draft", "model:gpt-5"],
+        vec!["specdec", "--acceptance", "1.5"],
+        vec!["specdec", "--acceptance", "nan"],
+        vec!["specdec", "--draft", "ngram", "--ngram-cpu-us=-5"],
+        vec!["specdec", "--draft", "ngram", "--ngram-cpu-us", "nan"],
+        vec!["validate", "--measured", missing],
+        vec!["calibrate", "--measured", missing],
+        vec![
+            "op",
+            "gemm",
+            "--gpu",
+            "no-such-gpu",
+            "--m",
+            "1",
+            "--n",
+            "1",
+            "--k",
+            "1",
+        ],
+        vec![
+            "op", "gemm", "--gpu", "h200", "--m", "1", "--n", "1", "--k", "1", "--dtype", "int3",
+        ],
+        vec![
+            "op",
+            "allreduce",
+            "--system",
+            "no-such-system",
+            "--bytes",
+            "1",
+        ],
+        vec!["show", "no-such-thing"],
+        vec!["import-hf", missing],
+    ] {
+        refused(&args, &[]);
+    }
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    for args in [
+        vec!["predict", "--batch", "-1"],
+        vec!["predict", "--batch", "4294967296"],
+        vec!["predict", "--context", "lots"],
+        vec!["predict", "--tp"],
+        vec!["predict", "--no-such-flag"],
+        vec!["sweep", "--concurrency", "1,x"],
+        vec!["sweep", "--tpot-def", "median"],
+        vec!["op", "gemm", "--gpu", "h200"],
+        vec!["op"],
+        vec!["list", "cpus"],
+        vec!["frobnicate"],
+    ] {
+        usage_error(&args);
+    }
+}
+
+/// Every number documented in the JSON records of predict, sweep, specdec and op is finite,
+/// over the built-in models and systems.
+#[test]
+fn json_records_hold_only_finite_numbers() {
+    for (model, system, extra) in [
+        ("kimi-k2.5-int4", "8x-rtx-pro-6000-pcie", vec![]),
+        ("deepseek-v3-fp8", "8x-h200-nvlink", vec!["--draft", "mtp"]),
+        ("gpt-oss-120b", "8x-h100-nvlink", vec!["--draft", "ngram"]),
+        ("glm-5-nvfp4", "8x-b200-nvlink", vec!["--draft", "mtp"]),
+        ("llama-3.1-8b", "8x-l40s-pcie", vec!["--draft", "ngram"]),
+        (
+            "qwen3-30b-a3b",
+            "8x-rtx-5090-pcie",
+            vec!["--draft", "ngram", "--tp", "4"],
+        ),
+    ] {
+        let base = ["--model", model, "--system", system];
+        let tp: Vec<&str> = extra
+            .windows(2)
+            .find(|w| w[0] == "--tp")
+            .map(|w| w.to_vec())
+            .unwrap_or_default();
+        let draft: Vec<&str> = extra
+            .windows(2)
+            .find(|w| w[0] == "--draft")
+            .map(|w| w.to_vec())
+            .unwrap_or_default();
+        for cmd in [
+            vec!["predict", "--batch", "64", "--context", "8192"],
+            vec!["sweep", "--concurrency", "1,16,256,4096"],
+            vec!["op", "attention", "--batch", "32", "--context", "32768"],
+        ] {
+            let mut a = cmd.clone();
+            a.extend(base);
+            a.extend(&tp);
+            json(&a);
+        }
+        if model.contains("kimi") || !draft.is_empty() {
+            let mut a = vec!["specdec", "--k", "1..4"];
+            a.extend(base);
+            a.extend(&tp);
+            a.extend(&draft);
+            json(&a);
+        }
+        if model.contains("kimi") || model.contains("deepseek") || model.contains("gpt-oss") {
+            let mut a = vec!["op", "moe", "--tokens", "512"];
+            a.extend(base);
+            a.extend(&tp);
+            json(&a);
+        }
+    }
+    for dtype in ["bf16", "fp8", "int8", "int4", "int4-g128", "nvfp4", "mxfp4"] {
+        json(&[
+            "op",
+            "gemm",
+            "--gpu",
+            "rtx-pro-6000",
+            "--m",
+            "16",
+            "--n",
+            "7168",
+            "--k",
+            "2048",
+            "--dtype",
+            dtype,
+        ]);
+    }
+}

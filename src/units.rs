@@ -176,9 +176,9 @@ fn fmt_si(v: f64, units: &[(f64, &str)], f: &mut fmt::Formatter<'_>) -> fmt::Res
     write!(f, "{} {unit}", trim_float(v / scale))
 }
 
-/// Shortest decimal that round-trips the value to 6 significant digits.
+/// The value with up to 9 decimals in its display unit, trailing zeros dropped.
 fn trim_float(v: f64) -> String {
-    let s = format!("{v:.6}");
+    let s = format!("{v:.9}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     s.to_string()
 }

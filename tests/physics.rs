@@ -262,9 +262,19 @@ fn pipeline_stages_split_the_weights() {
             if pp > m.config.num_hidden_layers {
                 continue;
             }
-            let p = Parallel { tp: 1, ep: 1, pp, dp: 1 };
+            let p = Parallel {
+                tp: 1,
+                ep: 1,
+                pp,
+                dp: 1,
+            };
             let stage = weight_bytes_per_gpu(&m, &p);
-            assert!(stage >= whole / pp as f64 * (1.0 - 1e-9), "{} pp{pp}: {stage} < share {}", m.name, whole / pp as f64);
+            assert!(
+                stage >= whole / pp as f64 * (1.0 - 1e-9),
+                "{} pp{pp}: {stage} < share {}",
+                m.name,
+                whole / pp as f64
+            );
             assert!(stage <= whole, "{} pp{pp}", m.name);
         }
     }

@@ -271,31 +271,33 @@ impl Seconds {
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
 pub struct Fraction(pub f64);
 
+/// Read a fraction written as a bare number (`0.8`) or a percentage string (`"80 %"`),
+/// without a range check; `what` names it in the error ("fraction", "share").
+pub fn deserialize_fraction<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Num(f64),
+        Int(i64),
+        Text(String),
+    }
+    Ok(match Raw::deserialize(d)? {
+        Raw::Num(v) => v,
+        Raw::Int(v) => v as f64,
+        Raw::Text(s) => match s.trim().strip_suffix('%').and_then(|p| p.trim().parse::<f64>().ok()) {
+            Some(p) => p / 100.0,
+            None => {
+                return Err(serde::de::Error::custom(format!(
+                    "\"{s}\" is not a {what}; expected a number in 0..1 such as 0.8, or a percentage such as \"80 %\""
+                )))
+            }
+        },
+    })
+}
+
 impl<'de> Deserialize<'de> for Fraction {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Num(f64),
-            Int(i64),
-            Text(String),
-        }
-        let v = match Raw::deserialize(d)? {
-            Raw::Num(v) => v,
-            Raw::Int(v) => v as f64,
-            Raw::Text(s) => {
-                let t = s.trim();
-                let Some(p) = t.strip_suffix('%') else {
-                    return Err(serde::de::Error::custom(format!(
-                        "\"{s}\" is not a fraction; expected a number in 0..1 such as 0.8, or a percentage such as \"80 %\""
-                    )));
-                };
-                p.trim()
-                    .parse::<f64>()
-                    .map_err(|_| serde::de::Error::custom(format!("\"{s}\" is not a percentage")))?
-                    / 100.0
-            }
-        };
+        let v = deserialize_fraction(d, "fraction")?;
         if !(v > 0.0 && v <= 1.0) {
             return Err(serde::de::Error::custom(format!(
                 "{v} is outside (0, 1]; expected a fraction such as 0.8"

@@ -431,46 +431,7 @@ pub fn run_explore(
     match format {
         Format::Json if pareto => o = output::json(&summary),
         Format::Csv if pareto => {
-            let rows: Vec<Vec<String>> = summary
-                .pareto
-                .iter()
-                .map(|m| {
-                    [
-                        "system",
-                        "parallel",
-                        "quant",
-                        "batch",
-                        "context",
-                        "tpot_ms",
-                        "throughput_tok_s",
-                        "throughput_per_gpu_tok_s",
-                    ]
-                    .iter()
-                    .map(|k| {
-                        m.get(k)
-                            .map(|v| {
-                                v.as_str()
-                                    .map(String::from)
-                                    .unwrap_or_else(|| v.to_string())
-                            })
-                            .unwrap_or_default()
-                    })
-                    .collect()
-                })
-                .collect();
-            o = output::csv(
-                &[
-                    "system",
-                    "parallel",
-                    "quant",
-                    "batch",
-                    "context",
-                    "tpot_ms",
-                    "throughput_tok_s",
-                    "throughput_per_gpu_tok_s",
-                ],
-                &rows,
-            );
+            o = output::csv(&PARETO_COLUMNS, &pareto_rows(&summary, &PARETO_COLUMNS));
             let _ = writeln!(
                 o,
                 "# points_evaluated={} seconds={:.3} points_per_second={:.0}",
@@ -487,35 +448,15 @@ pub fn run_explore(
                 summary.threads
             );
             if pareto {
-                let rows: Vec<Vec<String>> = summary
-                    .pareto
-                    .iter()
-                    .map(|m| {
-                        [
-                            "system",
-                            "parallel",
-                            "quant",
-                            "batch",
-                            "context",
-                            "tpot_ms",
-                            "throughput_per_gpu_tok_s",
-                        ]
-                        .iter()
-                        .map(|k| {
-                            m.get(k)
-                                .map(|v| {
-                                    v.as_str().map(String::from).unwrap_or_else(|| {
-                                        format!("{:.4}", v.as_f64().unwrap_or(0.0))
-                                            .trim_end_matches('0')
-                                            .trim_end_matches('.')
-                                            .to_string()
-                                    })
-                                })
-                                .unwrap_or_default()
-                        })
-                        .collect()
-                    })
-                    .collect();
+                let cols = [
+                    "system",
+                    "parallel",
+                    "quant",
+                    "batch",
+                    "context",
+                    "tpot_ms",
+                    "throughput_per_gpu_tok_s",
+                ];
                 o.push_str(&output::table(
                     &[
                         "system",
@@ -526,7 +467,7 @@ pub fn run_explore(
                         "TPOT ms",
                         "tok/s per GPU",
                     ],
-                    &rows,
+                    &pareto_rows(&summary, &cols),
                 ));
             }
         }
@@ -542,4 +483,33 @@ pub fn run_explore(
         eprintln!("skipped: {s}");
     }
     Ok(o)
+}
+
+/// Columns of the Pareto table, as named in the JSON summary.
+const PARETO_COLUMNS: [&str; 8] = [
+    "system",
+    "parallel",
+    "quant",
+    "batch",
+    "context",
+    "tpot_ms",
+    "throughput_tok_s",
+    "throughput_per_gpu_tok_s",
+];
+
+/// The Pareto points as rows of `cols`: strings as they are, numbers with up to 4 decimals.
+fn pareto_rows(summary: &crate::explore::ExploreSummary, cols: &[&str]) -> Vec<Vec<String>> {
+    summary
+        .pareto
+        .iter()
+        .map(|m| {
+            cols.iter()
+                .map(|k| match m.get(k) {
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(v) => num(v.as_f64().unwrap_or(0.0), 4),
+                    None => String::new(),
+                })
+                .collect()
+        })
+        .collect()
 }

@@ -412,78 +412,63 @@ impl<'a> Evaluator<'a> {
                 v,
             } => {
                 let (kv, nope, rope, v) = (kv_lora_rank as f64, nope as f64, rope as f64, v as f64);
+                // Low-rank down-projections, replicated on every rank; the query's only when
+                // the model has a query rank (else its projection is full-rank and sharded).
+                if let Some(r) = q_lora_rank {
+                    self.device.gemm(
+                        out,
+                        "q_a_proj",
+                        Category::Gemm,
+                        tokens,
+                        r as f64,
+                        h,
+                        attn_fmt,
+                        1,
+                    );
+                }
+                self.device.gemm(
+                    out,
+                    "kv_a_proj_with_mqa",
+                    Category::Gemm,
+                    tokens,
+                    kv + rope,
+                    h,
+                    attn_fmt,
+                    1,
+                );
+                let (norm, width, kernels) = match q_lora_rank {
+                    Some(r) => ("q_kv_a_layernorm", r as f64 + kv, 2),
+                    None => ("kv_a_layernorm", kv, 1),
+                };
+                self.device.elementwise(
+                    out,
+                    norm,
+                    Category::Other,
+                    tokens * width * 2.0 * 2.0,
+                    tokens * width * 4.0,
+                    kernels,
+                );
                 match q_lora_rank {
-                    Some(r) => {
-                        let r = r as f64;
-                        self.device.gemm(
-                            out,
-                            "q_a_proj",
-                            Category::Gemm,
-                            tokens,
-                            r,
-                            h,
-                            attn_fmt,
-                            1,
-                        );
-                        self.device.gemm(
-                            out,
-                            "kv_a_proj_with_mqa",
-                            Category::Gemm,
-                            tokens,
-                            kv + rope,
-                            h,
-                            attn_fmt,
-                            1,
-                        );
-                        self.device.elementwise(
-                            out,
-                            "q_kv_a_layernorm",
-                            Category::Other,
-                            tokens * (r + kv) * 2.0 * 2.0,
-                            tokens * (r + kv) * 4.0,
-                            2,
-                        );
-                        self.device.gemm(
-                            out,
-                            "q_b_proj",
-                            Category::Gemm,
-                            tokens,
-                            heads * (nope + rope),
-                            r,
-                            attn_fmt,
-                            1,
-                        );
-                    }
-                    None => {
-                        self.device.gemm(
-                            out,
-                            "kv_a_proj_with_mqa",
-                            Category::Gemm,
-                            tokens,
-                            kv + rope,
-                            h,
-                            attn_fmt,
-                            1,
-                        );
-                        self.device.elementwise(
-                            out,
-                            "kv_a_layernorm",
-                            Category::Other,
-                            tokens * kv * 2.0 * 2.0,
-                            tokens * kv * 4.0,
-                            1,
-                        );
-                        self.device.gemm(
-                            out,
-                            "q_proj",
-                            Category::Gemm,
-                            tokens,
-                            heads * (nope + rope),
-                            h,
-                            attn_fmt,
-                            1,
-                        );
-                    }
+                    Some(r) => self.device.gemm(
+                        out,
+                        "q_b_proj",
+                        Category::Gemm,
+                        tokens,
+                        heads * (nope + rope),
+                        r as f64,
+                        attn_fmt,
+                        1,
+                    ),
+                    None => self.device.gemm(
+                        out,
+                        "q_proj",
+                        Category::Gemm,
+                        tokens,
+                        heads * (nope + rope),
+                        h,
+                        attn_fmt,
+                        1,
+                    ),
                 }
                 self.device.elementwise(
                     out,

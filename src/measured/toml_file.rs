@@ -127,32 +127,7 @@ pub struct Share(pub f64);
 
 impl<'de> Deserialize<'de> for Share {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Num(f64),
-            Int(i64),
-            Text(String),
-        }
-        let v = match Raw::deserialize(d)? {
-            Raw::Num(v) => v,
-            Raw::Int(v) => v as f64,
-            Raw::Text(s) => {
-                let pct = s
-                    .trim()
-                    .strip_suffix('%')
-                    .and_then(|p| p.trim().parse::<f64>().ok());
-                match pct {
-                    Some(p) => p / 100.0,
-                    None => {
-                        return Err(serde::de::Error::custom(format!(
-                            "\"{s}\" is not a share; expected a fraction such as 0.515 or a \
-                             percentage such as \"51.5 %\""
-                        )))
-                    }
-                }
-            }
-        };
+        let v = crate::units::deserialize_fraction(d, "share")?;
         if !(0.0..=1.0).contains(&v) {
             return Err(serde::de::Error::custom(format!(
                 "share {v} is outside 0..1; expected a fraction such as 0.515"

@@ -149,6 +149,33 @@ impl<'a> Device<'a> {
         op
     }
 
+    /// Record one operator with its fixed cost.
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &self,
+        out: &mut Vec<OpCost>,
+        name: &'static str,
+        category: Category,
+        flops: f64,
+        bytes: f64,
+        time: f64,
+        bound: Bound,
+        kernels: u32,
+        math: Option<&'static str>,
+    ) {
+        out.push(self.with_overhead(OpCost {
+            name,
+            category,
+            flops,
+            bytes,
+            time,
+            overhead: 0.0,
+            bound,
+            kernels,
+            math,
+        }));
+    }
+
     /// Bytes a GEMM reads for `elems` weights stored as `fmt`, and the format it then
     /// computes from. When the engine does not fuse this format's dequantization, a
     /// separate memory-bound pass (named `cast_name`) first reads the quantized weights and
@@ -165,17 +192,17 @@ impl<'a> Device<'a> {
         }
         let cast_bytes = elems * (fmt.bytes_per_weight() + 2.0);
         let (t, b) = roofline(0.0, cast_bytes, 1.0, self.mem_bw);
-        out.push(self.with_overhead(OpCost {
-            name: cast_name,
-            category: Category::Dequant,
-            flops: 0.0,
-            bytes: cast_bytes,
-            time: t,
-            overhead: 0.0,
-            bound: b,
-            kernels: 1,
-            math: None,
-        }));
+        self.push(
+            out,
+            cast_name,
+            Category::Dequant,
+            0.0,
+            cast_bytes,
+            t,
+            b,
+            1,
+            None,
+        );
         (elems * 2.0, FormatKind::Bf16)
     }
 
@@ -204,17 +231,17 @@ impl<'a> Device<'a> {
             self.peak(math) * self.params.gemm(kind),
             self.mem_bw,
         );
-        out.push(self.with_overhead(OpCost {
+        self.push(
+            out,
             name,
-            category: cat,
+            cat,
             flops,
             bytes,
-            time: t,
-            overhead: 0.0,
-            bound: b,
+            t,
+            b,
             kernels,
-            math: Some(math.name()),
-        }));
+            Some(math.name()),
+        );
     }
 
     /// A memory-bound elementwise op (norm, activation, rotary, top-k).
@@ -228,17 +255,7 @@ impl<'a> Device<'a> {
         kernels: u32,
     ) {
         let (t, b) = roofline(flops, bytes, self.peak(MathDtype::Bf16), self.mem_bw);
-        out.push(self.with_overhead(OpCost {
-            name,
-            category: cat,
-            flops,
-            bytes,
-            time: t,
-            overhead: 0.0,
-            bound: b,
-            kernels,
-            math: None,
-        }));
+        self.push(out, name, cat, flops, bytes, t, b, kernels, None);
     }
 
     pub fn collective(
@@ -257,17 +274,7 @@ impl<'a> Device<'a> {
         } else {
             Bound::Link
         };
-        out.push(self.with_overhead(OpCost {
-            name,
-            category: cat,
-            flops: 0.0,
-            bytes,
-            time: c.time(),
-            overhead: 0.0,
-            bound,
-            kernels: 1,
-            math: None,
-        }));
+        self.push(out, name, cat, 0.0, bytes, c.time(), bound, 1, None);
     }
 
     /// Attention kernel over the KV cache.
@@ -282,17 +289,17 @@ impl<'a> Device<'a> {
     ) {
         let peak = self.peak(MathDtype::Bf16) * self.params.attention_efficiency;
         let (t, b) = roofline(flops, bytes, peak, self.mem_bw);
-        out.push(self.with_overhead(OpCost {
+        self.push(
+            out,
             name,
-            category: Category::Attention,
+            Category::Attention,
             flops,
             bytes,
-            time: t,
-            overhead: 0.0,
-            bound: b,
+            t,
+            b,
             kernels,
-            math: Some("bf16"),
-        }));
+            Some("bf16"),
+        );
     }
 
     /// Routed experts as the fused MoE kernel runs them: every touched local expert's weights
@@ -320,17 +327,17 @@ impl<'a> Device<'a> {
             self.mem_bw,
         );
         // align/sort, gate_up, activation, down, weighted sum
-        out.push(self.with_overhead(OpCost {
-            name: "routed_experts",
-            category: Category::Moe,
+        self.push(
+            out,
+            "routed_experts",
+            Category::Moe,
             flops,
-            bytes: weight_bytes + act_bytes,
-            time: t,
-            overhead: 0.0,
-            bound: b,
-            kernels: 5,
-            math: Some(math.name()),
-        }));
+            weight_bytes + act_bytes,
+            t,
+            b,
+            5,
+            Some(math.name()),
+        );
     }
 }
 

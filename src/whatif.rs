@@ -78,6 +78,9 @@ pub struct CompareRow {
     pub system: String,
     pub parallel: String,
     pub gpus: u32,
+    /// Parameter set of the row: `default`, or `calibrated` for the system a
+    /// `--calibration` file was fitted on.
+    pub provenance: &'static str,
     /// TPOT (decode step) at each requested concurrency, ms.
     pub tpot_ms: Vec<(u32, f64)>,
     /// Throughput at each requested concurrency, tok/s.
@@ -130,6 +133,7 @@ pub fn compare_row(
         system: label.to_string(),
         parallel: par.to_string(),
         gpus: par.gpus(),
+        provenance: params.map(|p| p.provenance.name()).unwrap_or("default"),
         tpot_ms: vec![],
         throughput_tok_s: vec![],
         sol_tpot_ms: vec![],
@@ -345,13 +349,7 @@ fn tpot_only(
     c: u32,
     context: u32,
 ) -> f64 {
-    let s = Scenario {
-        model,
-        system,
-        parallel: par,
-        params: p,
-    };
-    crate::cost::Evaluator::new(model, system, par, s.params)
+    crate::cost::Evaluator::new(model, system, par, p)
         .map(|e| e.step_time(&crate::cost::Pass::decode(c as f64, context as f64)) * 1e3)
         .unwrap_or(f64::NAN)
 }

@@ -262,3 +262,34 @@ fn default_run_validates_the_team_box() {
         assert!(s.contains(needle), "default output lacks {needle}:\n{s}");
     }
 }
+
+#[test]
+fn compare_uses_a_calibration_only_for_its_own_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cal.toml");
+    assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args(["calibrate", "--out", p.to_str().unwrap()])
+        .assert()
+        .success();
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "compare",
+            "--calibration",
+            p.to_str().unwrap(),
+            "--systems",
+            "8x-rtx-pro-6000-pcie,8x-h200-nvlink",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["provenance"], "calibrated");
+    assert_eq!(rows[1]["provenance"], "default");
+}

@@ -38,7 +38,8 @@ impl Loaded {
     }
 }
 
-pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
+/// The model named by `--model` with the `--set model.*` overrides applied and validated.
+pub fn load_model(args: &ScenarioArgs) -> Result<ModelSpec> {
     let sets = crate::spec::overrides::parse_all(&args.set)?;
     let model = registry::load_model(&args.model)?;
     let model: ModelSpec = crate::spec::overrides::apply(
@@ -55,6 +56,12 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
             field: f,
             expected: e,
         })?;
+    Ok(model)
+}
+
+pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
+    let sets = crate::spec::overrides::parse_all(&args.set)?;
+    let model = load_model(args)?;
     let system = System::load_with(&args.system, &sets)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
     parallel.validate(&model, &system)?;

@@ -7,22 +7,31 @@ use crate::output::{self, num, Format};
 use crate::serve::{sweep, Sweep, Workload};
 use std::fmt::Write as _;
 
-pub fn workload(a: &ServingArgs) -> Result<Workload> {
-    if a.input_len == 0 || a.output_len == 0 {
+/// A request shape from `--input-len`, `--output-len` and a TPOT definition.
+pub fn request_shape(
+    input_len: u32,
+    output_len: u32,
+    tpot_def: crate::serve::TpotDef,
+) -> Result<Workload> {
+    if input_len == 0 || output_len == 0 {
         return Err(Error::Scenario(
             "--input-len and --output-len must be at least 1".into(),
         ));
     }
+    Ok(Workload {
+        input_len,
+        output_len,
+        tpot_def,
+    })
+}
+
+pub fn workload(a: &ServingArgs) -> Result<Workload> {
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
         return Err(Error::Scenario(
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    Ok(Workload {
-        input_len: a.input_len,
-        output_len: a.output_len,
-        tpot_def: a.tpot_def,
-    })
+    request_shape(a.input_len, a.output_len, a.tpot_def)
 }
 
 pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<String> {

@@ -7,8 +7,8 @@ use crate::error::{Error, Result};
 use crate::explore::{explore, parse_values, Stream};
 use crate::output::{self, num, Format};
 use crate::serve::{TpotDef, Workload};
-use crate::spec::overrides::{apply, parse_all, Target};
-use crate::spec::{registry, ModelSpec, WeightFormat};
+use crate::spec::overrides::parse_all;
+use crate::spec::WeightFormat;
 use crate::units::Seconds;
 use crate::whatif::{
     compare_row, load_variant, sensitivity, split_systems, Comparison, SensitivityReport,
@@ -26,29 +26,7 @@ fn layouts(list: &[String]) -> Result<Vec<Option<Parallel>>> {
 }
 
 fn workload(i: u32, o: u32) -> Result<Workload> {
-    if i == 0 || o == 0 {
-        return Err(Error::Scenario(
-            "--input-len and --output-len must be at least 1".into(),
-        ));
-    }
-    Ok(Workload {
-        input_len: i,
-        output_len: o,
-        tpot_def: TpotDef::Itl,
-    })
-}
-
-fn model_with_sets(args: &ScenarioArgs) -> Result<ModelSpec> {
-    let sets = parse_all(&args.set)?;
-    let m = registry::load_model(&args.model)?;
-    let m: ModelSpec = apply(&m, Target::Model, &sets, &args.model)?;
-    m.validate().map_err(|(f, e)| Error::Invalid {
-        file: format!("{} (after --set)", args.model),
-        line: None,
-        field: f,
-        expected: e,
-    })?;
-    Ok(m)
+    crate::commands::sweep::request_shape(i, o, TpotDef::Itl)
 }
 
 /// The comparison record for `--systems` × `--parallel`.
@@ -62,7 +40,7 @@ pub fn build_comparison(
     input_len: u32,
     output_len: u32,
 ) -> Result<Comparison> {
-    let model = model_with_sets(args)?;
+    let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let w = workload(input_len, output_len)?;
     if concurrency.is_empty() || concurrency.contains(&0) {
@@ -77,17 +55,28 @@ pub fn build_comparison(
             "--systems needs at least one system".into(),
         ));
     }
+    // A calibration describes the system it was fitted on: rows of that system use it,
+    // the others keep their own defaults.
+    let calibration = args
+        .calibration
+        .as_deref()
+        .map(crate::calibrate::Calibration::load)
+        .transpose()?;
     let mut rows = Vec::new();
     for n in &names {
         let (label, sys) = load_variant(n, &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
+            let params = calibration
+                .as_ref()
+                .filter(|c| c.system == sys.spec.name)
+                .map(|c| c.params(&crate::cost::CostParams::default_for(&sys)));
             rows.push(compare_row(
                 &model,
                 &label,
                 &sys,
                 par,
-                None,
+                params,
                 concurrency,
                 w,
                 context,
@@ -194,7 +183,12 @@ pub fn run_compare(
                 .rows
                 .iter()
                 .map(|x| {
-                    let mut v = vec![x.system.clone(), x.parallel.clone()];
+                    let layout = if x.provenance == "calibrated" {
+                        format!("{} (calibrated)", x.parallel)
+                    } else {
+                        x.parallel.clone()
+                    };
+                    let mut v = vec![x.system.clone(), layout];
                     if let Some(e) = &x.error {
                         v.push(format!("cannot run: {e}"));
                         return v;
@@ -389,7 +383,7 @@ pub fn run_explore(
     pareto: bool,
     format: Format,
 ) -> Result<String> {
-    let model = model_with_sets(args)?;
+    let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let names = split_systems(systems.unwrap_or(&args.system));
     let mut syss = Vec::new();

@@ -96,7 +96,15 @@ pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
     let h = c.hidden_size as f64;
     let tp = par.tp as f64;
     let a = attention_params(model);
-    let attn = (a.replicated + a.sharded / tp) * q.attention().bytes_per_weight();
+    // With more TP ranks than KV heads, every rank holds a whole KV head (the engine
+    // replicates them), as the step's qkv_proj reads: add the replicas' share.
+    let kv_replicas = match model.attention() {
+        Attention::Gqa { kv_heads, head_dim } if par.tp > kv_heads => {
+            2.0 * h * head_dim as f64 * (1.0 - kv_heads as f64 / tp)
+        }
+        _ => 0.0,
+    };
+    let attn = (a.replicated + a.sharded / tp + kv_replicas) * q.attention().bytes_per_weight();
     let dense = mlp_params(h, c.intermediate_size.unwrap_or(0) as f64) / tp
         * q.dense_mlp().bytes_per_weight();
     let moe = match model.moe() {

@@ -11,7 +11,8 @@
 //! range. The covariance `(JᵀJ)⁻¹ · s²` gives standard errors; intervals use Student's t.
 //! Fitted values live only in the calibration output, never in code.
 
-use crate::cost::step::Device;
+use crate::cost::price::cost_all;
+use crate::cost::Device;
 use crate::cost::{collective, Category, CostParams, Evaluator, Pass, Provenance};
 use crate::error::{Error, Result};
 use crate::measured::{MeasuredSet, Observation, Quantity, TpotDefinition, TraceCategory};
@@ -219,18 +220,17 @@ pub fn predict_observation(
             let fmt: WeightFormat = d
                 .parse()
                 .map_err(|e: String| Error::Scenario(format!("{} (at {})", e, o.origin.file)))?;
-            let mut v = Vec::new();
-            Device::new(sc.system, *p).gemm(
-                &mut v,
-                "gemm",
-                Category::Gemm,
+            let ops = crate::ops::gemm_ops(
+                &sc.system.spec.engine.unfused_dequant,
                 *m as f64,
                 *n as f64,
                 *k as f64,
                 fmt,
-                1,
             );
-            v.iter().map(|x| x.time).sum()
+            cost_all(&ops, &Device::new(sc.system, *p)?)
+                .iter()
+                .map(|x| x.time)
+                .sum()
         }
     })
 }

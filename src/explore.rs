@@ -6,7 +6,7 @@
 //! costed once inside it); the batch × context grid is split into chunks that worker
 //! threads take in turn, and the writer emits chunks in order, so output is deterministic.
 
-use crate::cost::weights::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
 use crate::cost::{CostParams, Evaluator, Parallel, Pass};
 use crate::error::{Error, Result};
 use crate::spec::{ModelSpec, System, WeightFormat};

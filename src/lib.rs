@@ -17,6 +17,7 @@ pub mod whatif;
 pub use error::{Error, Result};
 pub mod import_hf;
 pub mod measured;
+pub mod ops;
 pub mod output;
 pub mod plot;
 pub mod predict;

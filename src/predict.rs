@@ -2,9 +2,12 @@
 //! speed-of-light bound, throughput, and memory fit. This is the record `rooftop predict`
 //! exports as JSON and the plots consume.
 
-use crate::cost::weights::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
 use crate::error::Result;
+use crate::ops::BlockKind;
+use crate::spec::MathDtype;
 use crate::spec::{ModelSpec, System};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -132,8 +135,8 @@ pub struct OpRow {
     /// (time + overhead) × count, milliseconds.
     pub total_ms: f64,
     pub bound: &'static str,
-    pub math: Option<&'static str>,
-    pub provenance: &'static str,
+    pub math: Option<MathDtype>,
+    pub provenance: Provenance,
 }
 
 /// One layer's time.
@@ -181,7 +184,7 @@ pub struct Prediction {
     pub ops: Vec<OpRow>,
 }
 
-pub fn op_rows(step: &StepCost, provenance: &'static str) -> Vec<OpRow> {
+pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
     step.ops_with_counts()
         .into_iter()
         .map(|(o, n)| OpRow {
@@ -196,7 +199,7 @@ pub fn op_rows(step: &StepCost, provenance: &'static str) -> Vec<OpRow> {
             total_ms: o.total() * n as f64 * 1e3,
             bound: o.bound.name(),
             math: o.math,
-            provenance,
+            provenance: o.provenance,
         })
         .collect()
 }
@@ -207,19 +210,28 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
     let step = s.evaluator()?.evaluate(&pass);
     let sol = s.sol_evaluator()?.evaluate(&pass);
     let prov = s.params.provenance.name();
-    let layers = (0..step.layer_class.len())
-        .map(|i| {
-            let c = &step.classes[step.layer_class[i]];
+    let layers = step
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, f))| {
+            let b = step.layer_breakdown(i);
             LayerRow {
                 index: i,
-                kind: if c.class.moe { "moe" } else { "dense" },
-                window: c.class.window,
-                time_ms: c.breakdown.total() * 1e3,
-                breakdown_ms: breakdown_ms(&c.breakdown),
+                kind: match step.blocks[f].kind {
+                    BlockKind::Moe => "moe",
+                    _ => "dense",
+                },
+                window: match step.blocks[a].kind {
+                    BlockKind::Attention { window } => window,
+                    _ => None,
+                },
+                time_ms: b.total() * 1e3,
+                breakdown_ms: breakdown_ms(&b),
             }
         })
         .collect();
-    let ops = op_rows(&step, prov);
+    let ops = op_rows(&step);
     let allreduces = step
         .ops_with_counts()
         .iter()

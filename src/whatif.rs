@@ -254,7 +254,7 @@ impl Knob {
             Knob::StepOverhead => p.step_overhead *= f,
             Knob::MemoryEfficiency => p.memory_efficiency = (p.memory_efficiency * f).min(1.0),
             Knob::GemmEfficiency => {
-                for g in p.gemm_efficiency.iter_mut() {
+                for g in p.gemm_efficiency.values_mut() {
                     *g = (*g * f).min(1.0);
                 }
                 p.attention_efficiency = (p.attention_efficiency * f).min(1.0);

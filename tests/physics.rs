@@ -2,7 +2,7 @@
 //! the total, the speed-of-light bound is never above the prediction, more bandwidth or
 //! FLOPS never slows anything, and more batch or context never makes a step faster.
 
-use rooftop::cost::weights::{count_params, weight_bytes_per_gpu};
+use rooftop::cost::memory::{count_params, weight_bytes_per_gpu};
 use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
 use rooftop::spec::registry::{builtin_names, load_model, Kind};
 use rooftop::spec::{ModelSpec, System};
@@ -207,7 +207,7 @@ fn kimi_on_the_team_box_holds_about_76_gb_of_weights_per_gpu() {
 
 #[test]
 fn mla_kv_cache_does_not_shrink_with_tp_but_gqa_does() {
-    use rooftop::cost::weights::kv_bytes_per_token_per_gpu;
+    use rooftop::cost::memory::kv_bytes_per_token_per_gpu;
     let kimi = load_model("kimi-k2.5-int4").unwrap();
     assert_eq!(
         kv_bytes_per_token_per_gpu(&kimi, &Parallel::tp(8)),

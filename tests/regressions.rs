@@ -292,7 +292,7 @@ fn draft_heads_run_under_pipeline_and_expert_parallel_layouts() {
 /// DeepSeek-V3 over 4 stages was reported lighter than an average stage.
 #[test]
 fn weights_per_gpu_count_the_busiest_pipeline_stage() {
-    use rooftop::cost::weights::weight_bytes_per_gpu;
+    use rooftop::cost::memory::weight_bytes_per_gpu;
     let mut m: ModelSpec = load_model("llama-3.1-8b").unwrap();
     m.config.num_hidden_layers = 5;
     let sys = h200();

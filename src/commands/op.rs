@@ -2,10 +2,10 @@
 
 use crate::cli::{OpCommand, ScenarioArgs};
 use crate::commands::load;
-use crate::cost::collective;
-use crate::cost::step::Device;
-use crate::cost::{Category, CostParams, Evaluator, OpCost, Pass};
+use crate::cost::price::{collective_cost, cost_all};
+use crate::cost::{Category, CostParams, Device, Evaluator, OpCost, Pass};
 use crate::error::{Error, Result};
+use crate::ops::{gemm_ops, BlockKind, CollectiveKind};
 use crate::output::{self, num, Format};
 use crate::spec::registry::{builtin_names, load_gpu, Kind};
 use crate::spec::{System, WeightFormat};
@@ -182,35 +182,21 @@ fn block_ops(
     let l = load(args)?;
     let ev = Evaluator::new(&l.model, &l.system, l.parallel, params_of(&l.system))?;
     let step = ev.evaluate(&pass);
-    let class = step
-        .classes
-        .iter()
-        .find(|c| c.class.moe == moe_block || !moe_block)
-        .ok_or_else(|| Error::Scenario(format!("model {} has no MoE layer", l.model.name)))?;
-    if moe_block && !class.class.moe {
-        return Err(Error::Scenario(format!(
-            "model {} has no MoE layer",
-            l.model.name
-        )));
+    let block = if moe_block {
+        step.blocks.iter().find(|b| b.kind == BlockKind::Moe)
+    } else {
+        step.layers.first().map(|&(a, _)| &step.blocks[a])
     }
-    let split = class
-        .ops
-        .iter()
-        .position(|o| o.name == "post_attention_layernorm")
-        .unwrap_or(class.ops.len());
+    .ok_or_else(|| Error::Scenario(format!("model {} has no MoE layer", l.model.name)))?;
     let ops: Vec<OpCost> = if moe_block {
-        class.ops[split + 1..]
+        block
+            .ops
             .iter()
             .copied()
-            .filter(|o| {
-                matches!(
-                    o.category,
-                    Category::Moe | Category::Dequant | Category::Allreduce | Category::Alltoall
-                )
-            })
+            .filter(|o| o.category != Category::Other)
             .collect()
     } else {
-        class.ops[..split].to_vec()
+        block.ops.clone()
     };
     Ok((
         ops,
@@ -240,22 +226,16 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
                     "--m, --n and --k must be at least 1".into(),
                 ));
             }
-            let run = |p: CostParams| {
-                let mut v = Vec::new();
-                Device::new(&sys, p).gemm(
-                    &mut v,
-                    "gemm",
-                    Category::Gemm,
-                    *m as f64,
-                    *n as f64,
-                    *k as f64,
-                    fmt,
-                    1,
-                );
-                v
-            };
-            let ops = run(CostParams::default_for(&sys));
-            let sol = run(CostParams::speed_of_light());
+            let list = gemm_ops(
+                &sys.spec.engine.unfused_dequant,
+                *m as f64,
+                *n as f64,
+                *k as f64,
+                fmt,
+            );
+            let run = |p: CostParams| Ok::<_, Error>(cost_all(&list, &Device::new(&sys, p)?));
+            let ops = run(CostParams::default_for(&sys))?;
+            let sol = run(CostParams::speed_of_light())?;
             let r = report(
                 format!("gemm m={m} n={n} k={k} {fmt}"),
                 format!("{} (efficiencies of {})", sys.gpu.name, sys.spec.name),
@@ -280,14 +260,14 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
                     sys.spec.gpu_count, sys.spec.name
                 )));
             }
+            let list = crate::ops::collective_ops("allreduce", CollectiveKind::AllReduce, b, n);
             let run = |p: CostParams| {
-                let c = collective::allreduce(&sys, b, n, &p);
-                let mut v = Vec::new();
-                Device::new(&sys, p).collective(&mut v, "allreduce", Category::Allreduce, c, b);
-                (v, c.algo.name().to_string())
+                let dev = Device::new(&sys, p)?;
+                let algo = collective_cost(&dev, CollectiveKind::AllReduce, b, n).algo;
+                Ok::<_, Error>((cost_all(&list, &dev), algo.name().to_string()))
             };
-            let (ops, algo) = run(CostParams::default_for(&sys));
-            let (sol, _) = run(CostParams::speed_of_light());
+            let (ops, algo) = run(CostParams::default_for(&sys))?;
+            let (sol, _) = run(CostParams::speed_of_light())?;
             let r = report(
                 format!("allreduce {} over {n} GPUs", Bytes(b)),
                 sys.spec.name.clone(),

@@ -48,6 +48,12 @@ impl AllReduceAlgo {
     }
 }
 
+impl serde::Serialize for AllReduceAlgo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 /// A collective's time split into its latency and bandwidth parts (seconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CollectiveCost {
@@ -93,16 +99,29 @@ fn hop_latency(system: &System) -> f64 {
 }
 
 fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
-    let eng = &system.spec.engine;
-    let link = &system.link;
-    let bw = link_bandwidth(system, n) * p.link_efficiency;
     let steps = 2.0 * (n as f64 - 1.0);
-    let bus_bytes = steps / n as f64 * bytes;
-    let algos: &[NcclAlgorithm] = match eng.nccl_algorithm {
+    let algos: &[NcclAlgorithm] = match system.spec.engine.nccl_algorithm {
         NcclAlgorithm::Auto => &[NcclAlgorithm::Ring, NcclAlgorithm::Tree],
         NcclAlgorithm::Ring => &[NcclAlgorithm::Ring],
         NcclAlgorithm::Tree => &[NcclAlgorithm::Tree],
     };
+    nccl_best(system, algos, steps / n as f64 * bytes, steps, n, p)
+}
+
+/// NCCL's model for `bus_bytes` over `steps` hops among `n` GPUs: base latency per call,
+/// hardware latency per step, and the bus bytes at the protocol's share of the link; the
+/// fastest of `algos` × the protocols the engine allows, as NCCL's tuner picks.
+fn nccl_best(
+    system: &System,
+    algos: &[NcclAlgorithm],
+    bus_bytes: f64,
+    steps: f64,
+    n: u32,
+    p: &CostParams,
+) -> CollectiveCost {
+    let eng = &system.spec.engine;
+    let link = &system.link;
+    let bw = link_bandwidth(system, n) * p.link_efficiency;
     let mut best = CollectiveCost {
         latency: f64::INFINITY,
         transfer: 0.0,
@@ -254,6 +273,42 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
         },
         ideal,
     )
+}
+
+/// All-gather where each rank contributes `bytes` (NCCL ring: `n − 1` steps, bus bytes
+/// `(n−1) · S`), or reduce-scatter of `bytes` per rank (`(n−1)/n · S`), with the fastest
+/// protocol the engine allows; never faster than one hop at the raw link rate.
+fn ring_collective(system: &System, bus_bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    if n <= 1 || bus_bytes <= 0.0 {
+        return CollectiveCost::ZERO;
+    }
+    let ideal = CollectiveCost {
+        latency: system.link.p2p_latency.0,
+        transfer: bus_bytes / system.link.bandwidth_per_direction.0,
+        algo: AllReduceAlgo::Ideal,
+    };
+    if p.is_sol() {
+        return ideal;
+    }
+    let best = nccl_best(
+        system,
+        &[NcclAlgorithm::Ring],
+        bus_bytes,
+        n as f64 - 1.0,
+        n,
+        p,
+    );
+    not_below(best, ideal)
+}
+
+/// All-gather: each of `n` ranks contributes `bytes` and ends with all `n · bytes`.
+pub fn all_gather(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    ring_collective(system, (n as f64 - 1.0) * bytes, n, p)
+}
+
+/// Reduce-scatter: each of `n` ranks holds `bytes` and ends with its `1/n` share of the sum.
+pub fn reduce_scatter(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    ring_collective(system, (n as f64 - 1.0) / n as f64 * bytes, n, p)
 }
 
 /// A modelled collective, never faster than its ideal counterpart.

@@ -1,17 +1,25 @@
-//! The cost model: per-operator roofline and collective costs, assembled per layer into the
-//! time of a forward pass, with the parameters (efficiencies, fixed costs) kept separate.
+//! What it costs: the only place an operator gets a price, and where a pass's priced
+//! operators add up to a step time.
+//!
+//! `ops/` says what runs; here `device` derives one GPU's rates under a parameter set,
+//! `price` turns each operator into time (roofline, collective model, fixed costs), and
+//! `step` sums a pass over its blocks, layers and pipeline stages. `params` holds the
+//! efficiencies and fixed costs calibration may change; `memory` reads weight and KV bytes
+//! off the same operator lists.
 
+pub mod breakdown;
 pub mod collective;
-pub mod moe;
-pub mod ops;
+pub mod device;
+pub mod memory;
 pub mod params;
+pub mod price;
 pub mod roofline;
-pub mod scenario;
 pub mod step;
-pub mod weights;
 
-pub use ops::{Breakdown, Category, OpCost};
+pub use crate::ops::{Category, Parallel, Pass, Phase};
+pub use breakdown::{Breakdown, OpCost};
+pub use device::Device;
 pub use params::{CostParams, Provenance};
+pub use price::cost;
 pub use roofline::Bound;
-pub use scenario::{Parallel, Pass, Phase};
 pub use step::{Evaluator, StepCost};

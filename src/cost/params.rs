@@ -5,7 +5,7 @@
 //! priors and engine fixed costs), and a calibrated set fitted to measurements. Calibration
 //! changes only these numbers; the cost formulas are the same for all three.
 
-use crate::spec::{FormatKind, System};
+use crate::spec::{FormatKind, PerFormat, System};
 use serde::{Deserialize, Serialize};
 
 /// Which parameter set produced a cost.
@@ -31,13 +31,13 @@ impl Provenance {
 }
 
 /// Efficiencies and fixed costs. Fractions are of datasheet peaks; times in seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CostParams {
     pub provenance: Provenance,
     /// Achieved fraction of peak DRAM bandwidth.
     pub memory_efficiency: f64,
     /// Achieved fraction of dense tensor peak per weight format (indexed by `FormatKind`).
-    pub gemm_efficiency: [f64; 6],
+    pub gemm_efficiency: PerFormat<f64>,
     /// Achieved fraction of BF16 peak by attention kernels.
     pub attention_efficiency: f64,
     /// Achieved fraction of the link's achievable bandwidth by collectives.
@@ -53,10 +53,6 @@ pub struct CostParams {
     pub step_overhead: f64,
 }
 
-fn format_index(f: FormatKind) -> usize {
-    FormatKind::ALL.iter().position(|x| *x == f).unwrap_or(0)
-}
-
 impl CostParams {
     /// The system file's defaults.
     pub fn default_for(system: &System) -> CostParams {
@@ -66,7 +62,7 @@ impl CostParams {
         CostParams {
             provenance: Provenance::Default,
             memory_efficiency: e.memory.0,
-            gemm_efficiency: FormatKind::ALL.map(|f| g.get(f)),
+            gemm_efficiency: PerFormat::from_fn(|f| g.get(f)),
             attention_efficiency: e.attention.0,
             link_efficiency: e.link.0,
             collective_latency_scale: 1.0,
@@ -81,7 +77,7 @@ impl CostParams {
         CostParams {
             provenance: Provenance::SpeedOfLight,
             memory_efficiency: 1.0,
-            gemm_efficiency: [1.0; 6],
+            gemm_efficiency: PerFormat::splat(1.0),
             attention_efficiency: 1.0,
             link_efficiency: 1.0,
             collective_latency_scale: 1.0,
@@ -96,10 +92,10 @@ impl CostParams {
     }
 
     pub fn gemm(&self, f: FormatKind) -> f64 {
-        self.gemm_efficiency[format_index(f)]
+        self.gemm_efficiency[f]
     }
 
     pub fn set_gemm(&mut self, f: FormatKind, v: f64) {
-        self.gemm_efficiency[format_index(f)] = v;
+        self.gemm_efficiency[f] = v;
     }
 }

@@ -10,7 +10,7 @@ pub mod system;
 
 pub use gpu::{GpuSpec, MathDtype};
 pub use interconnect::{InterconnectSpec, LinkKind};
-pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, WeightFormat};
+pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, WeightFormat};
 pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, SystemSpec, Topology};
 
 use crate::error::Result;

@@ -114,6 +114,52 @@ impl FormatKind {
     }
 }
 
+/// One value per weight format: a map keyed by [`FormatKind`], exhaustive by construction.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PerFormat<T>([T; 6]);
+
+impl<T: Copy> PerFormat<T> {
+    /// The same value for every format.
+    pub fn splat(v: T) -> Self {
+        PerFormat([v; 6])
+    }
+    /// A value per format from `f`.
+    pub fn from_fn(f: impl Fn(FormatKind) -> T) -> Self {
+        PerFormat(FormatKind::ALL.map(f))
+    }
+    /// Every (format, value) pair.
+    pub fn iter(&self) -> impl Iterator<Item = (FormatKind, T)> + '_ {
+        FormatKind::ALL.iter().map(|k| (*k, self[*k]))
+    }
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.0.iter_mut()
+    }
+}
+
+impl<T> std::ops::Index<FormatKind> for PerFormat<T> {
+    type Output = T;
+    fn index(&self, k: FormatKind) -> &T {
+        &self.0[k as usize]
+    }
+}
+
+impl<T> std::ops::IndexMut<FormatKind> for PerFormat<T> {
+    fn index_mut(&mut self, k: FormatKind) -> &mut T {
+        &mut self.0[k as usize]
+    }
+}
+
+impl<T: Serialize + Copy> Serialize for PerFormat<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(6))?;
+        for (k, v) in self.iter() {
+            m.serialize_entry(&k, &v)?;
+        }
+        m.end()
+    }
+}
+
 /// A weight storage format with its scale overhead.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WeightFormat {

@@ -1,57 +1,11 @@
-//! Typed operator costs and the categories the breakdown sums them into.
+//! Priced operators and the categories the breakdown sums them into.
 
+use crate::cost::collective::AllReduceAlgo;
+use crate::cost::params::Provenance;
 use crate::cost::roofline::Bound;
+use crate::ops::Category;
+use crate::spec::MathDtype;
 use serde::Serialize;
-
-/// Breakdown categories. `gemm` holds the dense projections (attention q/kv/o, dense MLP,
-/// lm_head); `attention` the attention kernels over the KV cache; `moe` the router, routed
-/// and shared experts; `dequant` separate weight-cast passes; `allreduce` tensor-parallel
-/// all-reduces; `alltoall` expert-parallel dispatch/combine; `pipeline` stage-to-stage
-/// transfers and waits; `other` norms, rotary, embedding, sampling, logits gather;
-/// `overhead` per-kernel gaps/launches and the engine's per-step cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Category {
-    Gemm,
-    Attention,
-    Moe,
-    Dequant,
-    Allreduce,
-    Alltoall,
-    Pipeline,
-    Other,
-    Overhead,
-}
-
-impl Category {
-    pub const ALL: [Category; 9] = [
-        Category::Gemm,
-        Category::Attention,
-        Category::Moe,
-        Category::Dequant,
-        Category::Allreduce,
-        Category::Alltoall,
-        Category::Pipeline,
-        Category::Other,
-        Category::Overhead,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Category::Gemm => "gemm",
-            Category::Attention => "attention",
-            Category::Moe => "moe",
-            Category::Dequant => "dequant",
-            Category::Allreduce => "allreduce",
-            Category::Alltoall => "alltoall",
-            Category::Pipeline => "pipeline",
-            Category::Other => "other",
-            Category::Overhead => "overhead",
-        }
-    }
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// Time per category, seconds, indexed by `Category::index`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -83,7 +37,7 @@ impl Breakdown {
     }
 }
 
-/// One operator of a forward pass on one GPU, with its cost.
+/// One operator of a forward pass on one GPU, priced.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct OpCost {
     /// What the serving stack runs (e.g. `q_b_proj`, `routed_experts`, `allreduce_attn`).
@@ -101,7 +55,11 @@ pub struct OpCost {
     /// Kernels the op launches.
     pub kernels: u32,
     /// Math dtype the op computes in (for the roofline plot), `None` for memory-only ops.
-    pub math: Option<&'static str>,
+    pub math: Option<MathDtype>,
+    /// Algorithm a collective ran with.
+    pub algorithm: Option<AllReduceAlgo>,
+    /// Parameter set that priced it.
+    pub provenance: Provenance,
 }
 
 impl OpCost {

@@ -1,0 +1,177 @@
+//! The price of one operator on one GPU: the only place an [`Operator`] becomes a time.
+//!
+//! Compute and memory work go through the roofline (`cost::roofline`): GEMMs at the rate of
+//! the dtype they compute in times the format's efficiency, attention kernels at the BF16
+//! rate times the attention efficiency, elementwise kernels at the BF16 peak; all at the
+//! attainable DRAM bandwidth. Collectives go through NCCL's or the engine's model
+//! (`cost::collective`). Each kernel adds its fixed cost (`Device::overhead`).
+//!
+//! At the speed of light a separate dequantization pass is free (an ideal kernel fuses it)
+//! and the GEMM after it reads the stored, quantized weights.
+
+use crate::cost::breakdown::OpCost;
+use crate::cost::collective::{self, AllReduceAlgo, CollectiveCost};
+use crate::cost::device::Device;
+use crate::cost::roofline::{roofline, Bound};
+use crate::ops::Category;
+use crate::ops::{CollectiveKind, Op, Operator};
+use crate::spec::{FormatKind, MathDtype, WeightFormat};
+
+/// The last collective priced, reused when the next one is the same call (every TP
+/// all-reduce of a pass moves the same bytes over the same ranks).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CollectiveMemo(Option<(CollectiveKind, f64, u32, CollectiveCost)>);
+
+/// Price one operator on `dev`.
+pub fn cost(op: &Operator, dev: &Device) -> OpCost {
+    cost_with(op, dev, &mut CollectiveMemo::default())
+}
+
+/// Price every operator of a list.
+pub fn cost_all(ops: &[Operator], dev: &Device) -> Vec<OpCost> {
+    let mut memo = CollectiveMemo::default();
+    ops.iter().map(|o| cost_with(o, dev, &mut memo)).collect()
+}
+
+/// [`cost`] reusing `memo` for repeated collectives.
+#[inline]
+pub fn cost_with(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> OpCost {
+    let (flops, bytes, time, bound, math, algorithm) = work(op, dev, memo);
+    OpCost {
+        name: op.name,
+        category: op.category,
+        flops,
+        bytes,
+        time,
+        overhead: dev.overhead(op.kernels, time),
+        bound,
+        kernels: op.kernels,
+        math,
+        algorithm,
+        provenance: dev.params.provenance,
+    }
+}
+
+type Work = (
+    f64,
+    f64,
+    f64,
+    Bound,
+    Option<MathDtype>,
+    Option<AllReduceAlgo>,
+);
+
+fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
+    let sol = dev.params.is_sol();
+    let mem = dev.mem_bw;
+    let plain = |flops: f64, bytes: f64, rate: f64, math: Option<MathDtype>| {
+        let (t, b) = roofline(flops, bytes, rate, mem);
+        (flops, bytes, t, b, math, None)
+    };
+    match op.op {
+        Op::Gemm {
+            m,
+            n,
+            k,
+            weights,
+            after_cast,
+            ..
+        } => {
+            let (weight_bytes, kind) = weights_read(n * k, weights, after_cast && !sol);
+            let flops = 2.0 * m * n * k;
+            let bytes = weight_bytes + (m * k + m * n) * 2.0;
+            plain(flops, bytes, dev.gemm_rate[kind], Some(dev.gemm_math[kind]))
+        }
+        Op::MoeGemm {
+            touched_experts,
+            expert_elems,
+            routed_tokens,
+            hidden,
+            width,
+            weights,
+            after_cast,
+            ..
+        } => {
+            let (weight_bytes, kind) =
+                weights_read(touched_experts * expert_elems, weights, after_cast && !sol);
+            let flops = 2.0 * routed_tokens * expert_elems;
+            let act_bytes = routed_tokens * (2.0 * hidden + 3.0 * width) * 2.0;
+            plain(
+                flops,
+                weight_bytes + act_bytes,
+                dev.gemm_rate[kind],
+                Some(dev.gemm_math[kind]),
+            )
+        }
+        Op::Dequant { elems, from } => {
+            if sol {
+                (0.0, 0.0, 0.0, Bound::Memory, None, None)
+            } else {
+                plain(0.0, elems * (from.bytes_per_weight() + 2.0), 1.0, None)
+            }
+        }
+        Op::Attention { flops, bytes, .. } => {
+            plain(flops, bytes, dev.attention_rate, Some(MathDtype::Bf16))
+        }
+        Op::Elementwise { flops, bytes, .. } => plain(flops, bytes, dev.bf16_peak, None),
+        Op::Embedding { rows, hidden, .. } => {
+            plain(0.0, rows * hidden * 2.0 * 2.0, dev.bf16_peak, None)
+        }
+        Op::Sampling { rows, vocab } => plain(
+            rows * vocab * 6.0,
+            rows * vocab * 4.0 * 2.0,
+            dev.bf16_peak,
+            None,
+        ),
+        Op::Collective { kind, bytes, ranks } => {
+            let c = match memo.0 {
+                Some((k, b, n, c)) if k == kind && b == bytes && n == ranks => c,
+                _ => {
+                    let c = collective_cost(dev, kind, bytes, ranks);
+                    memo.0 = Some((kind, bytes, ranks, c));
+                    c
+                }
+            };
+            let bound = if c.latency >= c.transfer {
+                Bound::Latency
+            } else {
+                Bound::Link
+            };
+            (0.0, bytes, c.time(), bound, None, Some(c.algo))
+        }
+    }
+}
+
+/// Bytes a GEMM reads for `elems` weights stored as `w`, and the format it computes from:
+/// BF16 after a separate cast pass, else the stored format.
+fn weights_read(elems: f64, w: WeightFormat, cast: bool) -> (f64, FormatKind) {
+    if cast {
+        (elems * 2.0, FormatKind::Bf16)
+    } else {
+        (elems * w.bytes_per_weight(), w.kind)
+    }
+}
+
+/// A collective's cost on `dev`'s system under its parameters.
+pub fn collective_cost(
+    dev: &Device,
+    kind: CollectiveKind,
+    bytes: f64,
+    ranks: u32,
+) -> CollectiveCost {
+    let (s, p) = (dev.system, &dev.params);
+    match kind {
+        CollectiveKind::AllReduce => collective::allreduce(s, bytes, ranks, p),
+        CollectiveKind::AllGather => collective::all_gather(s, bytes, ranks, p),
+        CollectiveKind::ReduceScatter => collective::reduce_scatter(s, bytes, ranks, p),
+        CollectiveKind::AllToAll => collective::all_to_all(s, bytes, ranks, p),
+        CollectiveKind::Gather | CollectiveKind::SendRecv => collective::send_recv(s, bytes, p),
+    }
+}
+
+/// Time of a category's share of an operator, for the breakdown: kernel time goes to the
+/// operator's category, fixed cost to `overhead`.
+pub fn add_to(b: &mut crate::cost::Breakdown, c: &OpCost) {
+    b.add(c.category, c.time);
+    b.add(Category::Overhead, c.overhead);
+}

@@ -1,0 +1,128 @@
+//! The MoE feed-forward block: norm, router (gate GEMM and top-k), routed experts as one
+//! fused kernel, shared experts, and the collective that returns the result: a TP
+//! all-reduce, or dispatch and combine across expert-parallel groups when attention runs
+//! data-parallel.
+//!
+//! Each GPU holds `experts / ep` experts, tensor-split over its group's `tp × dp / ep` GPUs.
+//! Tokens of every data-parallel replica reach the experts, and a GPU reads only the experts
+//! its share of the batch touches (`ops::routing::expected_experts_touched`).
+
+use crate::ops::collective::{ep_all_to_all, tp_allreduce};
+use crate::ops::layers::BuildContext;
+use crate::ops::routing::expected_experts_touched;
+use crate::ops::Category;
+use crate::ops::{casts, elementwise, norm, push_gemm, Op, Operator};
+
+/// Norm, router, experts and the block's collective for one MoE layer.
+pub fn moe_block(cx: &BuildContext, out: &mut Vec<Operator>) {
+    out.push(norm("post_attention_layernorm", cx.tokens, cx.hidden));
+    let Some(moe) = cx.model.moe() else {
+        return;
+    };
+    moe_ops(cx, out);
+    if cx.par.dp > 1 {
+        ep_all_to_all(cx, moe.top_k as f64, out);
+    } else {
+        tp_allreduce(cx, "allreduce_moe", out);
+    }
+}
+
+/// Router, routed experts and shared experts on one GPU.
+pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
+    let Some(moe) = cx.model.moe() else {
+        return;
+    };
+    let q = &cx.model.quantization;
+    let par = cx.par;
+    let (h, tokens) = (cx.hidden, cx.tokens);
+    let e = moe.experts as f64;
+    let k = moe.top_k as f64;
+    let ie = moe.expert_intermediate as f64;
+    push_gemm(
+        out,
+        cx.unfused,
+        "router_gate",
+        Category::Moe,
+        tokens,
+        e,
+        h,
+        q.router(),
+    );
+    out.push(elementwise(
+        "router_topk",
+        Category::Moe,
+        (tokens, e),
+        tokens * e * 4.0 * 2.0,
+        tokens * e * 8.0,
+        2,
+    ));
+    let all_tokens = cx.pass.all_tokens();
+    let ep = par.ep as f64;
+    let moe_tp = par.moe_tp() as f64;
+    let local_experts = e / ep;
+    let touched = expected_experts_touched(e, k, all_tokens) / ep;
+    let fmt = q.routed_experts();
+    let expert_elems = 3.0 * h * ie / moe_tp;
+    let after_cast = casts(cx.unfused, fmt);
+    let touched = touched.min(local_experts);
+    if after_cast {
+        out.push(Operator::new(
+            "experts_dequant_cast",
+            Category::Dequant,
+            1,
+            Op::Dequant {
+                elems: touched * expert_elems,
+                from: fmt,
+            },
+        ));
+    }
+    // align/sort, gate_up, activation, down, weighted sum
+    out.push(Operator::new(
+        "routed_experts",
+        Category::Moe,
+        5,
+        Op::MoeGemm {
+            local_experts,
+            touched_experts: touched,
+            top_k: k,
+            expert_elems,
+            routed_tokens: all_tokens * k / ep,
+            hidden: h,
+            width: ie / moe_tp,
+            weights: fmt,
+            after_cast,
+        },
+    ));
+    if moe.shared > 0 {
+        let si = ie * moe.shared as f64 / par.tp as f64;
+        let sfmt = q.shared_experts();
+        push_gemm(
+            out,
+            cx.unfused,
+            "shared_gate_up",
+            Category::Moe,
+            tokens,
+            2.0 * si,
+            h,
+            sfmt,
+        );
+        out.push(elementwise(
+            "shared_act",
+            Category::Moe,
+            (tokens, si),
+            tokens * si * 2.0 * 3.0,
+            tokens * si * 4.0,
+            1,
+        ));
+        push_gemm(
+            out,
+            cx.unfused,
+            "shared_down",
+            Category::Moe,
+            tokens,
+            h,
+            si,
+            sfmt,
+        );
+    }
+}

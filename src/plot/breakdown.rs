@@ -1,12 +1,15 @@
 //! Stacked bars of time by category: one bar per concurrency, per system or per layer, each
 //! split into the breakdown categories (gemm, attention, moe, all-reduce, …).
 //!
-//! A category keeps one colour in every chart (see `canvas::CATEGORY_COLORS`) and stacks
+//! A category keeps one colour in every chart (see `palette::CATEGORY_COLORS`) and stacks
 //! in the same order, so charts side by side compare at a glance. The legend sits outside
 //! the plot on the right, top to bottom in the order the segments stack, so it never covers
 //! a bar.
 
-use super::canvas::*;
+use super::{
+    axis::*, canvas::*, categories::*, font::*, layout::*, legend::*, numbers::*, palette::*,
+    text::*,
+};
 use super::{render_svg, write_chart, Chart};
 use crate::error::Result;
 use crate::predict::Prediction;

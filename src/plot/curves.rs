@@ -6,7 +6,7 @@
 //! only draws it. The x axis is log-2 when `log_x` is set (concurrency doubles), the y axis
 //! log-10 when `log_y` is set and linear from zero otherwise.
 
-use super::canvas::*;
+use super::{axis::*, canvas::*, font::*, layout::*, legend::*, marker::*, palette::*, text::*};
 use super::{render_svg, write_chart, Chart};
 use crate::error::Result;
 use plotters::prelude::*;

@@ -4,7 +4,10 @@
 //! Series take colours from the shared palette in order; the legend sits outside on the
 //! right. Values are printed above the bars when they fit.
 
-use super::canvas::*;
+use super::{
+    axis::*, canvas::*, categories::*, font::*, layout::*, legend::*, numbers::*, palette::*,
+    text::*,
+};
 use super::{render_svg, write_chart, Chart};
 use crate::error::Result;
 use plotters::prelude::*;

@@ -5,7 +5,9 @@
 //! (red below, blue above, near-white at 1), so a slowdown never looks like a small
 //! speedup; otherwise it is sequential (viridis) from the smallest value to the largest.
 
-use super::canvas::*;
+use super::{
+    axis::*, canvas::*, categories::*, font::*, layout::*, numbers::*, palette::*, text::*,
+};
 use super::{render_svg, write_chart, Chart};
 use crate::error::Result;
 use plotters::prelude::*;

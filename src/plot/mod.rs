@@ -11,13 +11,22 @@
 //! it) and registered with plotters before the first chart, so rendering needs no system
 //! font library and the same input gives byte-identical files on every machine.
 
+mod axis;
 pub mod breakdown;
 mod canvas;
+mod categories;
 pub mod curves;
+mod font;
 pub mod grouped_bars;
 pub mod heatmap;
+mod layout;
+mod legend;
+mod marker;
+mod numbers;
+mod palette;
 pub mod records;
 pub mod roofline;
+mod text;
 
 pub use breakdown::{breakdown, StackedBars};
 pub use curves::{curves, CurveChart, Measured, Series};
@@ -29,36 +38,10 @@ use crate::error::{Error, Result};
 use crate::predict::Prediction;
 use crate::spec::GpuSpec;
 use canvas::Drawn;
+use font::ensure_fonts;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
-
-/// DejaVu Sans 2.37 from Debian's fonts-dejavu-core (Bitstream Vera licence, see
-/// `assets/fonts/LICENSE-DejaVu.txt`).
-pub(crate) static DEJAVU_SANS: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
-
-static FONTS: Once = Once::new();
-static FONTS_OK: AtomicBool = AtomicBool::new(false);
-
-/// Register the embedded font as plotters' "sans-serif" (normal and bold) once per process.
-fn ensure_fonts() -> Result<()> {
-    FONTS.call_once(|| {
-        let ok = [FontStyle::Normal, FontStyle::Bold]
-            .into_iter()
-            .all(|style| register_font(canvas::FAMILY, style, DEJAVU_SANS).is_ok());
-        FONTS_OK.store(ok, Ordering::SeqCst);
-    });
-    if FONTS_OK.load(Ordering::SeqCst) {
-        Ok(())
-    } else {
-        Err(Error::Plot(
-            "the embedded DejaVu Sans font could not be loaded".into(),
-        ))
-    }
-}
 
 /// Image formats a chart can be written as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,8 +112,8 @@ pub(crate) fn write_chart<C: Chart>(chart: &C, path: &Path) -> Result<()> {
                 }
             }
             // plotters places ab_glyph glyphs on whole pixels without their side bearings,
-            // which spaces letters unevenly; PNG text is rasterised by `canvas` instead.
-            let _raster = canvas::RasterText::on();
+            // which spaces letters unevenly; PNG text is rasterised by `font` instead.
+            let _raster = font::RasterText::on();
             let root = BitMapBackend::new(path, chart.size()).into_drawing_area();
             chart
                 .draw(&root)
@@ -307,7 +290,7 @@ mod tests {
     fn fonts_register_once_and_measure_text() {
         ensure_fonts().unwrap();
         ensure_fonts().unwrap();
-        let (w, h) = canvas::text_size("Roofline", 20.0);
+        let (w, h) = font::text_size("Roofline", 20.0);
         assert!(w > 40 && h > 10, "{w}x{h}");
     }
 }

@@ -9,7 +9,9 @@
 //! the largest few are named. Operators without FLOPs (collectives, pure copies) have no
 //! place on a roofline: a note under the chart lists them with their share of the step.
 
-use super::canvas::*;
+use super::{
+    axis::*, canvas::*, font::*, layout::*, legend::*, marker::*, numbers::*, palette::*, text::*,
+};
 use super::{render_svg, write_chart, Chart};
 use crate::error::Result;
 use crate::predict::{OpRow, Prediction};

@@ -25,6 +25,22 @@ fn bench(c: &mut Criterion) {
             })
         },
     );
+    // Unstructured points: every evaluation a fresh (batch, context), the full model priced
+    // with nothing shared between points.
+    g.bench_function(
+        "step time, unstructured points (full model, no sharing)",
+        |b| {
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            b.iter(|| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let batch = (x % 4096 + 1) as f64;
+                let context = ((x >> 20) % 131_072 + 1) as f64;
+                black_box(ev.step_time(black_box(&Pass::decode(batch, context))))
+            })
+        },
+    );
     let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
     g.bench_function("predict record (default + SOL + memory + rows)", |b| {
         b.iter(|| black_box(predict(&sc, black_box(64), 4096).unwrap().tpot_ms))
@@ -49,8 +65,8 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    // The design-space explorer on all cores: 4 systems x 64 batches x 16 contexts per
-    // iteration, Pareto front only (no output formatting).
+    // The design-space explorer on all cores: 4 systems x 64 batches x 128 contexts per
+    // iteration (the README grid's shape, thinned in batch), Pareto front only.
     let systems: Vec<(String, System)> = [
         "8x-rtx-pro-6000-pcie",
         "8x-h200-nvlink",
@@ -61,13 +77,13 @@ fn bench(c: &mut Criterion) {
     .map(|n| (n.to_string(), System::load(n).unwrap()))
     .collect();
     let batches: Vec<u32> = (1..=64).map(|b| b * 64).collect();
-    let contexts: Vec<u32> = (1..=16).map(|c| c * 8192).collect();
+    let contexts: Vec<u32> = (1..=128).map(|c| c * 1024).collect();
     let mut g = c.benchmark_group("explore");
     g.throughput(Throughput::Elements(
         (systems.len() * batches.len() * contexts.len()) as u64,
     ));
     g.bench_function(
-        "kimi-k2.5-int4, 4 systems x 64 batches x 16 contexts, pareto",
+        "kimi-k2.5-int4, 4 systems x 64 batches x 128 contexts, pareto",
         |b| {
             b.iter(|| {
                 let mut sink = std::io::sink();

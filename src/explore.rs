@@ -7,7 +7,7 @@
 //! threads take in turn, and the writer emits chunks in order, so output is deterministic.
 
 use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
-use crate::cost::{CostParams, Evaluator, Parallel, Pass};
+use crate::cost::{CostParams, Evaluator, Parallel};
 use crate::error::{Error, Result};
 use crate::spec::{ModelSpec, System, WeightFormat};
 use serde::Serialize;
@@ -254,6 +254,8 @@ pub fn explore(
         }
     }
     let per_combo = batches.len() * contexts.len();
+    let context_values: Vec<f64> = contexts.iter().map(|&c| c as f64).collect();
+    let context_values = &context_values;
     let total = prepared.len() * per_combo;
     // Chunks of whole context rows: (combo, batch index range).
     let rows_per_chunk = (16_384 / contexts.len().max(1)).max(1);
@@ -288,9 +290,14 @@ pub fn explore(
                 let pr = &prepared[ci];
                 let mut text = String::new();
                 let mut local = Vec::new();
+                let mut times = Vec::with_capacity(contexts.len());
                 for &b in &batches[b0..b1] {
-                    for &ctx in contexts {
-                        let t = pr.ev.step_time(&Pass::decode(b as f64, ctx as f64));
+                    // At one batch, throughput is batch / TPOT: the fitting point of least
+                    // TPOT dominates the rest of the row, so only it can reach the front.
+                    let mut row_best: Option<DesignPoint> = None;
+                    // Context-free operators once per batch, attention per context.
+                    pr.ev.decode_times(b as f64, &context_values, &mut times);
+                    for (&ctx, &t) in contexts.iter().zip(&times) {
                         let thr = b as f64 / t;
                         let p = DesignPoint {
                             combo: ci,
@@ -304,13 +311,14 @@ pub fn explore(
                                     <= pr.kv_budget,
                         };
                         if pareto {
-                            if p.fits {
-                                local.push(p);
+                            if p.fits && row_best.is_none_or(|r| p.tpot_ms < r.tpot_ms) {
+                                row_best = Some(p);
                             }
                         } else {
                             render(&mut text, combos, &p, stream);
                         }
                     }
+                    local.extend(row_best);
                 }
                 if pareto {
                     local = pareto_front(local);

@@ -279,3 +279,33 @@ fn pipeline_stages_split_the_weights() {
         }
     }
 }
+
+/// The explorer's separable grid (context-free operators once per batch, attention per
+/// context) gives exactly what a full evaluation gives, for every layout kind.
+#[test]
+fn context_grid_equals_full_evaluation() {
+    for (model, system, par) in [
+        ("kimi-k2.5-int4", "8x-rtx-pro-6000-pcie", "tp8"),
+        ("deepseek-v3-fp8", "8x-h200-nvlink", "tp4pp2"),
+        ("gpt-oss-120b", "8x-h100-nvlink", "tp2ep2dp2"),
+        ("llama-3.1-70b", "8x-h100-nvlink", "tp8"),
+    ] {
+        let m = load_model(model).unwrap();
+        let s = System::load(system).unwrap();
+        let par: Parallel = par.parse().unwrap();
+        for params in [CostParams::default_for(&s), CostParams::speed_of_light()] {
+            let ev = Evaluator::new(&m, &s, par, params).unwrap();
+            let contexts = [0.0, 1.0, 1000.0, 4096.0, 131072.0];
+            let mut out = Vec::new();
+            for batch in [1.0, 7.0, 64.0, 1000.0] {
+                ev.decode_times(batch, &contexts, &mut out);
+                for (c, t) in contexts.iter().zip(&out) {
+                    let pass = Pass::decode(batch, *c);
+                    let full = ev.evaluate(&pass).total;
+                    assert_eq!(*t, full, "{model} {par} batch {batch} context {c}");
+                    assert_eq!(ev.step_time(&pass), full);
+                }
+            }
+        }
+    }
+}

@@ -250,3 +250,63 @@ fn explore_agrees_with_predict_and_the_front_is_undominated() {
                 && b.throughput_per_gpu_tok_s > a.throughput_per_gpu_tok_s));
     }
 }
+
+/// explore's streamed reduction to the Pareto front (one candidate per batch row) gives the
+/// same front as the brute-force front over every point it streams.
+#[test]
+fn explore_pareto_equals_the_front_of_all_points() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let systems: Vec<(String, System)> = ["8x-rtx-pro-6000-pcie", "8x-h200-nvlink"]
+        .iter()
+        .map(|n| (n.to_string(), System::load(n).unwrap()))
+        .collect();
+    let batches: Vec<u32> = (1..=40).map(|b| b * 13).collect();
+    let contexts: Vec<u32> = (0..30).map(|c| 1 + c * 4999).collect();
+    let run = |stream, pareto| {
+        let mut buf = Vec::new();
+        let (_, summary) = explore(
+            &model,
+            &systems,
+            &[None],
+            &[None],
+            &batches,
+            &contexts,
+            stream,
+            pareto,
+            &mut buf,
+            None,
+        )
+        .unwrap();
+        (summary, String::from_utf8(buf).unwrap())
+    };
+    let (summary, _) = run(Stream::None, true);
+    let (_, lines) = run(Stream::JsonLines, false);
+    let all: Vec<DesignPoint> = lines
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            DesignPoint {
+                combo: usize::from(v["system"] != "8x-rtx-pro-6000-pcie"),
+                batch: v["batch"].as_u64().unwrap() as u32,
+                context: v["context"].as_u64().unwrap() as u32,
+                tpot_ms: v["tpot_ms"].as_f64().unwrap(),
+                throughput_tok_s: v["throughput_tok_s"].as_f64().unwrap(),
+                throughput_per_gpu_tok_s: v["throughput_per_gpu_tok_s"].as_f64().unwrap(),
+                fits: v["fits"].as_bool().unwrap(),
+            }
+        })
+        .filter(|p| p.fits)
+        .collect();
+    let brute = pareto_front(all);
+    assert!(brute.len() > 3, "front too small to test: {}", brute.len());
+    let got: Vec<(u64, u64)> = summary
+        .pareto
+        .iter()
+        .map(|r| (r["batch"].as_u64().unwrap(), r["context"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(u64, u64)> = brute
+        .iter()
+        .map(|p| (p.batch as u64, p.context as u64))
+        .collect();
+    assert_eq!(got, want);
+}

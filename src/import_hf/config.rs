@@ -1,0 +1,1013 @@
+//! Reading a Hugging Face `config.json`: the architecture, the fields rooftop's
+//! [`ModelConfig`] names, and the layout of the decoder's Linear modules (which the
+//! quantization rules are matched against).
+//!
+//! Why it is apart: `config.json` is read field by field with the file's own names, and every
+//! key read is remembered ([`Obj`]) so that a field neither mapped nor in [`IRRELEVANT`] is
+//! reported instead of silently dropped; errors name the file, the line and the field
+//! ([`Ctx`]). The families differ in which keys carry the experts and which layers are dense,
+//! and the [`Keys`] it returns let the TOML keep the file's names. Touches no files.
+
+use super::quant::Group;
+use crate::error::{Error, Result};
+use crate::spec::model::ModelConfig;
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+
+/// Architectures (`architectures[0]`) the import understands. Any name containing both
+/// "Glm" and "Moe" is read as the GLM MoE family as well.
+pub const SUPPORTED: &[&str] = &[
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "KimiK25ForConditionalGeneration",
+    "KimiVLForConditionalGeneration",
+    "Glm4MoeForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Qwen3ForCausalLM",
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "MixtralForCausalLM",
+    "GptOssForCausalLM",
+];
+
+/// `config.json` fields that do not change the shapes or bytes of a decode step: numerics
+/// (norm epsilons, activation, dtype of the training run), positional encoding (RoPE),
+/// routing decisions (rooftop assumes balanced routing), token ids, training-only settings
+/// and generation defaults. Anything else unmapped is reported.
+pub const IRRELEVANT: &[&str] = &[
+    // bookkeeping
+    "_name_or_path",
+    "_commit_hash",
+    "_attn_implementation",
+    "auto_map",
+    "model_type",
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "use_cache",
+    "tokenizer_class",
+    // token ids
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "ignore_index",
+    "media_placeholder_token_id",
+    "video_placeholder",
+    "use_unified_vision_chunk",
+    // numerics and training
+    "initializer_range",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "hidden_act",
+    "attention_dropout",
+    "attention_bias",
+    "mlp_bias",
+    "pretraining_tp",
+    "use_qk_norm",
+    "swiglu_limit",
+    "output_router_logits",
+    "router_aux_loss_coef",
+    "router_jitter_noise",
+    "aux_loss_alpha",
+    "seq_aux",
+    "ep_size",
+    // positional encoding
+    "max_position_embeddings",
+    "initial_context_length",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_interleave",
+    "indexer_rope_interleave",
+    "partial_rotary_factor",
+    // routing function (balanced routing assumed; cost does not depend on which experts)
+    "n_group",
+    "topk_group",
+    "topk_method",
+    "scoring_func",
+    "routed_scaling_factor",
+    "norm_topk_prob",
+    // generation defaults and PretrainedConfig boilerplate of older dumps
+    "return_dict",
+    "output_hidden_states",
+    "output_attentions",
+    "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "pruned_heads",
+    "chunk_size_feed_forward",
+    "is_encoder_decoder",
+    "is_decoder",
+    "cross_attention_hidden_size",
+    "add_cross_attention",
+    "tie_encoder_decoder",
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "finetuning_task",
+    "id2label",
+    "label2id",
+    "prefix",
+    "task_specific_params",
+    "problem_type",
+];
+
+/// Architecture families: which field names carry the experts, and how layers are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Family {
+    /// DeepSeek-V2/V3 and the Kimi models built on them (MLA, shared experts, leading dense).
+    DeepSeek,
+    /// GLM-4.5 (GQA) and GLM-5 (MLA + DSA): DeepSeek field names.
+    GlmMoe,
+    Qwen3Moe,
+    Qwen3,
+    /// Llama and Mistral: dense GQA.
+    Llama,
+    Mixtral,
+    GptOss,
+}
+
+impl Family {
+    fn of(arch: &str) -> Option<Family> {
+        Some(match arch {
+            "DeepseekV2ForCausalLM"
+            | "DeepseekV3ForCausalLM"
+            | "KimiK25ForConditionalGeneration"
+            | "KimiVLForConditionalGeneration" => Family::DeepSeek,
+            "Qwen3MoeForCausalLM" => Family::Qwen3Moe,
+            "Qwen3ForCausalLM" => Family::Qwen3,
+            "LlamaForCausalLM" | "MistralForCausalLM" => Family::Llama,
+            "MixtralForCausalLM" => Family::Mixtral,
+            "GptOssForCausalLM" => Family::GptOss,
+            a if a.contains("Glm") && a.contains("Moe") => Family::GlmMoe,
+            _ => return None,
+        })
+    }
+
+    /// The `config.json` name of the routed-expert count (None: a dense family).
+    fn experts_key(self) -> Option<&'static str> {
+        match self {
+            Family::DeepSeek | Family::GlmMoe => Some("n_routed_experts"),
+            Family::Qwen3Moe => Some("num_experts"),
+            Family::Mixtral | Family::GptOss => Some("num_local_experts"),
+            Family::Qwen3 | Family::Llama => None,
+        }
+    }
+
+    /// Families whose expert width is `moe_intermediate_size` (else `intermediate_size`).
+    fn has_moe_intermediate(self) -> bool {
+        matches!(self, Family::DeepSeek | Family::GlmMoe | Family::Qwen3Moe)
+    }
+
+    /// DeepSeek-style leading dense layers and shared experts.
+    fn deepseek_style(self) -> bool {
+        matches!(self, Family::DeepSeek | Family::GlmMoe)
+    }
+}
+
+/// Where the file is and what is being read, for error messages.
+pub(super) struct Ctx<'a> {
+    pub label: &'a str,
+    pub text: &'a str,
+    pub arch: String,
+}
+
+impl Ctx<'_> {
+    /// Line (1-based) of the first `"key"` in the file, after the `"text_config"` line when
+    /// the field lives there.
+    fn line_of(&self, path: &str) -> Option<usize> {
+        let (section, key) = match path.rsplit_once('.') {
+            Some((s, k)) => (Some(s.rsplit('.').next().unwrap_or(s)), k),
+            None => (None, path),
+        };
+        let mut start = 0;
+        if let Some(s) = section {
+            let pat = format!("\"{s}\"");
+            start = self
+                .text
+                .lines()
+                .position(|l| l.contains(&pat))
+                .unwrap_or(0);
+        }
+        let pat = format!("\"{key}\"");
+        self.text
+            .lines()
+            .enumerate()
+            .skip(start)
+            .find(|(_, l)| l.contains(&pat))
+            .map(|(i, _)| i + 1)
+    }
+
+    pub(super) fn invalid(&self, field: &str, expected: impl Into<String>) -> Error {
+        Error::Invalid {
+            file: self.label.to_string(),
+            line: self.line_of(field),
+            field: field.to_string(),
+            expected: expected.into(),
+        }
+    }
+
+    pub(super) fn missing(&self, field: &str, what: &str) -> Error {
+        Error::Invalid {
+            file: self.label.to_string(),
+            line: None,
+            field: field.to_string(),
+            expected: format!("{what} (required for {}; the field is missing)", self.arch),
+        }
+    }
+}
+
+/// One JSON object being read, remembering which keys were consumed.
+pub(super) struct Obj<'a> {
+    map: &'a Map<String, Value>,
+    /// Dotted path of the object in the file: "" or "text_config.".
+    pub path: &'static str,
+    used: BTreeSet<String>,
+}
+
+impl<'a> Obj<'a> {
+    pub(super) fn new(map: &'a Map<String, Value>, path: &'static str) -> Self {
+        Obj {
+            map,
+            path,
+            used: BTreeSet::new(),
+        }
+    }
+
+    fn field(&self, key: &str) -> String {
+        format!("{}{key}", self.path)
+    }
+
+    /// The value, marking the key read; JSON null reads as absent.
+    pub(super) fn get(&mut self, key: &str) -> Option<&'a Value> {
+        self.used.insert(key.to_string());
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn u32(&mut self, cx: &Ctx, key: &str) -> Result<Option<u32>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => as_u32(v).map(Some).ok_or_else(|| {
+                cx.invalid(&self.field(key), format!("a non-negative integer, got {v}"))
+            }),
+        }
+    }
+
+    fn req_u32(&mut self, cx: &Ctx, key: &str, what: &str) -> Result<u32> {
+        self.u32(cx, key)?
+            .ok_or_else(|| cx.missing(&self.field(key), what))
+    }
+
+    fn bool(&mut self, cx: &Ctx, key: &str) -> Result<Option<bool>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| cx.invalid(&self.field(key), format!("true or false, got {v}"))),
+        }
+    }
+
+    pub(super) fn strings(&mut self, cx: &Ctx, key: &str) -> Result<Option<Vec<String>>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(|| cx.invalid(&self.field(key), "a list of strings")),
+            Some(v) => Err(cx.invalid(&self.field(key), format!("a list of strings, got {v}"))),
+        }
+    }
+
+    fn u32s(&mut self, cx: &Ctx, key: &str) -> Result<Option<Vec<u32>>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(as_u32)
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(|| cx.invalid(&self.field(key), "a list of non-negative integers")),
+            Some(v) => Err(cx.invalid(
+                &self.field(key),
+                format!("a list of non-negative integers, got {v}"),
+            )),
+        }
+    }
+
+    /// Keys neither read nor known to be irrelevant, as warnings.
+    fn leftovers(&self, warnings: &mut Vec<String>) {
+        for (k, v) in self.map {
+            if self.used.contains(k) || IRRELEVANT.contains(&k.as_str()) {
+                continue;
+            }
+            warnings.push(format!(
+                "{}{k} = {}: not used by rooftop's model and not known to be irrelevant; check that it does not change the architecture",
+                self.path,
+                preview(v)
+            ));
+        }
+    }
+}
+
+pub(super) fn as_u32(v: &Value) -> Option<u32> {
+    match v.as_u64() {
+        Some(u) => u32::try_from(u).ok(),
+        None => v
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u32::MAX as f64)
+            .map(|f| f as u32),
+    }
+}
+
+/// A JSON value shortened for a warning.
+pub(super) fn preview(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(57).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// A JSON file's text as a value; `label` names the file in the error.
+pub(super) fn parse_json(text: &str, label: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| Error::Parse {
+        file: label.to_string(),
+        message: format!("not valid JSON: {e}"),
+    })
+}
+
+/// `architectures[0]` and its family; a second class listed is a warning.
+pub(super) fn read_architecture(
+    cx: &Ctx,
+    top: &mut Obj,
+    warnings: &mut Vec<String>,
+) -> Result<(String, Family)> {
+    let archs = top.strings(cx, "architectures")?.unwrap_or_default();
+    let arch = archs.first().cloned().ok_or_else(|| {
+        cx.invalid(
+            "architectures",
+            format!(
+                "a list naming the model class, one of {}",
+                SUPPORTED.join(", ")
+            ),
+        )
+    })?;
+    if archs.len() > 1 {
+        warnings.push(format!(
+            "architectures lists {} classes; read as the first, {arch}",
+            archs.len()
+        ));
+    }
+    let family = Family::of(&arch).ok_or_else(|| {
+        cx.invalid(
+            "architectures",
+            format!(
+                "a supported architecture ({}, or any name containing both \"Glm\" and \"Moe\"); got \"{arch}\"",
+                SUPPORTED.join(", ")
+            ),
+        )
+    })?;
+    Ok((arch, family))
+}
+
+/// The language model's fields: `text_config` in a vision-language wrapper (which must have
+/// one), None when they are at the top level. A vision encoder is a warning.
+pub(super) fn language_model<'a>(
+    cx: &Ctx,
+    top: &mut Obj<'a>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<&'a Map<String, Value>>> {
+    let nested = match top.get("text_config") {
+        Some(Value::Object(m)) => Some(m),
+        Some(v) => {
+            return Err(cx.invalid(
+                "text_config",
+                format!(
+                    "an object holding the language model's config, got {}",
+                    preview(v)
+                ),
+            ))
+        }
+        None => None,
+    };
+    if nested.is_none() && cx.arch.ends_with("ForConditionalGeneration") {
+        return Err(cx.missing(
+            "text_config",
+            "the language model's config (a vision-language wrapper keeps it there)",
+        ));
+    }
+    if top.get("vision_config").is_some() {
+        warnings.push(
+            "vision_config: the vision encoder is not modelled; predictions and weight memory cover the language model only"
+                .into(),
+        );
+    }
+    Ok(nested)
+}
+
+/// Warnings for the keys of `t` (the language model) and `top` (the file) that were neither
+/// read nor known to be irrelevant.
+pub(super) fn report_leftovers(t: &mut Obj, top: &Obj, warnings: &mut Vec<String>) {
+    if t.path.is_empty() {
+        // One object read through two handles.
+        t.used.extend(top.used.iter().cloned());
+        t.leftovers(warnings);
+    } else {
+        t.leftovers(warnings);
+        top.leftovers(warnings);
+    }
+}
+
+/// The `config.json` key names the TOML writes for the aliased fields.
+pub(super) struct Keys {
+    pub experts: &'static str,
+    pub top_k: &'static str,
+    /// A note for `first_k_dense_replace` when it was derived, not read.
+    pub first_k_note: Option<String>,
+}
+
+/// What the quantization resolver needs to name modules.
+pub(super) struct Layout {
+    family: Family,
+    /// Module prefix of the decoder: `model` or `language_model.model`.
+    prefix: String,
+    lm_head: String,
+    layers: u32,
+    /// Layers that are MoE (true) or dense (false), in the order rooftop models them.
+    moe: Vec<bool>,
+    experts: u32,
+    shared: u32,
+    mla: bool,
+    q_lora: bool,
+}
+
+/// The architecture fields, the `config.json` names the TOML should keep, and the module
+/// layout the quantization rules are matched against.
+pub(super) fn read_config(
+    cx: &Ctx,
+    family: Family,
+    t: &mut Obj,
+    top: &mut Obj,
+    warnings: &mut Vec<String>,
+) -> Result<(ModelConfig, Keys, Layout)> {
+    let layers = t.req_u32(cx, "num_hidden_layers", "the number of decoder layers")?;
+    // Checked before the per-layer tables below are built from it (the quantization of a
+    // group is read from its layers' modules, so a model needs at least one).
+    if !(1..=crate::spec::model::MAX_LAYERS).contains(&layers) {
+        return Err(cx.invalid(
+            &t.field("num_hidden_layers"),
+            format!("between 1 and {} layers", crate::spec::model::MAX_LAYERS),
+        ));
+    }
+    let hidden = t.req_u32(cx, "hidden_size", "the model width")?;
+    let heads = t.req_u32(cx, "num_attention_heads", "the number of query heads")?;
+    let vocab = t.req_u32(cx, "vocab_size", "the vocabulary size")?;
+    let kv_heads = t.u32(cx, "num_key_value_heads")?;
+    let head_dim = t.u32(cx, "head_dim")?;
+    let mla = read_mla(cx, family, t, warnings)?;
+    let mut keys = Keys {
+        experts: "n_routed_experts",
+        top_k: "num_experts_per_tok",
+        first_k_note: None,
+    };
+    let mlp = read_mlp(cx, family, t, &mut keys, warnings)?;
+    let (moe, first_k) = moe_layers(cx, family, t, layers, &mlp, &mut keys, warnings)?;
+    let tie = read_tie(cx, t, top, warnings)?;
+    let nextn = t.u32(cx, "num_nextn_predict_layers")?;
+    let (sliding, layer_types) = read_windows(cx, family, t, layers, warnings)?;
+    // DeepSeek sparse attention.
+    let index_topk = t.u32(cx, "index_topk")?;
+    let index_n_heads = t.u32(cx, "index_n_heads")?;
+    let index_head_dim = t.u32(cx, "index_head_dim")?;
+    warn_dtype(t, warnings);
+
+    let experts = mlp.experts;
+    let config = ModelConfig {
+        num_hidden_layers: layers,
+        hidden_size: hidden,
+        num_attention_heads: heads,
+        num_key_value_heads: kv_heads,
+        head_dim,
+        q_lora_rank: mla.q_lora,
+        kv_lora_rank: mla.kv_lora,
+        qk_nope_head_dim: mla.nope,
+        qk_rope_head_dim: mla.rope,
+        v_head_dim: mla.v_dim,
+        intermediate_size: mlp.intermediate,
+        moe_intermediate_size: mlp.moe_intermediate.filter(|_| experts.is_some()),
+        n_routed_experts: experts,
+        num_experts_per_tok: mlp.top_k.filter(|_| experts.is_some()),
+        n_shared_experts: mlp.shared,
+        first_k_dense_replace: first_k,
+        vocab_size: vocab,
+        tie_word_embeddings: tie,
+        num_nextn_predict_layers: nextn,
+        sliding_window: sliding,
+        layer_types,
+        index_topk,
+        index_n_heads,
+        index_head_dim,
+    };
+    if experts.is_none() {
+        // Dense families: these keys mean nothing here; leave them to the leftovers check.
+        for k in ["moe_intermediate_size", "num_experts_per_tok"] {
+            if t.map.get(k).is_some_and(|v| !v.is_null()) {
+                t.used.remove(k);
+            }
+        }
+    }
+    let nested = t.path == "text_config.";
+    let layout = Layout {
+        family,
+        prefix: if nested {
+            "language_model.model".into()
+        } else {
+            "model".into()
+        },
+        lm_head: if nested {
+            "language_model.lm_head".into()
+        } else {
+            "lm_head".into()
+        },
+        layers,
+        moe,
+        experts: experts.unwrap_or(0),
+        shared: mlp.shared.unwrap_or(0),
+        mla: mla.kv_lora.is_some(),
+        q_lora: mla.q_lora.is_some(),
+    };
+    Ok((config, keys, layout))
+}
+
+/// Multi-head latent attention: present when `kv_lora_rank` is (DeepSeek requires it).
+struct Mla {
+    q_lora: Option<u32>,
+    kv_lora: Option<u32>,
+    nope: Option<u32>,
+    rope: Option<u32>,
+    v_dim: Option<u32>,
+}
+
+fn read_mla(cx: &Ctx, family: Family, t: &mut Obj, warnings: &mut Vec<String>) -> Result<Mla> {
+    let q_lora = t.u32(cx, "q_lora_rank")?;
+    let kv_lora = t.u32(cx, "kv_lora_rank")?;
+    let (mut nope, mut rope, mut v_dim) = (None, None, None);
+    if family == Family::DeepSeek && kv_lora.is_none() {
+        return Err(cx.missing(&t.field("kv_lora_rank"), "the MLA latent rank"));
+    }
+    if kv_lora.is_some() {
+        nope = Some(t.req_u32(cx, "qk_nope_head_dim", "the MLA non-rotary head dimension")?);
+        rope = Some(t.req_u32(cx, "qk_rope_head_dim", "the MLA rotary head dimension")?);
+        v_dim = Some(t.req_u32(cx, "v_head_dim", "the MLA value head dimension")?);
+        if let (Some(qk), Some(n), Some(r)) = (t.u32(cx, "qk_head_dim")?, nope, rope) {
+            if qk != n + r {
+                warnings.push(format!(
+                    "{}qk_head_dim = {qk} is not qk_nope_head_dim + qk_rope_head_dim = {}; used the two parts",
+                    t.path,
+                    n + r
+                ));
+            }
+        }
+    }
+    Ok(Mla {
+        q_lora,
+        kv_lora,
+        nope,
+        rope,
+        v_dim,
+    })
+}
+
+/// MLP widths and routed experts, read under the family's key names.
+struct Mlp {
+    intermediate: Option<u32>,
+    moe_intermediate: Option<u32>,
+    /// Routed experts; None for a dense model (absent or 0).
+    experts: Option<u32>,
+    top_k: Option<u32>,
+    shared: Option<u32>,
+}
+
+fn read_mlp(
+    cx: &Ctx,
+    family: Family,
+    t: &mut Obj,
+    keys: &mut Keys,
+    warnings: &mut Vec<String>,
+) -> Result<Mlp> {
+    let intermediate = t.u32(cx, "intermediate_size")?;
+    let moe_intermediate = t.u32(cx, "moe_intermediate_size")?;
+    let experts = match family.experts_key() {
+        Some(k) => {
+            keys.experts = k;
+            Some(t.req_u32(cx, k, "the number of routed experts")?)
+        }
+        None => None,
+    }
+    .filter(|e| *e > 0);
+    let mut top_k = t.u32(cx, "num_experts_per_tok")?;
+    if family == Family::GptOss {
+        let alt = t.u32(cx, "experts_per_token")?;
+        match (top_k, alt) {
+            (Some(a), Some(b)) if a != b => warnings.push(format!(
+                "{0}num_experts_per_tok = {a} and {0}experts_per_token = {b} disagree; used num_experts_per_tok",
+                t.path
+            )),
+            (None, Some(b)) => {
+                top_k = Some(b);
+                keys.top_k = "experts_per_token";
+            }
+            _ => {}
+        }
+    }
+    if experts.is_some() && top_k.is_none() {
+        return Err(cx.missing(
+            &t.field("num_experts_per_tok"),
+            "the experts each token is routed to",
+        ));
+    }
+    if experts.is_some() && family.has_moe_intermediate() && moe_intermediate.is_none() {
+        return Err(cx.missing(&t.field("moe_intermediate_size"), "the expert MLP width"));
+    }
+    if experts.is_none() && intermediate.is_none() {
+        return Err(cx.missing(&t.field("intermediate_size"), "the MLP width"));
+    }
+    if experts.is_some() && !family.has_moe_intermediate() && intermediate.is_none() {
+        return Err(cx.missing(&t.field("intermediate_size"), "the expert MLP width"));
+    }
+    let shared = if family.deepseek_style() {
+        t.u32(cx, "n_shared_experts")?
+    } else {
+        None
+    };
+    Ok(Mlp {
+        intermediate,
+        moe_intermediate,
+        experts,
+        top_k,
+        shared,
+    })
+}
+
+/// Which layers are MoE (as the Hugging Face modeling code decides it), rearranged as rooftop
+/// models them: the dense ones first. Returns the layers and `first_k_dense_replace`; a
+/// count derived rather than read gets a note in `keys`.
+fn moe_layers(
+    cx: &Ctx,
+    family: Family,
+    t: &mut Obj,
+    layers: u32,
+    mlp: &Mlp,
+    keys: &mut Keys,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<bool>, Option<u32>)> {
+    let experts = mlp.experts;
+    let mut first_k = None;
+    let moe: Vec<bool> = match (family, experts) {
+        (_, None) => vec![false; layers as usize],
+        (Family::DeepSeek | Family::GlmMoe, Some(_)) => {
+            first_k = t.u32(cx, "first_k_dense_replace")?;
+            let freq = t.u32(cx, "moe_layer_freq")?.unwrap_or(1).max(1);
+            let k = first_k.unwrap_or(0);
+            (0..layers).map(|i| i >= k && i % freq == 0).collect()
+        }
+        (Family::Qwen3Moe, Some(_)) => {
+            let only = t.u32s(cx, "mlp_only_layers")?.unwrap_or_default();
+            let step = t.u32(cx, "decoder_sparse_step")?.unwrap_or(1).max(1);
+            (0..layers)
+                .map(|i| !only.contains(&i) && (i + 1) % step == 0)
+                .collect()
+        }
+        (_, Some(_)) => vec![true; layers as usize],
+    };
+    let dense = moe.iter().filter(|m| !**m).count() as u32;
+    let leading = moe.iter().take_while(|m| !**m).count() as u32;
+    if experts.is_some() && dense != first_k.unwrap_or(0) {
+        let which: Vec<String> = moe
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !**m)
+            .map(|(i, _)| i.to_string())
+            .collect();
+        if dense != leading {
+            warnings.push(format!(
+                "layers {} have a dense MLP, not only a leading block; rooftop models dense layers as the first ones, so first_k_dense_replace = {dense} (same per-step totals; a pipeline split may differ)",
+                which.join(", ")
+            ));
+        }
+        keys.first_k_note = Some(format!(
+            "derived: {dense} dense layer(s) from {}",
+            if family == Family::Qwen3Moe {
+                "mlp_only_layers / decoder_sparse_step"
+            } else {
+                "first_k_dense_replace / moe_layer_freq"
+            }
+        ));
+        first_k = Some(dense);
+    }
+    let moe: Vec<bool> = (0..layers)
+        .map(|i| experts.is_some() && i >= first_k.unwrap_or(0))
+        .collect();
+    if dense > 0 && mlp.intermediate.is_none() {
+        return Err(cx.missing(&t.field("intermediate_size"), "the dense MLP width"));
+    }
+    Ok((moe, first_k))
+}
+
+/// `tie_word_embeddings`, in the language model's fields or at the top level; absent reads
+/// as false, with a warning.
+fn read_tie(cx: &Ctx, t: &mut Obj, top: &mut Obj, warnings: &mut Vec<String>) -> Result<bool> {
+    Ok(match t.bool(cx, "tie_word_embeddings")? {
+        Some(b) => {
+            top.get("tie_word_embeddings");
+            b
+        }
+        None => match top.bool(cx, "tie_word_embeddings")? {
+            Some(b) => b,
+            None => {
+                warnings.push(format!(
+                    "tie_word_embeddings is absent; assumed false (an lm_head separate from the embedding), the default of {}'s config class",
+                    cx.arch
+                ));
+                false
+            }
+        },
+    })
+}
+
+/// A training dtype other than 16-bit: rooftop counts unquantized weights as 16-bit.
+fn warn_dtype(t: &Obj, warnings: &mut Vec<String>) {
+    for key in ["torch_dtype", "dtype"] {
+        if let Some(d) = t.map.get(key).and_then(Value::as_str) {
+            if !matches!(d, "bfloat16" | "float16") {
+                warnings.push(format!(
+                    "{}{key} = \"{d}\": rooftop counts unquantized weights as 16-bit",
+                    t.path
+                ));
+            }
+        }
+    }
+}
+
+/// `sliding_window` and `layer_types`, normalised: no window when no layer uses one.
+fn read_windows(
+    cx: &Ctx,
+    family: Family,
+    t: &mut Obj,
+    layers: u32,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<u32>, Option<Vec<String>>)> {
+    let window = t.u32(cx, "sliding_window")?;
+    let mut types = t.strings(cx, "layer_types")?;
+    if matches!(family, Family::Qwen3 | Family::Qwen3Moe) {
+        // Qwen3 carries a window length that is off unless use_sliding_window is true; then
+        // the layers from max_window_layers on use it.
+        let on = t.bool(cx, "use_sliding_window")?.unwrap_or(false);
+        let from = t.u32(cx, "max_window_layers")?.unwrap_or(0);
+        if !on {
+            return Ok((None, None));
+        }
+        if types.is_none() {
+            types = Some(
+                (0..layers)
+                    .map(|i| {
+                        if i >= from {
+                            "sliding_attention".to_string()
+                        } else {
+                            "full_attention".to_string()
+                        }
+                    })
+                    .collect(),
+            );
+        }
+    }
+    if let Some(ts) = &types {
+        if let Some(bad) = ts
+            .iter()
+            .find(|s| s.as_str() != "sliding_attention" && s.as_str() != "full_attention")
+        {
+            return Err(cx.invalid(
+                &t.field("layer_types"),
+                format!("\"sliding_attention\" or \"full_attention\" per layer (rooftop models no other kind), got \"{bad}\""),
+            ));
+        }
+    }
+    let any_sliding = |ts: &Option<Vec<String>>| {
+        ts.as_ref()
+            .is_none_or(|v| v.iter().any(|s| s == "sliding_attention"))
+    };
+    match window {
+        None => {
+            if types
+                .as_ref()
+                .is_some_and(|v| v.iter().any(|s| s == "sliding_attention"))
+            {
+                warnings.push(format!(
+                    "{}layer_types has sliding_attention layers but sliding_window is absent; read as full attention",
+                    t.path
+                ));
+            }
+            Ok((None, None))
+        }
+        Some(_) if !any_sliding(&types) => Ok((None, None)),
+        Some(w) => Ok((Some(w), types)),
+    }
+}
+
+impl Layout {
+    /// The Linear modules of a group, named as the Hugging Face modeling code names them
+    /// (experts: the first and the last one of each layer). Empty: the model lacks the group.
+    pub(super) fn modules(&self, g: Group) -> Vec<String> {
+        let p = &self.prefix;
+        let mut out = Vec::new();
+        let proj3 = ["gate_proj", "up_proj", "down_proj"];
+        for i in 0..self.layers {
+            let l = format!("{p}.layers.{i}");
+            let moe = self.moe[i as usize];
+            match g {
+                Group::Attention => {
+                    let projs: &[&str] = match (self.mla, self.q_lora) {
+                        (true, true) => &[
+                            "q_a_proj",
+                            "q_b_proj",
+                            "kv_a_proj_with_mqa",
+                            "kv_b_proj",
+                            "o_proj",
+                        ],
+                        (true, false) => &["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+                        (false, _) => &["q_proj", "k_proj", "v_proj", "o_proj"],
+                    };
+                    out.extend(projs.iter().map(|x| format!("{l}.self_attn.{x}")));
+                }
+                Group::DenseMlp if !moe => {
+                    out.extend(proj3.iter().map(|x| format!("{l}.mlp.{x}")));
+                }
+                Group::SharedExperts if moe && self.shared > 0 => {
+                    out.extend(proj3.iter().map(|x| format!("{l}.mlp.shared_experts.{x}")));
+                }
+                Group::RoutedExperts if moe => {
+                    let ends = [0, self.experts.saturating_sub(1)];
+                    let ends = if ends[0] == ends[1] {
+                        &ends[..1]
+                    } else {
+                        &ends[..]
+                    };
+                    match self.family {
+                        Family::GptOss => out.extend(
+                            ["gate_up_proj", "down_proj"]
+                                .iter()
+                                .map(|x| format!("{l}.mlp.experts.{x}")),
+                        ),
+                        Family::Mixtral => {
+                            for e in ends {
+                                out.extend(
+                                    ["w1", "w2", "w3"]
+                                        .iter()
+                                        .map(|x| format!("{l}.block_sparse_moe.experts.{e}.{x}")),
+                                );
+                            }
+                        }
+                        _ => {
+                            for e in ends {
+                                out.extend(
+                                    proj3.iter().map(|x| format!("{l}.mlp.experts.{e}.{x}")),
+                                );
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if g == Group::LmHead {
+            out.push(self.lm_head.clone());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{llama, qwen3_moe};
+    use super::super::import;
+    use crate::spec::model::ModelSpec;
+    use crate::spec::registry::parse_toml;
+
+    #[test]
+    fn qwen3_window_is_off_unless_use_sliding_window() {
+        let off = import(
+            &qwen3_moe(
+                r#", "sliding_window": 32768, "use_sliding_window": false, "max_window_layers": 6"#,
+            ),
+            "q.json",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(off.model.config.sliding_window, None);
+        assert!(off.warnings.is_empty(), "{:?}", off.warnings);
+        let on = import(
+            &qwen3_moe(
+                r#", "sliding_window": 4096, "use_sliding_window": true, "max_window_layers": 4"#,
+            ),
+            "q.json",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(on.model.config.sliding_window, Some(4096));
+        assert_eq!(on.model.window_of_layer(3), None);
+        assert_eq!(on.model.window_of_layer(4), Some(4096));
+    }
+
+    #[test]
+    fn qwen3_dense_layers_outside_a_leading_block_warn() {
+        let lead = import(
+            &qwen3_moe(r#", "mlp_only_layers": [0, 1]"#),
+            "q.json",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(lead.model.config.first_k_dense_replace, Some(2));
+        assert!(lead.toml.contains("first_k_dense_replace = 2    # derived"));
+        assert_eq!(
+            parse_toml::<ModelSpec>(&lead.toml, "t").unwrap(),
+            lead.model
+        );
+        assert!(lead.warnings.is_empty(), "{:?}", lead.warnings);
+        let scattered = import(
+            &qwen3_moe(r#", "decoder_sparse_step": 2"#),
+            "q.json",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(scattered.model.dense_layers(), 3);
+        assert!(
+            scattered
+                .warnings
+                .iter()
+                .any(|w| w.contains("layers 0, 2, 4")),
+            "{:?}",
+            scattered.warnings
+        );
+    }
+
+    #[test]
+    fn llama_sliding_window_null_is_none_and_unknown_fields_warn() {
+        let i = import(
+            &llama(r#", "sliding_window": null, "frobnication": 3"#),
+            "l.json",
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(i.model.config.sliding_window, None);
+        assert_eq!(i.warnings.len(), 1);
+        assert!(i.warnings[0].contains("frobnication"));
+        assert!(i.model.sources["notes"].contains("frobnication"));
+    }
+
+    #[test]
+    fn missing_fields_are_errors() {
+        let e = import(r#"{"architectures": ["MixtralForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1,
+            "num_attention_heads": 1, "vocab_size": 8, "num_local_experts": 8, "num_experts_per_tok": 2}"#,
+            "m.json", None, None)
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("m.json") && e.contains("intermediate_size"),
+            "{e}"
+        );
+    }
+}

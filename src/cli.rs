@@ -1,7 +1,7 @@
 //! The command line: clap definitions only. Validated options become scenarios in
 //! `commands/`.
 
-use crate::output::Format;
+use crate::export::Format;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]

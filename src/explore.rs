@@ -126,41 +126,7 @@ pub enum Stream {
 }
 
 fn render(out: &mut String, combos: &[Combo], p: &DesignPoint, stream: Stream) {
-    use std::fmt::Write as _;
-    let c = &combos[p.combo];
-    match stream {
-        Stream::Csv => {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{:.6},{:.3},{:.3},{}",
-                c.system,
-                c.parallel,
-                c.quant,
-                p.batch,
-                p.context,
-                p.tpot_ms,
-                p.throughput_tok_s,
-                p.throughput_per_gpu_tok_s,
-                p.fits
-            );
-        }
-        Stream::JsonLines => {
-            let _ = writeln!(
-                out,
-                "{{\"system\":{},\"parallel\":\"{}\",\"quant\":\"{}\",\"batch\":{},\"context\":{},\"tpot_ms\":{:.6},\"throughput_tok_s\":{:.3},\"throughput_per_gpu_tok_s\":{:.3},\"fits\":{}}}",
-                serde_json::Value::String(c.system.clone()),
-                c.parallel,
-                c.quant,
-                p.batch,
-                p.context,
-                p.tpot_ms,
-                p.throughput_tok_s,
-                p.throughput_per_gpu_tok_s,
-                p.fits
-            );
-        }
-        Stream::None => {}
-    }
+    crate::export::rows::ExploreRow::new(&combos[p.combo], p).write(out, stream);
 }
 
 pub const CSV_HEADER: &str =

@@ -15,9 +15,9 @@ pub mod units;
 pub mod whatif;
 
 pub use error::{Error, Result};
+pub mod export;
 pub mod import_hf;
 pub mod measured;
-pub mod output;
 pub mod plot;
 pub mod predict;
 pub mod serve;

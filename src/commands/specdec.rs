@@ -4,7 +4,7 @@ use crate::cli::ScenarioArgs;
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::output::{self, num, Format};
+use crate::export::{self, table, Format};
 use crate::spec::registry;
 use crate::specdec::{specdec, Acceptance, Draft, SpecDec};
 use std::fmt::Write as _;
@@ -137,7 +137,7 @@ pub fn run(
     draft_tp: Option<u32>,
     ngram_cpu_us: f64,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let l = load(args)?;
     let s = l.scenario()?;
     let ks = parse_range(k, "k")?;
@@ -155,116 +155,80 @@ pub fn run(
     }
     let a = parse_acceptance(acceptance)?;
     let r = specdec(&s, &d, &a, &ks, concurrency, context)?;
-    Ok(render(&r, format))
+    export::export(&r, format, text)
 }
 
-pub fn render(r: &SpecDec, format: Format) -> String {
-    match format {
-        Format::Json => output::json(r),
-        Format::Csv => {
-            let rows: Vec<Vec<String>> = r
-                .points
-                .iter()
-                .map(|p| {
-                    vec![
-                        p.k.to_string(),
-                        p.concurrency.to_string(),
-                        num(p.tpot_ms, 4),
-                        num(p.throughput_tok_s, 2),
-                        num(p.speedup, 4),
-                        num(p.expected_tokens_per_step, 4),
-                        num(p.draft_ms, 4),
-                        num(p.verify_ms, 4),
-                    ]
-                })
-                .collect();
-            output::csv(
-                &[
-                    "k",
-                    "concurrency",
-                    "tpot_ms",
-                    "throughput_tok_s",
-                    "speedup",
-                    "expected_tokens_per_step",
-                    "draft_ms",
-                    "verify_ms",
-                ],
-                &rows,
-            )
-        }
-        Format::Text => {
-            let mut o = String::new();
-            let acc: Vec<String> = r.acceptance.0.iter().map(|p| format!("{p:.2}")).collect();
+fn text(r: &SpecDec) -> String {
+    let mut o = String::new();
+    let acc: Vec<String> = r.acceptance.0.iter().map(|p| format!("{p:.2}")).collect();
+    let _ = writeln!(
+        o,
+        "{} on {} ({}), draft {}, acceptance per position {}, context {}, {} parameters",
+        r.model,
+        r.system,
+        r.parallel,
+        r.draft,
+        acc.join(", "),
+        r.context,
+        r.provenance
+    );
+    for &(c, base) in &r.baseline_tpot_ms {
+        let _ = writeln!(o);
+        let fits = r
+            .points
+            .iter()
+            .filter(|p| p.concurrency == c)
+            .all(|p| p.kv_fits);
+        let note = if fits {
+            ""
+        } else {
+            " (this many sequences do not fit in the KV cache at this context: the point is hypothetical)"
+        };
+        let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token{note}");
+        let rows: Vec<Vec<String>> = r
+            .points
+            .iter()
+            .filter(|p| p.concurrency == c)
+            .map(|p| {
+                vec![
+                    p.k.to_string(),
+                    format!("{:.2}", p.expected_tokens_per_step),
+                    format!("{:.2}", p.draft_ms),
+                    format!("{:.2}", p.verify_ms),
+                    format!("{:.2}", p.tpot_ms),
+                    format!("{:.0}", p.throughput_tok_s),
+                    format!("{:.2}x", p.speedup),
+                ]
+            })
+            .collect();
+        o.push_str(&table(
+            &[
+                "k",
+                "tokens/step",
+                "draft ms",
+                "verify ms",
+                "TPOT ms",
+                "tok/s",
+                "speedup",
+            ],
+            &rows,
+        ));
+    }
+    let _ = writeln!(o);
+    for b in &r.best_k {
+        if b.k == 0 {
             let _ = writeln!(
                 o,
-                "{} on {} ({}), draft {}, acceptance per position {}, context {}, {} parameters",
-                r.model,
-                r.system,
-                r.parallel,
-                r.draft,
-                acc.join(", "),
-                r.context,
-                r.provenance
+                "C = {}: no draft length pays; decode without speculation",
+                b.concurrency
             );
-            for &(c, base) in &r.baseline_tpot_ms {
-                let _ = writeln!(o);
-                let fits = r
-                    .points
-                    .iter()
-                    .filter(|p| p.concurrency == c)
-                    .all(|p| p.kv_fits);
-                let note = if fits {
-                    ""
-                } else {
-                    " (this many sequences do not fit in the KV cache at this context: the point is hypothetical)"
-                };
-                let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token{note}");
-                let rows: Vec<Vec<String>> = r
-                    .points
-                    .iter()
-                    .filter(|p| p.concurrency == c)
-                    .map(|p| {
-                        vec![
-                            p.k.to_string(),
-                            format!("{:.2}", p.expected_tokens_per_step),
-                            format!("{:.2}", p.draft_ms),
-                            format!("{:.2}", p.verify_ms),
-                            format!("{:.2}", p.tpot_ms),
-                            format!("{:.0}", p.throughput_tok_s),
-                            format!("{:.2}x", p.speedup),
-                        ]
-                    })
-                    .collect();
-                o.push_str(&output::table(
-                    &[
-                        "k",
-                        "tokens/step",
-                        "draft ms",
-                        "verify ms",
-                        "TPOT ms",
-                        "tok/s",
-                        "speedup",
-                    ],
-                    &rows,
-                ));
-            }
-            let _ = writeln!(o);
-            for b in &r.best_k {
-                if b.k == 0 {
-                    let _ = writeln!(
-                        o,
-                        "C = {}: no draft length pays; decode without speculation",
-                        b.concurrency
-                    );
-                } else {
-                    let _ = writeln!(
-                        o,
-                        "C = {}: best k = {} ({:.2}x)",
-                        b.concurrency, b.k, b.speedup
-                    );
-                }
-            }
-            o
+        } else {
+            let _ = writeln!(
+                o,
+                "C = {}: best k = {} ({:.2}x)",
+                b.concurrency, b.k, b.speedup
+            );
         }
     }
+    o
 }

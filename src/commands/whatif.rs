@@ -5,7 +5,8 @@ use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
 use crate::explore::{explore, parse_values, Stream};
-use crate::output::{self, num, Format};
+use crate::export::Tabular;
+use crate::export::{self, num, table, Format};
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
@@ -15,6 +16,7 @@ use crate::whatif::{
 };
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::io::Write as _;
 
 fn layouts(list: &[String]) -> Result<Vec<Option<Parallel>>> {
     if list.is_empty() {
@@ -102,7 +104,7 @@ pub fn run_compare(
     input_len: u32,
     output_len: u32,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let r = build_comparison(
         args,
         systems,
@@ -112,122 +114,74 @@ pub fn run_compare(
         input_len,
         output_len,
     )?;
-    Ok(match format {
-        Format::Json => output::json(&r),
-        Format::Csv => {
-            let mut header: Vec<String> = vec!["system".into(), "parallel".into(), "gpus".into()];
-            for c in concurrency {
-                header.push(format!("tpot_ms_c{c}"));
-                header.push(format!("throughput_tok_s_c{c}"));
-                header.push(format!("dominant_c{c}"));
+    match format {
+        Format::Csv => export::rows::compare_csv(&r, concurrency),
+        Format::Json => export::json(&r),
+        Format::Text => Ok(compare_text(&r, concurrency).into_bytes()),
+    }
+}
+
+fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: TPOT at context {}, plateau for {} in / {} out",
+        r.model, r.context, r.input_len, r.output_len
+    );
+    let mut header: Vec<String> = vec!["system".into(), "layout".into()];
+    for c in concurrency {
+        header.push(format!("C={c} ms"));
+        header.push(format!("C={c} tok/s"));
+        header.push(format!("C={c} largest"));
+    }
+    header.extend(["plateau tok/s", "weights GB/GPU", "KV tokens", "$/M tok"].map(String::from));
+    let rows: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|x| {
+            let layout = if x.provenance == "calibrated" {
+                format!("{} (calibrated)", x.parallel)
+            } else {
+                x.parallel.clone()
+            };
+            let mut v = vec![x.system.clone(), layout];
+            if let Some(e) = &x.error {
+                v.push(format!("cannot run: {e}"));
+                return v;
             }
-            header.extend(
-                [
-                    "plateau_tok_s",
-                    "weights_per_gpu_gb",
-                    "max_kv_tokens",
-                    "fits",
-                    "usd_per_million_tokens",
-                    "error",
-                ]
-                .map(String::from),
-            );
-            let rows: Vec<Vec<String>> = r
-                .rows
-                .iter()
-                .map(|x| {
-                    let mut v = vec![x.system.clone(), x.parallel.clone(), x.gpus.to_string()];
-                    for (i, _) in concurrency.iter().enumerate() {
-                        v.push(x.tpot_ms.get(i).map(|t| num(t.1, 4)).unwrap_or_default());
-                        v.push(
-                            x.throughput_tok_s
-                                .get(i)
-                                .map(|t| num(t.1, 2))
-                                .unwrap_or_default(),
-                        );
-                        v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
-                    }
-                    v.extend([
-                        num(x.plateau_tok_s, 1),
-                        num(x.weights_per_gpu_gb, 2),
-                        num(x.max_kv_tokens, 0),
-                        x.fits.to_string(),
-                        x.usd_per_million_tokens
-                            .map(|u| num(u, 4))
-                            .unwrap_or_default(),
-                        x.error.clone().unwrap_or_default(),
-                    ]);
-                    v
-                })
-                .collect();
-            let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
-            output::csv(&h, &rows)
-        }
-        Format::Text => {
-            let mut o = String::new();
-            let _ = writeln!(
-                o,
-                "{}: TPOT at context {}, plateau for {} in / {} out",
-                r.model, context, input_len, output_len
-            );
-            let mut header: Vec<String> = vec!["system".into(), "layout".into()];
-            for c in concurrency {
-                header.push(format!("C={c} ms"));
-                header.push(format!("C={c} tok/s"));
-                header.push(format!("C={c} largest"));
+            for i in 0..concurrency.len() {
+                v.push(
+                    x.tpot_ms
+                        .get(i)
+                        .map(|t| format!("{:.2}", t.1))
+                        .unwrap_or_default(),
+                );
+                v.push(
+                    x.throughput_tok_s
+                        .get(i)
+                        .map(|t| format!("{:.0}", t.1))
+                        .unwrap_or_default(),
+                );
+                v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
             }
-            header.extend(
-                ["plateau tok/s", "weights GB/GPU", "KV tokens", "$/M tok"].map(String::from),
+            v.push(format!("{:.0}", x.plateau_tok_s));
+            v.push(format!(
+                "{:.1}{}",
+                x.weights_per_gpu_gb,
+                if x.fits { "" } else { " (no fit)" }
+            ));
+            v.push(format!("{:.0}", x.max_kv_tokens));
+            v.push(
+                x.usd_per_million_tokens
+                    .map(|u| format!("{u:.2}"))
+                    .unwrap_or_else(|| "-".into()),
             );
-            let rows: Vec<Vec<String>> = r
-                .rows
-                .iter()
-                .map(|x| {
-                    let layout = if x.provenance == "calibrated" {
-                        format!("{} (calibrated)", x.parallel)
-                    } else {
-                        x.parallel.clone()
-                    };
-                    let mut v = vec![x.system.clone(), layout];
-                    if let Some(e) = &x.error {
-                        v.push(format!("cannot run: {e}"));
-                        return v;
-                    }
-                    for i in 0..concurrency.len() {
-                        v.push(
-                            x.tpot_ms
-                                .get(i)
-                                .map(|t| format!("{:.2}", t.1))
-                                .unwrap_or_default(),
-                        );
-                        v.push(
-                            x.throughput_tok_s
-                                .get(i)
-                                .map(|t| format!("{:.0}", t.1))
-                                .unwrap_or_default(),
-                        );
-                        v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
-                    }
-                    v.push(format!("{:.0}", x.plateau_tok_s));
-                    v.push(format!(
-                        "{:.1}{}",
-                        x.weights_per_gpu_gb,
-                        if x.fits { "" } else { " (no fit)" }
-                    ));
-                    v.push(format!("{:.0}", x.max_kv_tokens));
-                    v.push(
-                        x.usd_per_million_tokens
-                            .map(|u| format!("{u:.2}"))
-                            .unwrap_or_else(|| "-".into()),
-                    );
-                    v
-                })
-                .collect();
-            let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
-            o.push_str(&output::table(&h, &rows));
-            o
-        }
-    })
+            v
+        })
+        .collect();
+    let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
+    o.push_str(&table(&h, &rows));
+    o
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -239,7 +193,7 @@ pub fn run_sensitivity(
     output_len: u32,
     target: Option<&str>,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let l = load(args)?;
     let s = l.scenario()?;
     let w = workload(input_len, output_len)?;
@@ -276,39 +230,7 @@ pub fn run_sensitivity(
         w,
         target_ms,
     )?;
-    Ok(match format {
-        Format::Json => output::json(&r),
-        Format::Csv => {
-            let rows: Vec<Vec<String>> = r
-                .parameters
-                .iter()
-                .map(|p| {
-                    vec![
-                        p.name.to_string(),
-                        num(p.tpot_elasticity, 4),
-                        num(p.plateau_elasticity, 4),
-                        num(p.tpot_change_pct_for_plus_10, 3),
-                        num(p.plateau_change_pct_for_plus_10, 3),
-                        p.factor_for_target.map(|f| num(f, 4)).unwrap_or_default(),
-                        num(p.tpot_floor_ms, 4),
-                    ]
-                })
-                .collect();
-            output::csv(
-                &[
-                    "parameter",
-                    "tpot_elasticity",
-                    "plateau_elasticity",
-                    "tpot_change_pct_for_plus_10",
-                    "plateau_change_pct_for_plus_10",
-                    "factor_for_target",
-                    "tpot_floor_ms",
-                ],
-                &rows,
-            )
-        }
-        Format::Text => sensitivity_text(&r),
-    })
+    export::export(&r, format, sensitivity_text)
 }
 
 fn sensitivity_text(r: &SensitivityReport) -> String {
@@ -344,7 +266,7 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
             v
         })
         .collect();
-    o.push_str(&output::table(&header, &rows));
+    o.push_str(&table(&header, &rows));
     if let Some(t) = r.target_tpot_ms {
         let _ = writeln!(o, "target TPOT {t:.2} ms: \"x f\" is the factor the parameter alone must be scaled by; \"cannot alone\" means even x1000 (or /1000) leaves TPOT above the target, at the floor shown");
     }
@@ -364,10 +286,7 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
                 ]
             })
             .collect();
-        o.push_str(&output::table(
-            &["software change", "TPOT", "plateau"],
-            &rows,
-        ));
+        o.push_str(&table(&["software change", "TPOT", "plateau"], &rows));
     }
     o
 }
@@ -382,7 +301,7 @@ pub fn run_explore(
     quant: &[String],
     pareto: bool,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let names = split_systems(systems.unwrap_or(&args.system));
@@ -421,11 +340,11 @@ pub fn run_explore(
         &model, &syss, &lays, &quants, &batches, &contexts, stream, pareto, &mut lock, progress,
     )?;
     drop(lock);
-    let mut o = String::new();
+    let mut o = Vec::new();
     match format {
-        Format::Json if pareto => o = output::json(&summary),
+        Format::Json if pareto => o = export::json(&summary)?,
         Format::Csv if pareto => {
-            o = output::csv(&PARETO_COLUMNS, &pareto_rows(&summary, &PARETO_COLUMNS));
+            o = export::csv(&summary.table())?;
             let _ = writeln!(
                 o,
                 "# points_evaluated={} seconds={:.3} points_per_second={:.0}",
@@ -433,8 +352,9 @@ pub fn run_explore(
             );
         }
         Format::Text => {
+            let mut t = String::new();
             let _ = writeln!(
-                o,
+                t,
                 "points_evaluated {} in {:.3} s ({:.0} points/s on {} threads)",
                 summary.points_evaluated,
                 summary.seconds,
@@ -451,7 +371,7 @@ pub fn run_explore(
                     "tpot_ms",
                     "throughput_per_gpu_tok_s",
                 ];
-                o.push_str(&output::table(
+                t.push_str(&table(
                     &[
                         "system",
                         "layout",
@@ -464,6 +384,7 @@ pub fn run_explore(
                     &pareto_rows(&summary, &cols),
                 ));
             }
+            o = t.into_bytes();
         }
         _ => {
             // streamed rows already written; the summary goes to stderr so stdout stays data
@@ -479,19 +400,8 @@ pub fn run_explore(
     Ok(o)
 }
 
-/// Columns of the Pareto table, as named in the JSON summary.
-const PARETO_COLUMNS: [&str; 8] = [
-    "system",
-    "parallel",
-    "quant",
-    "batch",
-    "context",
-    "tpot_ms",
-    "throughput_tok_s",
-    "throughput_per_gpu_tok_s",
-];
-
-/// The Pareto points as rows of `cols`: strings as they are, numbers with up to 4 decimals.
+/// The Pareto points as text rows of `cols`: strings as they are, numbers with up to 4
+/// decimals.
 fn pareto_rows(summary: &crate::explore::ExploreSummary, cols: &[&str]) -> Vec<Vec<String>> {
     summary
         .pareto

@@ -18,6 +18,7 @@ pub use error::{Error, Result};
 pub mod export;
 pub mod import_hf;
 pub mod measured;
+pub mod options;
 pub mod plot;
 pub mod predict;
 pub mod serve;

@@ -39,8 +39,6 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
             acceptance,
             concurrency,
             context,
-            draft_tp,
-            ngram_cpu_us,
             format,
         } => commands::specdec::run(
             &scenario,
@@ -49,8 +47,6 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
             &acceptance,
             &concurrency,
             context,
-            draft_tp,
-            ngram_cpu_us,
             format,
         )?,
         Command::Compare {
@@ -86,7 +82,7 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
             context,
             input_len,
             output_len,
-            target_tpot.as_deref(),
+            target_tpot,
             format,
         )?,
         Command::Explore {
@@ -100,7 +96,7 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
             format,
         } => commands::whatif::run_explore(
             &scenario,
-            systems.as_deref(),
+            systems.as_ref(),
             &parallel,
             &batch,
             &context,

@@ -4,27 +4,24 @@ use crate::cli::ScenarioArgs;
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::explore::{explore, parse_values, Stream};
+use crate::explore::{explore, Stream};
 use crate::export::Tabular;
 use crate::export::{self, num, table, Format};
+use crate::options::{Duration, Positive, Systems, Values};
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
-use crate::units::Seconds;
-use crate::whatif::{
-    compare_row, load_variant, sensitivity, split_systems, Comparison, SensitivityReport,
-};
+use crate::whatif::{compare_row, load_variant, sensitivity, Comparison, SensitivityReport};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::io::Write as _;
 
-fn layouts(list: &[String]) -> Result<Vec<Option<Parallel>>> {
+/// The layouts of `--parallel`, or the system's default (`None`) when none is given.
+fn layouts(list: &[Parallel]) -> Vec<Option<Parallel>> {
     if list.is_empty() {
-        return Ok(vec![None]);
+        return vec![None];
     }
-    list.iter()
-        .map(|s| s.parse::<Parallel>().map(Some).map_err(Error::Scenario))
-        .collect()
+    list.iter().copied().map(Some).collect()
 }
 
 fn workload(i: u32, o: u32) -> Result<Workload> {
@@ -35,8 +32,8 @@ fn workload(i: u32, o: u32) -> Result<Workload> {
 #[allow(clippy::too_many_arguments)]
 pub fn build_comparison(
     args: &ScenarioArgs,
-    systems: &str,
-    parallel: &[String],
+    systems: &Systems,
+    parallel: &[Parallel],
     concurrency: &[u32],
     context: u32,
     input_len: u32,
@@ -50,13 +47,8 @@ pub fn build_comparison(
             "--concurrency needs positive integers".into(),
         ));
     }
-    let lays = layouts(parallel)?;
-    let names = split_systems(systems);
-    if names.is_empty() {
-        return Err(Error::Scenario(
-            "--systems needs at least one system".into(),
-        ));
-    }
+    let lays = layouts(parallel);
+    let names = &systems.0;
     // A calibration describes the system it was fitted on: rows of that system use it,
     // the others keep their own defaults.
     let calibration = args
@@ -65,7 +57,7 @@ pub fn build_comparison(
         .map(crate::calibrate::Calibration::load)
         .transpose()?;
     let mut rows = Vec::new();
-    for n in &names {
+    for n in names {
         let (label, sys) = load_variant(n, &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
@@ -97,8 +89,8 @@ pub fn build_comparison(
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(
     args: &ScenarioArgs,
-    systems: &str,
-    parallel: &[String],
+    systems: &Systems,
+    parallel: &[Parallel],
     concurrency: &[u32],
     context: u32,
     input_len: u32,
@@ -191,7 +183,7 @@ pub fn run_sensitivity(
     context: u32,
     input_len: u32,
     output_len: u32,
-    target: Option<&str>,
+    target: Option<Duration>,
     format: Format,
 ) -> Result<Vec<u8>> {
     let l = load(args)?;
@@ -200,26 +192,7 @@ pub fn run_sensitivity(
     if concurrency == 0 {
         return Err(Error::Scenario("--concurrency must be at least 1".into()));
     }
-    let target_ms = match target {
-        Some(t) => {
-            let t = t.trim();
-            let spaced = match t.find(|c: char| c.is_ascii_alphabetic()) {
-                Some(i) => format!("{} {}", &t[..i], &t[i..]),
-                None => {
-                    return Err(Error::Scenario(format!(
-                        "--target-tpot \"{t}\": expected a time with its unit, e.g. 8ms"
-                    )))
-                }
-            };
-            let v = Seconds::parse(&spaced)
-                .map_err(|e| Error::Scenario(format!("--target-tpot: {e}")))?;
-            if v.0 <= 0.0 {
-                return Err(Error::Scenario("--target-tpot must be above zero".into()));
-            }
-            Some(v.ms())
-        }
-        None => None,
-    };
+    let target_ms = target.map(|t| t.0.ms());
     let r = sensitivity(
         &l.model,
         &l.system,
@@ -294,27 +267,26 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
 #[allow(clippy::too_many_arguments)]
 pub fn run_explore(
     args: &ScenarioArgs,
-    systems: Option<&str>,
-    parallel: &[String],
-    batch: &str,
-    context: &str,
+    systems: Option<&Systems>,
+    parallel: &[Parallel],
+    batches: &Positive,
+    contexts: &Values,
     quant: &[String],
     pareto: bool,
     format: Format,
 ) -> Result<Vec<u8>> {
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
-    let names = split_systems(systems.unwrap_or(&args.system));
+    let names = match systems {
+        Some(s) => s.0.clone(),
+        None => vec![args.system.clone()],
+    };
     let mut syss = Vec::new();
     for n in &names {
         syss.push(load_variant(n, &sets)?);
     }
-    let lays = layouts(parallel)?;
-    let batches = parse_values(batch, "batch")?;
-    let contexts = parse_values(context, "context")?;
-    if batches.contains(&0) {
-        return Err(Error::Scenario("--batch values must be at least 1".into()));
-    }
+    let lays = layouts(parallel);
+    let (batches, contexts) = (&batches.0, &contexts.0);
     let quants: Vec<Option<WeightFormat>> = if quant.is_empty() {
         vec![None]
     } else {
@@ -337,7 +309,7 @@ pub fn run_explore(
         None
     };
     let (_combos, summary) = explore(
-        &model, &syss, &lays, &quants, &batches, &contexts, stream, pareto, &mut lock, progress,
+        &model, &syss, &lays, &quants, batches, contexts, stream, pareto, &mut lock, progress,
     )?;
     drop(lock);
     let mut o = Vec::new();

@@ -15,7 +15,7 @@ use crate::cost::price::cost_all;
 use crate::cost::Device;
 use crate::cost::{collective, Category, CostParams, Evaluator, Pass, Provenance};
 use crate::error::{Error, Result};
-use crate::measured::{MeasuredSet, Observation, Quantity, TpotDefinition, TraceCategory};
+use crate::measured::{MeasuredSet, Observation, Quantity, TraceCategory};
 use crate::predict::Scenario;
 use crate::serve::{sweep, TpotDef, Workload};
 use crate::spec::{FormatKind, WeightFormat};
@@ -177,13 +177,7 @@ pub fn predict_observation(
             output_len,
             definition,
             ..
-        } => {
-            let def = match definition {
-                TpotDefinition::Itl => TpotDef::Itl,
-                TpotDefinition::E2e => TpotDef::E2e,
-            };
-            serve_point(*concurrency, *input_len, Some(*output_len), def)?.tpot_ms / 1e3
-        }
+        } => serve_point(*concurrency, *input_len, Some(*output_len), *definition)?.tpot_ms / 1e3,
         Quantity::Ttft {
             concurrency,
             input_len,

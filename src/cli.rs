@@ -1,7 +1,11 @@
 //! The command line: clap definitions only. Validated options become scenarios in
 //! `commands/`.
 
-use crate::output::Format;
+use crate::cost::Parallel;
+use crate::export::Format;
+use crate::options::{
+    AcceptanceArg, CpuMicros, DraftKind, DraftLengths, Duration, Positive, Systems, Values,
+};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -72,6 +76,21 @@ pub struct MeasuredArgs {
     /// Concurrency at which a profiler trace was taken (default 1).
     #[arg(long)]
     pub trace_concurrency: Option<u32>,
+}
+
+/// Where draft tokens come from (specdec and its plot).
+#[derive(Debug, Args, Clone)]
+pub struct DraftArgs {
+    /// mtp (the model's own MTP layer), eagle (its [eagle_head]), ngram, or model:NAME.
+    #[arg(long, default_value = "eagle")]
+    pub draft: DraftKind,
+    /// Tensor parallelism of a separate draft model (default: the target's, or the
+    /// largest that divides the draft's heads).
+    #[arg(long)]
+    pub draft_tp: Option<u32>,
+    /// CPU time per step of n-gram lookup, microseconds (a prior; measure yours).
+    #[arg(long, default_value = "50")]
+    pub ngram_cpu_us: CpuMicros,
 }
 
 /// Request shape and concurrency list of a serving sweep.
@@ -163,29 +182,21 @@ pub enum Command {
     Specdec {
         #[command(flatten)]
         scenario: ScenarioArgs,
-        /// mtp (the model's own MTP layer), eagle (its [eagle_head]), ngram, or model:NAME.
-        #[arg(long, default_value = "eagle")]
-        draft: String,
-        /// Draft lengths: a range 1..8 or a list 1,2,4.
+        #[command(flatten)]
+        draft: DraftArgs,
+        /// Draft lengths: a range 1..8 (1..8:2 for a step) or a list 1,2,4.
         #[arg(long, default_value = "1..6")]
-        k: String,
+        k: DraftLengths,
         /// Acceptance: a constant (0.8), per-position rates (0.85,0.6,0.4; the last repeats),
         /// or a file of measured accepted lengths (drafts accepted per step, one or more per
         /// line).
         #[arg(long, default_value = "0.75,0.5,0.3")]
-        acceptance: String,
+        acceptance: AcceptanceArg,
         #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
         concurrency: Vec<u32>,
         /// Tokens already in each sequence's KV cache.
         #[arg(long, default_value_t = 1024)]
         context: u32,
-        /// Tensor parallelism of a separate draft model (default: the target's, or the
-        /// largest that divides the draft's heads).
-        #[arg(long)]
-        draft_tp: Option<u32>,
-        /// CPU time per step of n-gram lookup, microseconds (a prior; measure yours).
-        #[arg(long, default_value_t = 50.0)]
-        ngram_cpu_us: f64,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -199,10 +210,10 @@ pub enum Command {
         /// Systems (built-ins or paths), each optionally with overrides in brackets:
         /// name[key=value;key=value].
         #[arg(long)]
-        systems: String,
+        systems: Systems,
         /// Layouts: tp8, tp4ep2, pp2tp4, tp8ep8dp8 ... (default: TP over all GPUs).
         #[arg(long, value_delimiter = ',')]
-        parallel: Vec<String>,
+        parallel: Vec<Parallel>,
         #[arg(long, value_delimiter = ',', default_value = "1,128")]
         concurrency: Vec<u32>,
         /// Tokens in each sequence's KV cache for the TPOT columns.
@@ -232,7 +243,7 @@ pub enum Command {
         output_len: u32,
         /// A TPOT to reach (e.g. 8ms): how far must each parameter alone move?
         #[arg(long)]
-        target_tpot: Option<String>,
+        target_tpot: Option<Duration>,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -245,15 +256,15 @@ pub enum Command {
         scenario: ScenarioArgs,
         /// Systems, as for compare (default: --system).
         #[arg(long)]
-        systems: Option<String>,
+        systems: Option<Systems>,
         #[arg(long, value_delimiter = ',')]
-        parallel: Vec<String>,
+        parallel: Vec<Parallel>,
         /// Batch sizes: 1..4096, 1..4096:x2, 1,8,64.
         #[arg(long, default_value = "1..256:x2")]
-        batch: String,
+        batch: Positive,
         /// Context lengths: 1024..131072:1024, 1024,8192.
         #[arg(long, default_value = "1024")]
-        context: String,
+        context: Values,
         /// Weight formats for the routed experts (MoE) or all weights (dense): int4-g32, nvfp4,
         /// fp8 ... (default: as shipped).
         #[arg(long, value_delimiter = ',')]
@@ -448,7 +459,7 @@ pub enum PlotCommand {
         by: BreakdownBy,
         /// Systems for --by system, as for compare.
         #[arg(long)]
-        systems: Option<String>,
+        systems: Option<Systems>,
         #[arg(long, default_value_t = 1)]
         batch: u32,
         #[arg(long, default_value_t = 1024)]
@@ -464,9 +475,9 @@ pub enum PlotCommand {
         #[command(flatten)]
         scenario: ScenarioArgs,
         #[arg(long)]
-        systems: String,
+        systems: Systems,
         #[arg(long, value_delimiter = ',')]
-        parallel: Vec<String>,
+        parallel: Vec<Parallel>,
         #[arg(long, value_delimiter = ',', default_value = "1,128")]
         concurrency: Vec<u32>,
         #[arg(long, default_value_t = 1024)]
@@ -488,10 +499,10 @@ pub enum PlotCommand {
     Specdec {
         #[command(flatten)]
         scenario: ScenarioArgs,
-        #[arg(long, default_value = "eagle")]
-        draft: String,
+        #[command(flatten)]
+        draft: DraftArgs,
         #[arg(long, default_value = "1..8")]
-        k: String,
+        k: DraftLengths,
         /// Constant acceptance rates, one heat-map row each.
         #[arg(long, value_delimiter = ',', default_value = "0.4,0.5,0.6,0.7,0.8,0.9")]
         acceptance: Vec<f64>,

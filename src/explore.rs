@@ -8,7 +8,7 @@
 
 use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
 use crate::cost::{CostParams, Evaluator, Parallel};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::spec::{ModelSpec, System, WeightFormat};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -16,60 +16,6 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
-
-/// Parse `A..B` (every integer), `A..B:S` (step S), `A..B:xF` (multiply by F), or a list
-/// `a,b,c` (items may themselves be ranges).
-pub fn parse_values(s: &str, what: &str) -> Result<Vec<u32>> {
-    let bad = |why: &str| {
-        Error::Scenario(format!("--{what} \"{s}\": {why}; expected a list 1,8,64, a range 1..4096, 1024..131072:1024 (step) or 1..4096:x2 (factor)"))
-    };
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        match item.split_once("..") {
-            None => out.push(item.parse::<u32>().map_err(|_| bad("not a whole number"))?),
-            Some((a, rest)) => {
-                let a: u64 = a.trim().parse().map_err(|_| bad("bad range start"))?;
-                let (b, step) = match rest.split_once(':') {
-                    Some((b, st)) => (b, Some(st.trim())),
-                    None => (rest, None),
-                };
-                let b: u64 = b.trim().parse().map_err(|_| bad("bad range end"))?;
-                if a > b {
-                    return Err(bad("range start above its end"));
-                }
-                match step {
-                    Some(st) if st.starts_with('x') => {
-                        let f: f64 = st[1..].parse().map_err(|_| bad("bad factor"))?;
-                        if f.partial_cmp(&1.0) != Some(std::cmp::Ordering::Greater) || a == 0 {
-                            return Err(bad("a factor range needs a start ≥ 1 and a factor > 1"));
-                        }
-                        let mut v = a as f64;
-                        while v <= b as f64 + 1e-9 {
-                            out.push(v.round() as u32);
-                            v *= f;
-                        }
-                    }
-                    Some(st) => {
-                        let st: u64 = st.parse().map_err(|_| bad("bad step"))?;
-                        if st == 0 {
-                            return Err(bad("step 0"));
-                        }
-                        out.extend((a..=b).step_by(st as usize).map(|v| v as u32));
-                    }
-                    None => out.extend((a..=b).map(|v| v as u32)),
-                }
-            }
-        }
-        if out.len() > 50_000_000 {
-            return Err(bad("too many values"));
-        }
-    }
-    out.dedup();
-    if out.is_empty() {
-        return Err(bad("no values"));
-    }
-    Ok(out)
-}
 
 /// One evaluated design point.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -126,41 +72,7 @@ pub enum Stream {
 }
 
 fn render(out: &mut String, combos: &[Combo], p: &DesignPoint, stream: Stream) {
-    use std::fmt::Write as _;
-    let c = &combos[p.combo];
-    match stream {
-        Stream::Csv => {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{:.6},{:.3},{:.3},{}",
-                c.system,
-                c.parallel,
-                c.quant,
-                p.batch,
-                p.context,
-                p.tpot_ms,
-                p.throughput_tok_s,
-                p.throughput_per_gpu_tok_s,
-                p.fits
-            );
-        }
-        Stream::JsonLines => {
-            let _ = writeln!(
-                out,
-                "{{\"system\":{},\"parallel\":\"{}\",\"quant\":\"{}\",\"batch\":{},\"context\":{},\"tpot_ms\":{:.6},\"throughput_tok_s\":{:.3},\"throughput_per_gpu_tok_s\":{:.3},\"fits\":{}}}",
-                serde_json::Value::String(c.system.clone()),
-                c.parallel,
-                c.quant,
-                p.batch,
-                p.context,
-                p.tpot_ms,
-                p.throughput_tok_s,
-                p.throughput_per_gpu_tok_s,
-                p.fits
-            );
-        }
-        Stream::None => {}
-    }
+    crate::export::rows::ExploreRow::new(&combos[p.combo], p).write(out, stream);
 }
 
 pub const CSV_HEADER: &str =

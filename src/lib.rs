@@ -15,10 +15,11 @@ pub mod units;
 pub mod whatif;
 
 pub use error::{Error, Result};
+pub mod export;
 pub mod import_hf;
 pub mod measured;
 pub mod ops;
-pub mod output;
+pub mod options;
 pub mod plot;
 pub mod predict;
 pub mod serve;

@@ -7,7 +7,7 @@ use rooftop::commands;
 use std::io::Write;
 use std::process::ExitCode;
 
-fn run(command: Command) -> anyhow::Result<String> {
+fn run(command: Command) -> anyhow::Result<Vec<u8>> {
     Ok(match command {
         Command::Predict {
             scenario,
@@ -39,8 +39,6 @@ fn run(command: Command) -> anyhow::Result<String> {
             acceptance,
             concurrency,
             context,
-            draft_tp,
-            ngram_cpu_us,
             format,
         } => commands::specdec::run(
             &scenario,
@@ -49,8 +47,6 @@ fn run(command: Command) -> anyhow::Result<String> {
             &acceptance,
             &concurrency,
             context,
-            draft_tp,
-            ngram_cpu_us,
             format,
         )?,
         Command::Compare {
@@ -86,7 +82,7 @@ fn run(command: Command) -> anyhow::Result<String> {
             context,
             input_len,
             output_len,
-            target_tpot.as_deref(),
+            target_tpot,
             format,
         )?,
         Command::Explore {
@@ -100,7 +96,7 @@ fn run(command: Command) -> anyhow::Result<String> {
             format,
         } => commands::whatif::run_explore(
             &scenario,
-            systems.as_deref(),
+            systems.as_ref(),
             &parallel,
             &batch,
             &context,
@@ -108,10 +104,10 @@ fn run(command: Command) -> anyhow::Result<String> {
             pareto,
             format,
         )?,
-        Command::Plot(p) => commands::plot::run(&p)?,
+        Command::Plot(p) => commands::plot::run(&p)?.into_bytes(),
         Command::Op(op) => commands::op::run(&op)?,
         Command::List { kind, format } => commands::catalog::list(&kind, format)?,
-        Command::Show { name } => commands::catalog::show(&name)?,
+        Command::Show { name } => commands::catalog::show(&name)?.into_bytes(),
         Command::ImportHf {
             path,
             name,
@@ -122,7 +118,8 @@ fn run(command: Command) -> anyhow::Result<String> {
             name.as_deref(),
             quant_config.as_deref(),
             out.as_deref(),
-        )?,
+        )?
+        .into_bytes(),
     })
 }
 
@@ -146,17 +143,16 @@ fn main() -> ExitCode {
                 .filter_map(|p| p.file_name())
                 .map(|n| n.to_string_lossy().to_string())
                 .collect();
-            out.push_str(&format!(
-                "\ncharts written to plots/: {}\n",
-                names.join(", ")
-            ));
+            out.extend_from_slice(
+                format!("\ncharts written to plots/: {}\n", names.join(", ")).as_bytes(),
+            );
         }
         Ok(out)
     });
     match result {
         Ok(out) => {
             // A closed pipe (e.g. `| head`) is not an error worth a panic.
-            let _ = std::io::stdout().lock().write_all(out.as_bytes());
+            let _ = std::io::stdout().lock().write_all(&out);
             ExitCode::SUCCESS
         }
         Err(e) => {

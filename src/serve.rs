@@ -30,16 +30,7 @@ use crate::predict::{breakdown_ms, Scenario};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// How a harness defines TPOT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum TpotDef {
-    /// Decode only: (E2E − TTFT) / (tokens − 1), as vLLM's benchmark.
-    #[default]
-    Itl,
-    /// E2E / tokens, prefill included.
-    E2e,
-}
+pub use crate::measured::TpotDef;
 
 /// Request shape of a sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

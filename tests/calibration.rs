@@ -4,9 +4,7 @@
 
 use rooftop::calibrate::{calibrate, predict_observation, Assumptions, Calibration, ParamKind};
 use rooftop::cost::{CostParams, Parallel};
-use rooftop::measured::{
-    self, MeasuredSet, Observation, Origin, Quantity, TpotDefinition, TraceCategory,
-};
+use rooftop::measured::{self, MeasuredSet, Observation, Origin, Quantity, TpotDef, TraceCategory};
 use rooftop::predict::Scenario;
 use rooftop::spec::registry::{builtin_text, load_model, Kind};
 use rooftop::spec::{ModelSpec, System};
@@ -45,7 +43,7 @@ fn team_data_is_reproduced_within_the_brief_tolerances() {
                 definition,
                 ..
             } => {
-                assert_eq!(definition, TpotDefinition::E2e);
+                assert_eq!(definition, TpotDef::E2e);
                 tpots = (tpots.0 + seconds, tpots.1 + pred, tpots.2 + 1);
                 // The hardware bound is never above a measured or calibrated time.
                 assert!(bound <= seconds && bound <= pred);
@@ -129,7 +127,7 @@ fn known_parameters_are_recovered_from_synthetic_measurements() {
             concurrency: c,
             input_len: Some(256),
             output_len: 256,
-            definition: TpotDefinition::Itl,
+            definition: TpotDef::Itl,
             seconds: 0.0,
         });
         let v = predict_observation(&sc, &truth, &o, &a).unwrap();
@@ -137,7 +135,7 @@ fn known_parameters_are_recovered_from_synthetic_measurements() {
             concurrency: c,
             input_len: Some(256),
             output_len: 256,
-            definition: TpotDefinition::Itl,
+            definition: TpotDef::Itl,
             seconds: v,
         }));
     }

@@ -370,9 +370,10 @@ fn degrees_and_ranges_that_overflow_32_bits_are_refused() {
     refused(&["predict", "--tp", "65536", "--dp", "65536"], &[]);
     refused(&["predict", "--pp", "65536", "--dp", "65536"], &[]);
     refused(&["predict", "--pp", "4294967295"], &[]);
-    // A draft-length range of four billion values is refused before it is built.
-    refused(&["specdec", "--k", "1..4294967295"], &["--k"]);
-    refused(&["specdec", "--k", "0..3"], &["--k"]);
+    // A draft-length range of four billion values is refused before it is built: bad
+    // usage (exit 2), as every malformed flag value is since values are typed.
+    usage_error(&["specdec", "--k", "1..4294967295"]);
+    usage_error(&["specdec", "--k", "0..3"]);
     refused(&["specdec", "--concurrency", "0"], &["--concurrency"]);
 }
 
@@ -500,10 +501,6 @@ fn every_error_path_exits_1_with_nothing_on_stdout() {
             "mtp",
         ],
         vec!["specdec", "--draft", "model:gpt-5"],
-        vec!["specdec", "--acceptance", "1.5"],
-        vec!["specdec", "--acceptance", "nan"],
-        vec!["specdec", "--draft", "ngram", "--ngram-cpu-us=-5"],
-        vec!["specdec", "--draft", "ngram", "--ngram-cpu-us", "nan"],
         vec!["validate", "--measured", missing],
         vec!["calibrate", "--measured", missing],
         vec![
@@ -546,6 +543,14 @@ fn bad_usage_exits_2() {
         vec!["predict", "--no-such-flag"],
         vec!["sweep", "--concurrency", "1,x"],
         vec!["sweep", "--tpot-def", "median"],
+        vec!["specdec", "--acceptance", "1.5"],
+        vec!["specdec", "--acceptance", "nan"],
+        vec!["specdec", "--draft", "ngram", "--ngram-cpu-us=-5"],
+        vec!["specdec", "--draft", "ngram", "--ngram-cpu-us", "nan"],
+        vec!["specdec", "--draft", "bogus"],
+        vec!["compare", "--systems", "x", "--parallel", "foo"],
+        vec!["sensitivity", "--target-tpot", "8"],
+        vec!["explore", "--batch", "0,1"],
         vec!["op", "gemm", "--gpu", "h200"],
         vec!["op"],
         vec!["list", "cpus"],

@@ -4,7 +4,7 @@
 use approx::assert_relative_eq;
 use rooftop::measured::{
     read_file, read_file_with, read_files, MeasuredSet, Observation, Quantity, ReadOptions,
-    TpotDefinition, TraceCategory,
+    TpotDef, TraceCategory,
 };
 use rooftop::spec::registry::{builtin_names, builtin_text, Kind};
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ fn error(name: &str, line: Option<usize>) -> String {
 }
 
 /// Compares the TPOT tuples, the seconds to relative 1e-12.
-fn assert_tpots(set: &MeasuredSet, want: &[(u32, Option<u32>, u32, TpotDefinition, f64)]) {
+fn assert_tpots(set: &MeasuredSet, want: &[(u32, Option<u32>, u32, TpotDef, f64)]) {
     let got = tpots(set);
     assert_eq!(got.len(), want.len(), "{got:?}");
     for (g, w) in got.iter().zip(want) {
@@ -51,7 +51,7 @@ fn assert_tpots(set: &MeasuredSet, want: &[(u32, Option<u32>, u32, TpotDefinitio
     }
 }
 
-fn tpots(set: &MeasuredSet) -> Vec<(u32, Option<u32>, u32, TpotDefinition, f64)> {
+fn tpots(set: &MeasuredSet) -> Vec<(u32, Option<u32>, u32, TpotDef, f64)> {
     set.observations
         .iter()
         .filter_map(|o| match o.quantity {
@@ -100,10 +100,7 @@ fn team_macro_log_gives_three_e2e_tpots() {
     let t = tpots(&set);
     assert_eq!(t.len(), 3, "{t:?}");
     for (got, total) in t.iter().zip([0.407, 0.414, 0.398]) {
-        assert_eq!(
-            (got.0, got.1, got.2, got.3),
-            (1, None, 32, TpotDefinition::E2e)
-        );
+        assert_eq!((got.0, got.1, got.2, got.3), (1, None, 32, TpotDef::E2e));
         assert_relative_eq!(got.4, total / 32.0);
     }
     // The cut third line is the log's last, line 14.
@@ -143,7 +140,7 @@ fn macro_log_errors() {
 fn vllm_single_object() {
     let set = read("vllm_c8.json");
     assert_eq!(set.model.as_deref(), Some("moonshotai/Kimi-K2.5"));
-    assert_tpots(&set, &[(8, Some(1024), 256, TpotDefinition::Itl, 16.1e-3)]);
+    assert_tpots(&set, &[(8, Some(1024), 256, TpotDef::Itl, 16.1e-3)]);
     assert_eq!(throughputs(&set), vec![(8, 462.1981)]);
     assert!(set
         .observations
@@ -292,7 +289,7 @@ fn trace_errors() {
 fn measurement_toml() {
     let set = read("measurement.toml");
     assert_eq!(set.system.as_deref(), Some("8x-rtx-pro-6000-pcie"));
-    assert_tpots(&set, &[(8, Some(1024), 256, TpotDefinition::Itl, 16.1e-3)]);
+    assert_tpots(&set, &[(8, Some(1024), 256, TpotDef::Itl, 16.1e-3)]);
     assert_eq!(throughputs(&set), vec![(8, 462.2)]);
     let s = shares(&set);
     assert_eq!(s.len(), 3);
@@ -320,10 +317,7 @@ fn team_measurement_file_transcribes_the_record() {
     let t = tpots(&set);
     assert_eq!(t.len(), 3);
     for (got, total) in t.iter().zip([0.407, 0.414, 0.398]) {
-        assert_eq!(
-            (got.0, got.1, got.2, got.3),
-            (1, None, 32, TpotDefinition::E2e)
-        );
+        assert_eq!((got.0, got.1, got.2, got.3), (1, None, 32, TpotDef::E2e));
         assert_relative_eq!(got.4, total / 32.0, max_relative = 1e-12);
     }
     assert_eq!(throughputs(&set), vec![(128, 1536.0)]);

@@ -3,7 +3,8 @@
 //! design-space explorer agrees with single predictions.
 
 use rooftop::cost::{CostParams, Parallel};
-use rooftop::explore::{explore, pareto_front, parse_values, DesignPoint, Stream};
+use rooftop::explore::{explore, pareto_front, DesignPoint, Stream};
+use rooftop::options::parse_values;
 use rooftop::predict::{predict, Scenario};
 use rooftop::serve::{TpotDef, Workload};
 use rooftop::spec::registry::load_model;
@@ -175,16 +176,16 @@ fn inverse_solve_reproduces_the_target() {
 
 #[test]
 fn ranges_parse_as_documented() {
-    assert_eq!(parse_values("1..4", "batch").unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(parse_values("1..4").unwrap(), vec![1, 2, 3, 4]);
     assert_eq!(
-        parse_values("1024..4096:1024", "c").unwrap(),
+        parse_values("1024..4096:1024").unwrap(),
         vec![1024, 2048, 3072, 4096]
     );
-    assert_eq!(parse_values("1..16:x2", "b").unwrap(), vec![1, 2, 4, 8, 16]);
-    assert_eq!(parse_values("1,8,64", "b").unwrap(), vec![1, 8, 64]);
-    assert_eq!(parse_values("4096..131072:1024", "c").unwrap().len(), 125);
+    assert_eq!(parse_values("1..16:x2").unwrap(), vec![1, 2, 4, 8, 16]);
+    assert_eq!(parse_values("1,8,64").unwrap(), vec![1, 8, 64]);
+    assert_eq!(parse_values("4096..131072:1024").unwrap().len(), 125);
     for bad in ["", "a..b", "5..1", "1..8:0", "1..8:x1", "x"] {
-        assert!(parse_values(bad, "batch").is_err(), "{bad}");
+        assert!(parse_values(bad).is_err(), "{bad}");
     }
 }
 

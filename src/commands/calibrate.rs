@@ -8,8 +8,8 @@ use crate::cli::{MeasuredArgs, ScenarioArgs};
 use crate::commands::load;
 use crate::cost::{CostParams, Pass};
 use crate::error::{Error, Result};
+use crate::export::{self, round, table, Format, Table, Tabular};
 use crate::measured::{self, MeasuredSet, Quantity, ReadOptions, TraceCategory};
-use crate::output::{self, num, Format};
 use crate::predict::{breakdown_ms, Scenario};
 use crate::spec::registry::{builtin_text, Kind};
 use serde::Serialize;
@@ -64,7 +64,7 @@ pub fn run_calibrate(
     m: &MeasuredArgs,
     out: Option<&Path>,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let l = load(args)?;
     let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let (set, sources) = load_measured(m)?;
@@ -75,47 +75,14 @@ pub fn run_calibrate(
             source,
         })?;
     }
-    Ok(match format {
-        Format::Json => output::json(&c),
-        Format::Csv => {
-            let rows: Vec<Vec<String>> = c
-                .parameters
-                .iter()
-                .map(|p| {
-                    vec![
-                        p.name.clone(),
-                        num(p.value, 6),
-                        num(p.stderr, 6),
-                        num(p.ci95_low, 6),
-                        num(p.ci95_high, 6),
-                        num(p.prior, 6),
-                        p.informed_by_data.to_string(),
-                    ]
-                })
-                .collect();
-            output::csv(
-                &[
-                    "parameter",
-                    "value",
-                    "stderr",
-                    "ci95_low",
-                    "ci95_high",
-                    "prior",
-                    "informed_by_data",
-                ],
-                &rows,
-            )
+    export::export(&c, format, |c| {
+        let mut o = calibration_text(c);
+        if let Some(p) = out {
+            let _ = writeln!(o, "\nwrote {} (use with --calibration)", p.display());
         }
-        Format::Text => {
-            let mut o = calibration_text(&c);
-            if let Some(p) = out {
-                let _ = writeln!(o, "\nwrote {} (use with --calibration)", p.display());
-            }
-            o
-        }
+        o
     })
 }
-
 pub fn calibration_text(c: &Calibration) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -151,7 +118,7 @@ pub fn calibration_text(c: &Calibration) -> String {
             ]
         })
         .collect();
-    o.push_str(&output::table(
+    o.push_str(&table(
         &[
             "parameter",
             "value",
@@ -190,7 +157,7 @@ pub fn calibration_text(c: &Calibration) -> String {
             ]
         })
         .collect();
-    o.push_str(&output::table(
+    o.push_str(&table(
         &[
             "point",
             "measured",
@@ -357,49 +324,33 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
     })
 }
 
-pub fn run_validate(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<String> {
+pub fn run_validate(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<u8>> {
     let v = validation(args, m)?;
-    Ok(match format {
-        Format::Json => output::json(&v),
-        Format::Csv => {
-            let rows: Vec<Vec<String>> = v
-                .rows
+    export::export(&v, format, validation_text)
+}
+
+impl Tabular for Validation {
+    type Row<'a> = export::rows::ValidationRow<'a>;
+    fn table(&self) -> Table<Self::Row<'_>> {
+        Table::flat(
+            self.rows
                 .iter()
-                .map(|r| {
-                    vec![
-                        r.point.clone(),
-                        r.unit.to_string(),
-                        num(r.measured, 6),
-                        num(r.sol, 6),
-                        num(r.default, 6),
-                        num(r.calibrated, 6),
-                        num(r.calibrated_ci95.0, 6),
-                        num(r.calibrated_ci95.1, 6),
-                        r.efficiency.map(|e| num(e, 4)).unwrap_or_default(),
-                        num(r.default_error, 4),
-                        num(r.calibrated_error, 4),
-                    ]
+                .map(|r| export::rows::ValidationRow {
+                    point: &r.point,
+                    unit: r.unit,
+                    measured: round(r.measured, 6),
+                    sol: round(r.sol, 6),
+                    default: round(r.default, 6),
+                    calibrated: round(r.calibrated, 6),
+                    calibrated_ci95_low: round(r.calibrated_ci95.0, 6),
+                    calibrated_ci95_high: round(r.calibrated_ci95.1, 6),
+                    efficiency: r.efficiency.map(|e| round(e, 4)),
+                    default_error: round(r.default_error, 4),
+                    calibrated_error: round(r.calibrated_error, 4),
                 })
-                .collect();
-            output::csv(
-                &[
-                    "point",
-                    "unit",
-                    "measured",
-                    "sol",
-                    "default",
-                    "calibrated",
-                    "calibrated_ci95_low",
-                    "calibrated_ci95_high",
-                    "efficiency",
-                    "default_error",
-                    "calibrated_error",
-                ],
-                &rows,
-            )
-        }
-        Format::Text => validation_text(&v),
-    })
+                .collect(),
+        )
+    }
 }
 
 fn scale(unit: &str, v: f64) -> f64 {
@@ -451,7 +402,7 @@ pub fn validation_text(v: &Validation) -> String {
             ]
         })
         .collect();
-    o.push_str(&output::table(
+    o.push_str(&table(
         &[
             "point",
             "measured",
@@ -480,7 +431,7 @@ pub fn validation_text(v: &Validation) -> String {
             ]
         })
         .collect();
-    o.push_str(&output::table(
+    o.push_str(&table(
         &["category", "measured", "default", "calibrated"],
         &rows,
     ));
@@ -515,7 +466,7 @@ pub fn validation_text(v: &Validation) -> String {
         format!("{:.3}", tot(2)),
         format!("{:+.3}", tot(2) - tot(0)),
     ]);
-    o.push_str(&output::table(
+    o.push_str(&table(
         &[
             "category",
             "SOL ms",

@@ -1,16 +1,10 @@
 //! `rooftop list` and `rooftop show`: what is built in.
 
 use crate::error::{Error, Result};
-use crate::output::{self, Format};
+use crate::export::rows::CatalogRow;
+use crate::export::{self, table, Format, Table, Tabular};
 use crate::spec::registry::{self, builtin_names, builtin_text, Kind};
 use crate::spec::System;
-use serde::Serialize;
-
-#[derive(Serialize)]
-struct Entry {
-    name: String,
-    description: String,
-}
 
 fn describe(kind: Kind, name: &str) -> String {
     let d = match kind {
@@ -33,7 +27,7 @@ fn describe(kind: Kind, name: &str) -> String {
     d.unwrap_or_else(|e| format!("(invalid: {e})"))
 }
 
-pub fn list(kind: &str, format: Format) -> Result<String> {
+pub fn list(kind: &str, format: Format) -> Result<Vec<u8>> {
     let k = match kind {
         "gpus" => Kind::Gpu,
         "interconnects" => Kind::Interconnect,
@@ -41,30 +35,27 @@ pub fn list(kind: &str, format: Format) -> Result<String> {
         "models" => Kind::Model,
         _ => Kind::Measured,
     };
-    let entries: Vec<Entry> = builtin_names(k)
+    let entries: Vec<CatalogRow> = builtin_names(k)
         .into_iter()
-        .map(|n| Entry {
+        .map(|n| CatalogRow {
             name: n.to_string(),
             description: describe(k, n),
         })
         .collect();
-    Ok(match format {
-        Format::Json => output::json(&entries),
-        Format::Csv => output::csv(
-            &["name", "description"],
-            &entries
-                .iter()
-                .map(|e| vec![e.name.clone(), e.description.clone()])
-                .collect::<Vec<_>>(),
-        ),
-        Format::Text => output::table(
-            &["name", "description"],
-            &entries
-                .iter()
-                .map(|e| vec![e.name.clone(), e.description.clone()])
-                .collect::<Vec<_>>(),
-        ),
+    export::export(&entries, format, |e| {
+        let rows: Vec<Vec<String>> = e
+            .iter()
+            .map(|e| vec![e.name.clone(), e.description.clone()])
+            .collect();
+        table(&["name", "description"], &rows)
     })
+}
+
+impl Tabular for Vec<CatalogRow> {
+    type Row<'a> = &'a CatalogRow;
+    fn table(&self) -> Table<&CatalogRow> {
+        Table::flat(self.iter().collect())
+    }
 }
 
 pub fn show(name: &str) -> Result<String> {

@@ -5,8 +5,8 @@ use crate::commands::load;
 use crate::cost::price::{collective_cost, cost_all};
 use crate::cost::{Category, CostParams, Device, Evaluator, OpCost, Pass};
 use crate::error::{Error, Result};
+use crate::export::{self, round, table, Format, Table, Tabular};
 use crate::ops::{gemm_ops, BlockKind, CollectiveKind};
-use crate::output::{self, num, Format};
 use crate::spec::registry::{builtin_names, load_gpu, Kind};
 use crate::spec::{System, WeightFormat};
 use crate::units::Bytes;
@@ -77,67 +77,58 @@ fn report(
     }
 }
 
-fn render(r: &OpReport, format: Format) -> String {
-    match format {
-        Format::Json => output::json(r),
-        Format::Csv => output::csv(
-            &[
-                "op",
-                "context",
-                "time_us",
-                "sol_time_us",
-                "flops",
-                "bytes",
-                "bound",
-            ],
-            &[vec![
-                r.op.clone(),
-                r.context.clone(),
-                num(r.time_us, 3),
-                num(r.sol_time_us, 3),
-                num(r.flops, 0),
-                num(r.bytes, 0),
-                r.bound.clone(),
-            ]],
-        ),
-        Format::Text => {
-            let mut o = String::new();
-            let _ = writeln!(o, "{} on {}", r.op, r.context);
-            let _ = writeln!(
-                o,
-                "time {:.3} us (speed of light {:.3} us), {:.4} GFLOP, {:.4} MB, {}-bound{}",
-                r.time_us,
-                r.sol_time_us,
-                r.flops / 1e9,
-                r.bytes / 1e6,
-                r.bound,
-                r.algorithm
-                    .as_ref()
-                    .map(|a| format!(", {a}"))
-                    .unwrap_or_default()
-            );
-            if r.parts.len() > 1 {
-                let rows: Vec<Vec<String>> = r
-                    .parts
-                    .iter()
-                    .map(|p| {
-                        vec![
-                            p.name.to_string(),
-                            format!("{:.3}", p.time_us),
-                            format!("{:.3}", p.overhead_us),
-                            format!("{:.4}", p.bytes / 1e6),
-                            p.bound.to_string(),
-                        ]
-                    })
-                    .collect();
-                o.push_str(&output::table(
-                    &["part", "us", "fixed us", "MB", "bound"],
-                    &rows,
-                ));
-            }
-            o
-        }
+impl Tabular for OpReport {
+    type Row<'a> = export::rows::OpRow<'a>;
+    fn table(&self) -> Table<Self::Row<'_>> {
+        Table::flat(vec![export::rows::OpRow {
+            op: &self.op,
+            context: &self.context,
+            time_us: round(self.time_us, 3),
+            sol_time_us: round(self.sol_time_us, 3),
+            flops: round(self.flops, 0),
+            bytes: round(self.bytes, 0),
+            bound: &self.bound,
+        }])
     }
+}
+
+fn render(r: &OpReport, format: Format) -> Result<Vec<u8>> {
+    export::export(r, format, text)
+}
+
+fn text(r: &OpReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} on {}", r.op, r.context);
+    let _ = writeln!(
+        o,
+        "time {:.3} us (speed of light {:.3} us), {:.4} GFLOP, {:.4} MB, {}-bound{}",
+        r.time_us,
+        r.sol_time_us,
+        r.flops / 1e9,
+        r.bytes / 1e6,
+        r.bound,
+        r.algorithm
+            .as_ref()
+            .map(|a| format!(", {a}"))
+            .unwrap_or_default()
+    );
+    if r.parts.len() > 1 {
+        let rows: Vec<Vec<String>> = r
+            .parts
+            .iter()
+            .map(|p| {
+                vec![
+                    p.name.to_string(),
+                    format!("{:.3}", p.time_us),
+                    format!("{:.3}", p.overhead_us),
+                    format!("{:.4}", p.bytes / 1e6),
+                    p.bound.to_string(),
+                ]
+            })
+            .collect();
+        o.push_str(&table(&["part", "us", "fixed us", "MB", "bound"], &rows));
+    }
+    o
 }
 
 /// A system to take efficiencies from: the one named, or the first built-in with this GPU.
@@ -207,7 +198,7 @@ fn block_ops(
     ))
 }
 
-pub fn run(cmd: &OpCommand) -> Result<String> {
+pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
     match cmd {
         OpCommand::Gemm {
             gpu,
@@ -243,7 +234,7 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
                 &sol,
                 None,
             );
-            Ok(render(&r, *format))
+            render(&r, *format)
         }
         OpCommand::Allreduce {
             system,
@@ -275,7 +266,7 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
                 &sol,
                 Some(algo),
             );
-            Ok(render(&r, *format))
+            render(&r, *format)
         }
         OpCommand::Moe {
             scenario,
@@ -288,10 +279,10 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
             let pass = Pass::decode(*tokens as f64, 0.0);
             let (ops, ctx) = block_ops(scenario, pass, true, CostParams::default_for)?;
             let (sol, _) = block_ops(scenario, pass, true, |_| CostParams::speed_of_light())?;
-            Ok(render(
+            render(
                 &report(format!("moe layer, {tokens} tokens"), ctx, &ops, &sol, None),
                 *format,
-            ))
+            )
         }
         OpCommand::Attention {
             scenario,
@@ -305,7 +296,7 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
             let pass = Pass::decode(*batch as f64, *context as f64);
             let (ops, ctx) = block_ops(scenario, pass, false, CostParams::default_for)?;
             let (sol, _) = block_ops(scenario, pass, false, |_| CostParams::speed_of_light())?;
-            Ok(render(
+            render(
                 &report(
                     format!("attention block, batch {batch}, context {context}"),
                     ctx,
@@ -314,7 +305,7 @@ pub fn run(cmd: &OpCommand) -> Result<String> {
                     None,
                 ),
                 *format,
-            ))
+            )
         }
     }
 }

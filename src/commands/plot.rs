@@ -149,14 +149,14 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
                     StackedBars::per_layer(&predict(&l.scenario()?, *batch, *context)?)
                 }
                 BreakdownBy::System => {
-                    let names =
-                        crate::whatif::split_systems(systems.as_deref().ok_or_else(|| {
-                            Error::Scenario("--by system needs --systems".into())
-                        })?);
+                    let names = &systems
+                        .as_ref()
+                        .ok_or_else(|| Error::Scenario("--by system needs --systems".into()))?
+                        .0;
                     let sets = crate::spec::overrides::parse_all(&scenario.set)?;
                     let l = load(scenario)?;
                     let mut bars = Vec::new();
-                    for n in &names {
+                    for n in names {
                         let (label, sys) = crate::whatif::load_variant(n, &sets)?;
                         let s = Scenario::new(&l.model, &sys, Parallel::tp(sys.spec.gpu_count))?;
                         let p = predict(&s, *batch, *context)?;
@@ -220,12 +220,11 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
         } => {
             let l = load(scenario)?;
             let s = l.scenario()?;
-            let ks = crate::commands::specdec::parse_range(k, "k")?;
-            let d = crate::commands::specdec::parse_draft(draft, l.parallel.tp, None, 50.0)?;
+            let d = crate::commands::specdec::draft(draft, l.parallel.tp)?;
             let mut runs = Vec::new();
             for a in acceptance {
                 let acc = Acceptance(vec![*a]);
-                runs.push((*a, specdec(&s, &d, &acc, &ks, &[*concurrency], *context)?));
+                runs.push((*a, specdec(&s, &d, &acc, &k.0, &[*concurrency], *context)?));
             }
             plot::heatmap(&specdec_heatmap(&runs, *concurrency), out)?;
             Ok(done(out))
@@ -305,7 +304,9 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     written.push(path);
     let c = crate::commands::whatif::build_comparison(
         &args,
-        "8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]",
+        &"8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
+            .parse::<crate::options::Systems>()
+            .map_err(Error::Scenario)?,
         &[],
         &[1, 128],
         1024,
@@ -315,7 +316,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     let path = dir.join("compare_tpot.png");
     plot::grouped_bars(&compare_bars(&c), &path)?;
     written.push(path);
-    let d = crate::commands::specdec::parse_draft("eagle", l.parallel.tp, None, 50.0)?;
+    let d = crate::specdec::Draft::Eagle;
     let mut runs = Vec::new();
     for a in [0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
         runs.push((

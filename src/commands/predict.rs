@@ -3,7 +3,7 @@
 use crate::cli::ScenarioArgs;
 use crate::commands::load;
 use crate::error::Result;
-use crate::output::{self, num, Format};
+use crate::export::{self, table, Format};
 use crate::predict::{predict, Prediction};
 use std::fmt::Write as _;
 
@@ -13,7 +13,7 @@ pub fn run(
     context: u32,
     show_ops: bool,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     // A step of no sequences has no TPOT: refused, as sweep and op refuse their zeros.
     if batch == 0 {
         return Err(crate::error::Error::Scenario(
@@ -33,45 +33,7 @@ pub fn run(
         });
         p.tpot_ci95_ms = Some([lo, hi]);
     }
-    Ok(match format {
-        Format::Json => output::json(&p),
-        Format::Csv => csv(&p),
-        Format::Text => text(&p, show_ops),
-    })
-}
-
-/// One row: the headline numbers and the breakdown columns.
-pub fn csv(p: &Prediction) -> String {
-    let mut header = vec![
-        "model",
-        "system",
-        "parallel",
-        "batch",
-        "context",
-        "tpot_ms",
-        "sol_tpot_ms",
-        "throughput_tok_s",
-        "weights_per_gpu_gb",
-        "max_kv_tokens",
-        "fits",
-    ];
-    let cats: Vec<String> = p.breakdown_ms.keys().map(|k| format!("{k}_ms")).collect();
-    header.extend(cats.iter().map(|s| s.as_str()));
-    let mut row = vec![
-        p.model.clone(),
-        p.system.clone(),
-        p.parallel.clone(),
-        p.batch.to_string(),
-        p.context.to_string(),
-        num(p.tpot_ms, 4),
-        num(p.sol_tpot_ms, 4),
-        num(p.throughput_tok_s, 2),
-        num(p.memory.weights_per_gpu_gb, 3),
-        num(p.memory.max_kv_tokens, 0),
-        p.memory.fits.to_string(),
-    ];
-    row.extend(p.breakdown_ms.values().map(|v| num(*v, 4)));
-    output::csv(&header, &[row])
+    export::export(&p, format, |p| text(p, show_ops))
 }
 
 /// Breakdown rows (category, default ms, share, SOL ms), largest first, zero rows dropped.
@@ -100,7 +62,7 @@ pub fn breakdown_table(p: &Prediction) -> String {
         "100.0 %".into(),
         format!("{:.3}", p.sol_tpot_ms),
     ]);
-    output::table(
+    table(
         &[
             "category",
             &format!("{} ms", p.provenance),
@@ -230,7 +192,7 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
             ]
         })
         .collect();
-    o.push_str(&output::table(
+    o.push_str(&table(
         &[
             "op", "category", "x", "us/call", "fixed us", "ms/step", "MB/call", "FLOP/B", "bound",
         ],

@@ -3,7 +3,7 @@
 use crate::cli::{ScenarioArgs, ServingArgs};
 use crate::commands::load;
 use crate::error::{Error, Result};
-use crate::output::{self, num, Format};
+use crate::export::{self, table, Format};
 use crate::serve::{sweep, Sweep, Workload};
 use std::fmt::Write as _;
 
@@ -34,7 +34,7 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
     request_shape(a.input_len, a.output_len, a.tpot_def)
 }
 
-pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<String> {
+pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<Vec<u8>> {
     let l = load(args)?;
     let s = l.scenario()?;
     let w = workload(serving)?;
@@ -45,54 +45,7 @@ pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result
     if let Some(c) = &l.calibration {
         crate::calibrate::sweep_intervals(c, &s, w, &mut r);
     }
-    Ok(render(&r, format))
-}
-
-pub fn render(r: &Sweep, format: Format) -> String {
-    match format {
-        Format::Json => output::json(r),
-        Format::Csv => {
-            let cats: Vec<&str> = r
-                .points
-                .first()
-                .map(|p| p.breakdown_ms.keys().copied().collect())
-                .unwrap_or_default();
-            let mut header = vec![
-                "concurrency",
-                "running",
-                "queued",
-                "tpot_ms",
-                "tpot_itl_ms",
-                "tpot_e2e_ms",
-                "ttft_ms",
-                "throughput_tok_s",
-                "sol_tpot_ms",
-            ];
-            let cat_cols: Vec<String> = cats.iter().map(|c| format!("{c}_ms")).collect();
-            header.extend(cat_cols.iter().map(|s| s.as_str()));
-            let rows: Vec<Vec<String>> = r
-                .points
-                .iter()
-                .map(|p| {
-                    let mut v = vec![
-                        p.concurrency.to_string(),
-                        p.running.to_string(),
-                        p.queued.to_string(),
-                        num(p.tpot_ms, 4),
-                        num(p.tpot_itl_ms, 4),
-                        num(p.tpot_e2e_ms, 4),
-                        num(p.ttft_ms, 3),
-                        num(p.throughput_tok_s, 2),
-                        num(p.sol_tpot_ms, 4),
-                    ];
-                    v.extend(cats.iter().map(|c| num(p.breakdown_ms[c], 4)));
-                    v
-                })
-                .collect();
-            output::csv(&header, &rows)
-        }
-        Format::Text => text(r),
-    }
+    export::export(&r, format, text)
 }
 
 fn text(r: &Sweep) -> String {
@@ -130,7 +83,7 @@ fn text(r: &Sweep) -> String {
             ]
         })
         .collect();
-    o.push_str(&output::table(
+    o.push_str(&table(
         &[
             "C",
             "running",

@@ -4,25 +4,24 @@ use crate::cli::ScenarioArgs;
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::explore::{explore, parse_values, Stream};
-use crate::output::{self, num, Format};
+use crate::explore::{explore, Stream};
+use crate::export::Tabular;
+use crate::export::{self, num, table, Format};
+use crate::options::{Duration, Positive, Systems, Values};
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
-use crate::units::Seconds;
-use crate::whatif::{
-    compare_row, load_variant, sensitivity, split_systems, Comparison, SensitivityReport,
-};
+use crate::whatif::{compare_row, load_variant, sensitivity, Comparison, SensitivityReport};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::io::Write as _;
 
-fn layouts(list: &[String]) -> Result<Vec<Option<Parallel>>> {
+/// The layouts of `--parallel`, or the system's default (`None`) when none is given.
+fn layouts(list: &[Parallel]) -> Vec<Option<Parallel>> {
     if list.is_empty() {
-        return Ok(vec![None]);
+        return vec![None];
     }
-    list.iter()
-        .map(|s| s.parse::<Parallel>().map(Some).map_err(Error::Scenario))
-        .collect()
+    list.iter().copied().map(Some).collect()
 }
 
 fn workload(i: u32, o: u32) -> Result<Workload> {
@@ -33,8 +32,8 @@ fn workload(i: u32, o: u32) -> Result<Workload> {
 #[allow(clippy::too_many_arguments)]
 pub fn build_comparison(
     args: &ScenarioArgs,
-    systems: &str,
-    parallel: &[String],
+    systems: &Systems,
+    parallel: &[Parallel],
     concurrency: &[u32],
     context: u32,
     input_len: u32,
@@ -48,13 +47,8 @@ pub fn build_comparison(
             "--concurrency needs positive integers".into(),
         ));
     }
-    let lays = layouts(parallel)?;
-    let names = split_systems(systems);
-    if names.is_empty() {
-        return Err(Error::Scenario(
-            "--systems needs at least one system".into(),
-        ));
-    }
+    let lays = layouts(parallel);
+    let names = &systems.0;
     // A calibration describes the system it was fitted on: rows of that system use it,
     // the others keep their own defaults.
     let calibration = args
@@ -63,7 +57,7 @@ pub fn build_comparison(
         .map(crate::calibrate::Calibration::load)
         .transpose()?;
     let mut rows = Vec::new();
-    for n in &names {
+    for n in names {
         let (label, sys) = load_variant(n, &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
@@ -95,14 +89,14 @@ pub fn build_comparison(
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(
     args: &ScenarioArgs,
-    systems: &str,
-    parallel: &[String],
+    systems: &Systems,
+    parallel: &[Parallel],
     concurrency: &[u32],
     context: u32,
     input_len: u32,
     output_len: u32,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let r = build_comparison(
         args,
         systems,
@@ -112,122 +106,74 @@ pub fn run_compare(
         input_len,
         output_len,
     )?;
-    Ok(match format {
-        Format::Json => output::json(&r),
-        Format::Csv => {
-            let mut header: Vec<String> = vec!["system".into(), "parallel".into(), "gpus".into()];
-            for c in concurrency {
-                header.push(format!("tpot_ms_c{c}"));
-                header.push(format!("throughput_tok_s_c{c}"));
-                header.push(format!("dominant_c{c}"));
+    match format {
+        Format::Csv => export::rows::compare_csv(&r, concurrency),
+        Format::Json => export::json(&r),
+        Format::Text => Ok(compare_text(&r, concurrency).into_bytes()),
+    }
+}
+
+fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: TPOT at context {}, plateau for {} in / {} out",
+        r.model, r.context, r.input_len, r.output_len
+    );
+    let mut header: Vec<String> = vec!["system".into(), "layout".into()];
+    for c in concurrency {
+        header.push(format!("C={c} ms"));
+        header.push(format!("C={c} tok/s"));
+        header.push(format!("C={c} largest"));
+    }
+    header.extend(["plateau tok/s", "weights GB/GPU", "KV tokens", "$/M tok"].map(String::from));
+    let rows: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|x| {
+            let layout = if x.provenance == "calibrated" {
+                format!("{} (calibrated)", x.parallel)
+            } else {
+                x.parallel.clone()
+            };
+            let mut v = vec![x.system.clone(), layout];
+            if let Some(e) = &x.error {
+                v.push(format!("cannot run: {e}"));
+                return v;
             }
-            header.extend(
-                [
-                    "plateau_tok_s",
-                    "weights_per_gpu_gb",
-                    "max_kv_tokens",
-                    "fits",
-                    "usd_per_million_tokens",
-                    "error",
-                ]
-                .map(String::from),
-            );
-            let rows: Vec<Vec<String>> = r
-                .rows
-                .iter()
-                .map(|x| {
-                    let mut v = vec![x.system.clone(), x.parallel.clone(), x.gpus.to_string()];
-                    for (i, _) in concurrency.iter().enumerate() {
-                        v.push(x.tpot_ms.get(i).map(|t| num(t.1, 4)).unwrap_or_default());
-                        v.push(
-                            x.throughput_tok_s
-                                .get(i)
-                                .map(|t| num(t.1, 2))
-                                .unwrap_or_default(),
-                        );
-                        v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
-                    }
-                    v.extend([
-                        num(x.plateau_tok_s, 1),
-                        num(x.weights_per_gpu_gb, 2),
-                        num(x.max_kv_tokens, 0),
-                        x.fits.to_string(),
-                        x.usd_per_million_tokens
-                            .map(|u| num(u, 4))
-                            .unwrap_or_default(),
-                        x.error.clone().unwrap_or_default(),
-                    ]);
-                    v
-                })
-                .collect();
-            let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
-            output::csv(&h, &rows)
-        }
-        Format::Text => {
-            let mut o = String::new();
-            let _ = writeln!(
-                o,
-                "{}: TPOT at context {}, plateau for {} in / {} out",
-                r.model, context, input_len, output_len
-            );
-            let mut header: Vec<String> = vec!["system".into(), "layout".into()];
-            for c in concurrency {
-                header.push(format!("C={c} ms"));
-                header.push(format!("C={c} tok/s"));
-                header.push(format!("C={c} largest"));
+            for i in 0..concurrency.len() {
+                v.push(
+                    x.tpot_ms
+                        .get(i)
+                        .map(|t| format!("{:.2}", t.1))
+                        .unwrap_or_default(),
+                );
+                v.push(
+                    x.throughput_tok_s
+                        .get(i)
+                        .map(|t| format!("{:.0}", t.1))
+                        .unwrap_or_default(),
+                );
+                v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
             }
-            header.extend(
-                ["plateau tok/s", "weights GB/GPU", "KV tokens", "$/M tok"].map(String::from),
+            v.push(format!("{:.0}", x.plateau_tok_s));
+            v.push(format!(
+                "{:.1}{}",
+                x.weights_per_gpu_gb,
+                if x.fits { "" } else { " (no fit)" }
+            ));
+            v.push(format!("{:.0}", x.max_kv_tokens));
+            v.push(
+                x.usd_per_million_tokens
+                    .map(|u| format!("{u:.2}"))
+                    .unwrap_or_else(|| "-".into()),
             );
-            let rows: Vec<Vec<String>> = r
-                .rows
-                .iter()
-                .map(|x| {
-                    let layout = if x.provenance == "calibrated" {
-                        format!("{} (calibrated)", x.parallel)
-                    } else {
-                        x.parallel.clone()
-                    };
-                    let mut v = vec![x.system.clone(), layout];
-                    if let Some(e) = &x.error {
-                        v.push(format!("cannot run: {e}"));
-                        return v;
-                    }
-                    for i in 0..concurrency.len() {
-                        v.push(
-                            x.tpot_ms
-                                .get(i)
-                                .map(|t| format!("{:.2}", t.1))
-                                .unwrap_or_default(),
-                        );
-                        v.push(
-                            x.throughput_tok_s
-                                .get(i)
-                                .map(|t| format!("{:.0}", t.1))
-                                .unwrap_or_default(),
-                        );
-                        v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
-                    }
-                    v.push(format!("{:.0}", x.plateau_tok_s));
-                    v.push(format!(
-                        "{:.1}{}",
-                        x.weights_per_gpu_gb,
-                        if x.fits { "" } else { " (no fit)" }
-                    ));
-                    v.push(format!("{:.0}", x.max_kv_tokens));
-                    v.push(
-                        x.usd_per_million_tokens
-                            .map(|u| format!("{u:.2}"))
-                            .unwrap_or_else(|| "-".into()),
-                    );
-                    v
-                })
-                .collect();
-            let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
-            o.push_str(&output::table(&h, &rows));
-            o
-        }
-    })
+            v
+        })
+        .collect();
+    let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
+    o.push_str(&table(&h, &rows));
+    o
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -237,35 +183,16 @@ pub fn run_sensitivity(
     context: u32,
     input_len: u32,
     output_len: u32,
-    target: Option<&str>,
+    target: Option<Duration>,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let l = load(args)?;
     let s = l.scenario()?;
     let w = workload(input_len, output_len)?;
     if concurrency == 0 {
         return Err(Error::Scenario("--concurrency must be at least 1".into()));
     }
-    let target_ms = match target {
-        Some(t) => {
-            let t = t.trim();
-            let spaced = match t.find(|c: char| c.is_ascii_alphabetic()) {
-                Some(i) => format!("{} {}", &t[..i], &t[i..]),
-                None => {
-                    return Err(Error::Scenario(format!(
-                        "--target-tpot \"{t}\": expected a time with its unit, e.g. 8ms"
-                    )))
-                }
-            };
-            let v = Seconds::parse(&spaced)
-                .map_err(|e| Error::Scenario(format!("--target-tpot: {e}")))?;
-            if v.0 <= 0.0 {
-                return Err(Error::Scenario("--target-tpot must be above zero".into()));
-            }
-            Some(v.ms())
-        }
-        None => None,
-    };
+    let target_ms = target.map(|t| t.0.ms());
     let r = sensitivity(
         &l.model,
         &l.system,
@@ -276,39 +203,7 @@ pub fn run_sensitivity(
         w,
         target_ms,
     )?;
-    Ok(match format {
-        Format::Json => output::json(&r),
-        Format::Csv => {
-            let rows: Vec<Vec<String>> = r
-                .parameters
-                .iter()
-                .map(|p| {
-                    vec![
-                        p.name.to_string(),
-                        num(p.tpot_elasticity, 4),
-                        num(p.plateau_elasticity, 4),
-                        num(p.tpot_change_pct_for_plus_10, 3),
-                        num(p.plateau_change_pct_for_plus_10, 3),
-                        p.factor_for_target.map(|f| num(f, 4)).unwrap_or_default(),
-                        num(p.tpot_floor_ms, 4),
-                    ]
-                })
-                .collect();
-            output::csv(
-                &[
-                    "parameter",
-                    "tpot_elasticity",
-                    "plateau_elasticity",
-                    "tpot_change_pct_for_plus_10",
-                    "plateau_change_pct_for_plus_10",
-                    "factor_for_target",
-                    "tpot_floor_ms",
-                ],
-                &rows,
-            )
-        }
-        Format::Text => sensitivity_text(&r),
-    })
+    export::export(&r, format, sensitivity_text)
 }
 
 fn sensitivity_text(r: &SensitivityReport) -> String {
@@ -344,7 +239,7 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
             v
         })
         .collect();
-    o.push_str(&output::table(&header, &rows));
+    o.push_str(&table(&header, &rows));
     if let Some(t) = r.target_tpot_ms {
         let _ = writeln!(o, "target TPOT {t:.2} ms: \"x f\" is the factor the parameter alone must be scaled by; \"cannot alone\" means even x1000 (or /1000) leaves TPOT above the target, at the floor shown");
     }
@@ -364,10 +259,7 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
                 ]
             })
             .collect();
-        o.push_str(&output::table(
-            &["software change", "TPOT", "plateau"],
-            &rows,
-        ));
+        o.push_str(&table(&["software change", "TPOT", "plateau"], &rows));
     }
     o
 }
@@ -375,27 +267,26 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
 #[allow(clippy::too_many_arguments)]
 pub fn run_explore(
     args: &ScenarioArgs,
-    systems: Option<&str>,
-    parallel: &[String],
-    batch: &str,
-    context: &str,
+    systems: Option<&Systems>,
+    parallel: &[Parallel],
+    batches: &Positive,
+    contexts: &Values,
     quant: &[String],
     pareto: bool,
     format: Format,
-) -> Result<String> {
+) -> Result<Vec<u8>> {
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
-    let names = split_systems(systems.unwrap_or(&args.system));
+    let names = match systems {
+        Some(s) => s.0.clone(),
+        None => vec![args.system.clone()],
+    };
     let mut syss = Vec::new();
     for n in &names {
         syss.push(load_variant(n, &sets)?);
     }
-    let lays = layouts(parallel)?;
-    let batches = parse_values(batch, "batch")?;
-    let contexts = parse_values(context, "context")?;
-    if batches.contains(&0) {
-        return Err(Error::Scenario("--batch values must be at least 1".into()));
-    }
+    let lays = layouts(parallel);
+    let (batches, contexts) = (&batches.0, &contexts.0);
     let quants: Vec<Option<WeightFormat>> = if quant.is_empty() {
         vec![None]
     } else {
@@ -418,14 +309,14 @@ pub fn run_explore(
         None
     };
     let (_combos, summary) = explore(
-        &model, &syss, &lays, &quants, &batches, &contexts, stream, pareto, &mut lock, progress,
+        &model, &syss, &lays, &quants, batches, contexts, stream, pareto, &mut lock, progress,
     )?;
     drop(lock);
-    let mut o = String::new();
+    let mut o = Vec::new();
     match format {
-        Format::Json if pareto => o = output::json(&summary),
+        Format::Json if pareto => o = export::json(&summary)?,
         Format::Csv if pareto => {
-            o = output::csv(&PARETO_COLUMNS, &pareto_rows(&summary, &PARETO_COLUMNS));
+            o = export::csv(&summary.table())?;
             let _ = writeln!(
                 o,
                 "# points_evaluated={} seconds={:.3} points_per_second={:.0}",
@@ -433,8 +324,9 @@ pub fn run_explore(
             );
         }
         Format::Text => {
+            let mut t = String::new();
             let _ = writeln!(
-                o,
+                t,
                 "points_evaluated {} in {:.3} s ({:.0} points/s on {} threads)",
                 summary.points_evaluated,
                 summary.seconds,
@@ -451,7 +343,7 @@ pub fn run_explore(
                     "tpot_ms",
                     "throughput_per_gpu_tok_s",
                 ];
-                o.push_str(&output::table(
+                t.push_str(&table(
                     &[
                         "system",
                         "layout",
@@ -464,6 +356,7 @@ pub fn run_explore(
                     &pareto_rows(&summary, &cols),
                 ));
             }
+            o = t.into_bytes();
         }
         _ => {
             // streamed rows already written; the summary goes to stderr so stdout stays data
@@ -479,19 +372,8 @@ pub fn run_explore(
     Ok(o)
 }
 
-/// Columns of the Pareto table, as named in the JSON summary.
-const PARETO_COLUMNS: [&str; 8] = [
-    "system",
-    "parallel",
-    "quant",
-    "batch",
-    "context",
-    "tpot_ms",
-    "throughput_tok_s",
-    "throughput_per_gpu_tok_s",
-];
-
-/// The Pareto points as rows of `cols`: strings as they are, numbers with up to 4 decimals.
+/// The Pareto points as text rows of `cols`: strings as they are, numbers with up to 4
+/// decimals.
 fn pareto_rows(summary: &crate::explore::ExploreSummary, cols: &[&str]) -> Vec<Vec<String>> {
     summary
         .pareto

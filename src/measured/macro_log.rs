@@ -14,7 +14,7 @@
 //!   Trial 3: 0.398s, 32 tokens, TPOT=12.4ms,...
 //! ```
 //!
-//! Each trial becomes an end-to-end TPOT ([`TpotDefinition::E2e`]) of total time / tokens: the
+//! Each trial becomes an end-to-end TPOT ([`TpotDef::E2e`]) of total time / tokens: the
 //! script's own TPOT is that quotient (it includes time to first token), and recomputing it
 //! from the printed total keeps three digits where the printed TPOT keeps one decimal.
 //!
@@ -30,7 +30,7 @@
 //!
 //! The `Model:` header names the served model path as the log prints it.
 
-use super::{measured_error, observation, MeasuredSet, Quantity, TpotDefinition};
+use super::{measured_error, observation, MeasuredSet, Quantity, TpotDef};
 use crate::error::Result;
 
 /// Parse a macro-benchmark log. `file` labels errors and origins.
@@ -66,7 +66,7 @@ pub fn parse_macro_log(text: &str, file: &str) -> Result<MeasuredSet> {
                             concurrency: section.unwrap_or(1),
                             input_len: None,
                             output_len: tokens,
-                            definition: TpotDefinition::E2e,
+                            definition: TpotDef::E2e,
                             seconds: total / f64::from(tokens),
                         },
                         file,
@@ -258,7 +258,7 @@ Testing max_tokens=32...
             Quantity::Tpot {
                 concurrency,
                 output_len,
-                definition: TpotDefinition::E2e,
+                definition: TpotDef::E2e,
                 seconds,
                 input_len: None,
             } => (concurrency, output_len, seconds),

@@ -23,12 +23,14 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// How a benchmark harness defined TPOT; predictions are compared under the measurement's own
-/// definition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How a benchmark harness defines TPOT: what a measurement used, and what a sweep reports
+/// (`--tpot-def`). Predictions are compared under the measurement's own definition. The one
+/// enum for the concept; its names (`itl`, `e2e`) come from serde and clap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-pub enum TpotDefinition {
+pub enum TpotDef {
     /// Inter-token latency: (E2E − TTFT) / (tokens − 1), as vLLM's benchmark reports it.
+    #[default]
     Itl,
     /// End-to-end: E2E / tokens, prefill and time to first token included.
     E2e,
@@ -63,7 +65,7 @@ pub enum Quantity {
         concurrency: u32,
         input_len: Option<u32>,
         output_len: u32,
-        definition: TpotDefinition,
+        definition: TpotDef,
         seconds: f64,
     },
     /// Time to first token, seconds.

@@ -38,7 +38,7 @@
 //! whole typed file for callers that want it.
 
 use super::{
-    line_at, measured_error, observation, MeasuredSet, Observation, Quantity, TpotDefinition,
+    line_at, measured_error, observation, MeasuredSet, Observation, Quantity, TpotDef,
     TraceCategory,
 };
 use crate::error::Result;
@@ -56,7 +56,7 @@ pub struct MeasurementFile {
     /// The model measured.
     pub model: String,
     /// How the harness defined TPOT; required when a point gives `tpot`.
-    pub tpot_definition: Option<TpotDefinition>,
+    pub tpot_definition: Option<TpotDef>,
     /// Where the numbers come from.
     pub source: String,
     /// The measured points, with their place in the file.
@@ -164,7 +164,7 @@ pub fn parse_document(text: &str, file: &str) -> Result<MeasurementFile> {
 
 fn check_point(
     spanned: &Spanned<Point>,
-    definition: Option<TpotDefinition>,
+    definition: Option<TpotDef>,
     text: &str,
     file: &str,
 ) -> Result<()> {
@@ -295,7 +295,7 @@ moe = "20 %"
                 concurrency: 1,
                 input_len: None,
                 output_len: 32,
-                definition: TpotDefinition::E2e,
+                definition: TpotDef::E2e,
                 seconds,
             } => assert_relative_eq!(seconds, 0.407 / 32.0, max_relative = 1e-12),
             ref q => panic!("{q:?}"),

@@ -5,7 +5,7 @@
 //! A file holds one JSON object, or several (JSON lines, one run per line, as a sweep script
 //! appends them; pretty-printed objects one after another also work). Each run gives, at its
 //! concurrency and its mean input/output lengths:
-//! - `mean_tpot_ms` → [`Quantity::Tpot`] with [`TpotDefinition::Itl`]: vLLM's TPOT is
+//! - `mean_tpot_ms` → [`Quantity::Tpot`] with [`TpotDef::Itl`]: vLLM's TPOT is
 //!   (latency − TTFT) / (output tokens − 1). A mean of 0 (no request produced two tokens), or
 //!   a run with no output tokens, is not a measurement and is left out.
 //! - `mean_ttft_ms` → [`Quantity::Ttft`] (left out when 0).
@@ -24,7 +24,7 @@
 //!
 //! Errors name the file, the line where the run's object starts, and the field.
 
-use super::{line_at, measured_error, observation, MeasuredSet, Quantity, TpotDefinition};
+use super::{line_at, measured_error, observation, MeasuredSet, Quantity, TpotDef};
 use crate::error::{Error, Result};
 use serde_json::{Map, Value};
 
@@ -175,7 +175,7 @@ fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
                 concurrency,
                 input_len,
                 output_len,
-                definition: TpotDefinition::Itl,
+                definition: TpotDef::Itl,
                 seconds: tpot_ms * 1e-3,
             },
             run.file,
@@ -276,7 +276,7 @@ mod tests {
                 seconds,
             } => {
                 assert_eq!((concurrency, input_len, output_len), (8, Some(1024), 128));
-                assert_eq!(definition, TpotDefinition::Itl);
+                assert_eq!(definition, TpotDef::Itl);
                 assert_relative_eq!(seconds, 0.0145);
             }
             ref q => panic!("{q:?}"),

@@ -1,0 +1,527 @@
+//! The CSV rows of every record: flat structs, one doc line per field, built from the records
+//! the commands return. Column names are the field names; columns named only at run time
+//! (breakdown categories, per-concurrency values) follow them (see [`super::Table`]).
+//! Numbers keep the decimals their columns always had ([`round`]).
+
+use super::{round, Table, Tabular};
+use crate::calibrate::Calibration;
+use crate::explore::{Combo, DesignPoint, ExploreSummary, Stream};
+use crate::predict::Prediction;
+use crate::serve::Sweep;
+use crate::specdec::SpecDec;
+use crate::whatif::{Comparison, SensitivityReport};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `(name_ms, value)` columns of a category → ms map, in the map's order.
+fn breakdown_columns(b: &BTreeMap<&'static str, f64>) -> (Vec<String>, Vec<Option<f64>>) {
+    b.iter()
+        .map(|(k, v)| (format!("{k}_ms"), Some(round(*v, 4))))
+        .unzip()
+}
+
+/// `predict --format csv`: the headline numbers, then one `<category>_ms` column each.
+#[derive(Debug, Serialize)]
+pub struct PredictRow<'a> {
+    /// Model name.
+    pub model: &'a str,
+    /// System name.
+    pub system: &'a str,
+    /// Layout, e.g. `tp8`.
+    pub parallel: &'a str,
+    /// Sequences decoded per step.
+    pub batch: u32,
+    /// Tokens in each sequence's KV cache.
+    pub context: u32,
+    /// Time per output token, ms.
+    pub tpot_ms: f64,
+    /// Speed-of-light TPOT, ms.
+    pub sol_tpot_ms: f64,
+    /// Output tokens per second of the server.
+    pub throughput_tok_s: f64,
+    /// Weight bytes per GPU, GB.
+    pub weights_per_gpu_gb: f64,
+    /// KV-cache tokens that fit per replica.
+    pub max_kv_tokens: f64,
+    /// Whether this point fits in memory.
+    pub fits: bool,
+}
+
+impl Tabular for Prediction {
+    type Row<'a> = PredictRow<'a>;
+    fn table(&self) -> Table<PredictRow<'_>> {
+        let p = self;
+        let (extra_columns, extra) = breakdown_columns(&p.breakdown_ms);
+        Table {
+            rows: vec![PredictRow {
+                model: &p.model,
+                system: &p.system,
+                parallel: &p.parallel,
+                batch: p.batch,
+                context: p.context,
+                tpot_ms: round(p.tpot_ms, 4),
+                sol_tpot_ms: round(p.sol_tpot_ms, 4),
+                throughput_tok_s: round(p.throughput_tok_s, 2),
+                weights_per_gpu_gb: round(p.memory.weights_per_gpu_gb, 3),
+                max_kv_tokens: round(p.memory.max_kv_tokens, 0),
+                fits: p.memory.fits,
+            }],
+            extra_columns,
+            extra: vec![extra],
+        }
+    }
+}
+
+/// `sweep --format csv`: one row per concurrency, then one `<category>_ms` column each.
+#[derive(Debug, Serialize)]
+pub struct SweepRow {
+    /// Concurrent requests offered.
+    pub concurrency: u32,
+    /// Requests running at once.
+    pub running: u32,
+    /// Requests waiting for a slot.
+    pub queued: u32,
+    /// TPOT under the sweep's definition, ms.
+    pub tpot_ms: f64,
+    /// Inter-token latency, ms.
+    pub tpot_itl_ms: f64,
+    /// E2E / tokens, ms.
+    pub tpot_e2e_ms: f64,
+    /// Time to first token, ms.
+    pub ttft_ms: f64,
+    /// Output tokens per second of the server.
+    pub throughput_tok_s: f64,
+    /// Speed-of-light TPOT, ms.
+    pub sol_tpot_ms: f64,
+}
+
+impl Tabular for Sweep {
+    type Row<'a> = SweepRow;
+    fn table(&self) -> Table<SweepRow> {
+        let extra_columns = self
+            .points
+            .first()
+            .map(|p| breakdown_columns(&p.breakdown_ms).0)
+            .unwrap_or_default();
+        Table {
+            rows: self
+                .points
+                .iter()
+                .map(|p| SweepRow {
+                    concurrency: p.concurrency,
+                    running: p.running,
+                    queued: p.queued,
+                    tpot_ms: round(p.tpot_ms, 4),
+                    tpot_itl_ms: round(p.tpot_itl_ms, 4),
+                    tpot_e2e_ms: round(p.tpot_e2e_ms, 4),
+                    ttft_ms: round(p.ttft_ms, 3),
+                    throughput_tok_s: round(p.throughput_tok_s, 2),
+                    sol_tpot_ms: round(p.sol_tpot_ms, 4),
+                })
+                .collect(),
+            extra_columns,
+            extra: self
+                .points
+                .iter()
+                .map(|p| breakdown_columns(&p.breakdown_ms).1)
+                .collect(),
+        }
+    }
+}
+
+/// `specdec --format csv`: one row per draft length and concurrency.
+#[derive(Debug, Serialize)]
+pub struct SpecdecRow {
+    /// Draft length.
+    pub k: u32,
+    /// Concurrent sequences.
+    pub concurrency: u32,
+    /// Time per output token with speculation, ms.
+    pub tpot_ms: f64,
+    /// Output tokens per second of the server.
+    pub throughput_tok_s: f64,
+    /// Plain-decode TPOT over this TPOT.
+    pub speedup: f64,
+    /// Tokens emitted per verify step.
+    pub expected_tokens_per_step: f64,
+    /// Drafting time per step, ms.
+    pub draft_ms: f64,
+    /// Verification time per step, ms.
+    pub verify_ms: f64,
+}
+
+impl Tabular for SpecDec {
+    type Row<'a> = SpecdecRow;
+    fn table(&self) -> Table<SpecdecRow> {
+        Table::flat(
+            self.points
+                .iter()
+                .map(|p| SpecdecRow {
+                    k: p.k,
+                    concurrency: p.concurrency,
+                    tpot_ms: round(p.tpot_ms, 4),
+                    throughput_tok_s: round(p.throughput_tok_s, 2),
+                    speedup: round(p.speedup, 4),
+                    expected_tokens_per_step: round(p.expected_tokens_per_step, 4),
+                    draft_ms: round(p.draft_ms, 4),
+                    verify_ms: round(p.verify_ms, 4),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// `compare --format csv`: one row per system and layout. Per concurrency C, the columns
+/// `tpot_ms_cC`, `throughput_tok_s_cC` and `dominant_cC` come first (see [`CompareRowTail`]).
+#[derive(Debug, Serialize)]
+pub struct CompareRowHead<'a> {
+    /// System label.
+    pub system: &'a str,
+    /// Layout.
+    pub parallel: &'a str,
+    /// GPUs of the layout.
+    pub gpus: u32,
+}
+
+/// One concurrency's columns of a compare row.
+#[derive(Debug, Serialize)]
+pub struct ComparePoint<'a> {
+    /// TPOT at this concurrency, ms.
+    pub tpot_ms: Option<f64>,
+    /// Output tokens per second at this concurrency.
+    pub throughput_tok_s: Option<f64>,
+    /// The largest breakdown category at this concurrency.
+    pub dominant: Option<&'a str>,
+}
+
+/// The columns of a compare row after the per-concurrency ones.
+#[derive(Debug, Serialize)]
+pub struct CompareRowTail<'a> {
+    /// Highest throughput of the serving sweep, tok/s.
+    pub plateau_tok_s: f64,
+    /// Weight bytes per GPU, GB.
+    pub weights_per_gpu_gb: f64,
+    /// KV-cache tokens that fit per replica.
+    pub max_kv_tokens: f64,
+    /// Whether the model fits.
+    pub fits: bool,
+    /// Cost per million output tokens at the plateau, where the system has a price.
+    pub usd_per_million_tokens: Option<f64>,
+    /// Why the layout cannot run, if it cannot.
+    pub error: Option<&'a str>,
+}
+
+/// A compare row: head, one [`ComparePoint`] per concurrency, tail. Its header is written
+/// by [`compare_csv`], since the per-concurrency names carry the concurrency.
+pub type CompareRow<'a> = (
+    CompareRowHead<'a>,
+    Vec<ComparePoint<'a>>,
+    CompareRowTail<'a>,
+);
+
+/// The CSV of a comparison over `concurrency`.
+pub fn compare_csv(r: &Comparison, concurrency: &[u32]) -> crate::error::Result<Vec<u8>> {
+    let mut header: Vec<String> = vec!["system".into(), "parallel".into(), "gpus".into()];
+    for c in concurrency {
+        header.push(format!("tpot_ms_c{c}"));
+        header.push(format!("throughput_tok_s_c{c}"));
+        header.push(format!("dominant_c{c}"));
+    }
+    header.extend(
+        [
+            "plateau_tok_s",
+            "weights_per_gpu_gb",
+            "max_kv_tokens",
+            "fits",
+            "usd_per_million_tokens",
+            "error",
+        ]
+        .map(String::from),
+    );
+    let rows: Vec<CompareRow> = r
+        .rows
+        .iter()
+        .map(|x| {
+            (
+                CompareRowHead {
+                    system: &x.system,
+                    parallel: &x.parallel,
+                    gpus: x.gpus,
+                },
+                (0..concurrency.len())
+                    .map(|i| ComparePoint {
+                        tpot_ms: x.tpot_ms.get(i).map(|t| round(t.1, 4)),
+                        throughput_tok_s: x.throughput_tok_s.get(i).map(|t| round(t.1, 2)),
+                        dominant: x.dominant.get(i).map(|t| t.1.as_str()),
+                    })
+                    .collect(),
+                CompareRowTail {
+                    plateau_tok_s: round(x.plateau_tok_s, 1),
+                    weights_per_gpu_gb: round(x.weights_per_gpu_gb, 2),
+                    max_kv_tokens: round(x.max_kv_tokens, 0),
+                    fits: x.fits,
+                    usd_per_million_tokens: x.usd_per_million_tokens.map(|u| round(u, 4)),
+                    error: x.error.as_deref(),
+                },
+            )
+        })
+        .collect();
+    super::csv_with_header(&header, &rows)
+}
+
+/// `sensitivity --format csv`: one row per parameter.
+#[derive(Debug, Serialize)]
+pub struct SensitivityRow {
+    /// The parameter scaled.
+    pub parameter: &'static str,
+    /// d ln TPOT / d ln parameter.
+    pub tpot_elasticity: f64,
+    /// d ln plateau / d ln parameter.
+    pub plateau_elasticity: f64,
+    /// TPOT change for +10 % of the parameter, percent.
+    pub tpot_change_pct_for_plus_10: f64,
+    /// Plateau change for +10 % of the parameter, percent.
+    pub plateau_change_pct_for_plus_10: f64,
+    /// Factor the parameter alone must be scaled by to reach `--target-tpot`.
+    pub factor_for_target: Option<f64>,
+    /// TPOT with this parameter taken to its limit, ms.
+    pub tpot_floor_ms: f64,
+}
+
+impl Tabular for SensitivityReport {
+    type Row<'a> = SensitivityRow;
+    fn table(&self) -> Table<SensitivityRow> {
+        Table::flat(
+            self.parameters
+                .iter()
+                .map(|p| SensitivityRow {
+                    parameter: p.name,
+                    tpot_elasticity: round(p.tpot_elasticity, 4),
+                    plateau_elasticity: round(p.plateau_elasticity, 4),
+                    tpot_change_pct_for_plus_10: round(p.tpot_change_pct_for_plus_10, 3),
+                    plateau_change_pct_for_plus_10: round(p.plateau_change_pct_for_plus_10, 3),
+                    factor_for_target: p.factor_for_target.map(|f| round(f, 4)),
+                    tpot_floor_ms: round(p.tpot_floor_ms, 4),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// `calibrate --format csv`: one row per fitted parameter.
+#[derive(Debug, Serialize)]
+pub struct CalibrationRow<'a> {
+    /// Parameter name.
+    pub parameter: &'a str,
+    /// Fitted value.
+    pub value: f64,
+    /// Standard error.
+    pub stderr: f64,
+    /// Lower end of the 95 % interval.
+    pub ci95_low: f64,
+    /// Upper end of the 95 % interval.
+    pub ci95_high: f64,
+    /// The prior's value.
+    pub prior: f64,
+    /// Whether the measurements say anything about it.
+    pub informed_by_data: bool,
+}
+
+impl Tabular for Calibration {
+    type Row<'a> = CalibrationRow<'a>;
+    fn table(&self) -> Table<CalibrationRow<'_>> {
+        Table::flat(
+            self.parameters
+                .iter()
+                .map(|p| CalibrationRow {
+                    parameter: &p.name,
+                    value: round(p.value, 6),
+                    stderr: round(p.stderr, 6),
+                    ci95_low: round(p.ci95_low, 6),
+                    ci95_high: round(p.ci95_high, 6),
+                    prior: round(p.prior, 6),
+                    informed_by_data: p.informed_by_data,
+                })
+                .collect(),
+        )
+    }
+}
+
+/// `validate --format csv`: one row per measured point.
+#[derive(Debug, Serialize)]
+pub struct ValidationRow<'a> {
+    /// The measured point, described.
+    pub point: &'a str,
+    /// Unit of the values (`ms`, `%`, `tok/s`, ...), in SI base (seconds for `ms`).
+    pub unit: &'a str,
+    /// Measured value.
+    pub measured: f64,
+    /// Speed-of-light prediction.
+    pub sol: f64,
+    /// Prediction with default parameters.
+    pub default: f64,
+    /// Prediction with calibrated parameters.
+    pub calibrated: f64,
+    /// Lower end of the calibrated 95 % interval.
+    pub calibrated_ci95_low: f64,
+    /// Upper end of the calibrated 95 % interval.
+    pub calibrated_ci95_high: f64,
+    /// SOL / measured for times (measured / SOL for rates).
+    pub efficiency: Option<f64>,
+    /// Relative error of the default prediction.
+    pub default_error: f64,
+    /// Relative error of the calibrated prediction.
+    pub calibrated_error: f64,
+}
+
+/// `op ... --format csv`: the operator's one row.
+#[derive(Debug, Serialize)]
+pub struct OpRow<'a> {
+    /// The operator and its shape.
+    pub op: &'a str,
+    /// What it ran on.
+    pub context: &'a str,
+    /// Predicted time with default efficiencies, microseconds.
+    pub time_us: f64,
+    /// Speed-of-light time, microseconds.
+    pub sol_time_us: f64,
+    /// Floating-point operations.
+    pub flops: f64,
+    /// Bytes moved.
+    pub bytes: f64,
+    /// What bound the largest part.
+    pub bound: &'a str,
+}
+
+/// `list --format csv`: one built-in description.
+#[derive(Debug, Serialize)]
+pub struct CatalogRow {
+    /// Built-in name.
+    pub name: String,
+    /// One line about it.
+    pub description: String,
+}
+
+/// `explore --format csv|json`: one design point, streamed.
+#[derive(Debug, Serialize)]
+pub struct ExploreRow<'a> {
+    /// System label.
+    pub system: &'a str,
+    /// Layout.
+    pub parallel: &'a str,
+    /// Weight format of the routed experts (MoE) or all weights (dense).
+    pub quant: &'a str,
+    /// Sequences decoded per step.
+    pub batch: u32,
+    /// Tokens in each sequence's KV cache.
+    pub context: u32,
+    /// Time per output token, ms (6 decimals).
+    pub tpot_ms: f64,
+    /// Output tokens per second of the server (3 decimals).
+    pub throughput_tok_s: f64,
+    /// Output tokens per second per GPU (3 decimals).
+    pub throughput_per_gpu_tok_s: f64,
+    /// Whether the KV cache holds this batch at this context.
+    pub fits: bool,
+}
+
+impl<'a> ExploreRow<'a> {
+    /// Append this point to `out` as a CSV row or a JSON line.
+    pub fn write(&self, out: &mut String, stream: Stream) {
+        let mut bytes = Vec::new();
+        let _ = match stream {
+            Stream::Csv => super::csv_row(&mut bytes, self),
+            Stream::JsonLines => super::json_line(&mut bytes, self),
+            Stream::None => Ok(()),
+        };
+        out.push_str(&String::from_utf8_lossy(&bytes));
+    }
+
+    pub fn new(c: &'a Combo, p: &DesignPoint) -> ExploreRow<'a> {
+        ExploreRow {
+            system: &c.system,
+            parallel: &c.parallel,
+            quant: &c.quant,
+            batch: p.batch,
+            context: p.context,
+            tpot_ms: round(p.tpot_ms, 6),
+            throughput_tok_s: round(p.throughput_tok_s, 3),
+            throughput_per_gpu_tok_s: round(p.throughput_per_gpu_tok_s, 3),
+            fits: p.fits,
+        }
+    }
+}
+
+/// `explore --pareto --format csv`: one point of the Pareto front.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ParetoRow {
+    /// System label.
+    pub system: String,
+    /// Layout.
+    pub parallel: String,
+    /// Weight format.
+    pub quant: String,
+    /// Sequences decoded per step.
+    pub batch: u32,
+    /// Tokens in each sequence's KV cache.
+    pub context: u32,
+    /// Time per output token, ms.
+    pub tpot_ms: f64,
+    /// Output tokens per second of the server.
+    pub throughput_tok_s: f64,
+    /// Output tokens per second per GPU.
+    pub throughput_per_gpu_tok_s: f64,
+}
+
+impl Tabular for ExploreSummary {
+    type Row<'a> = ParetoRow;
+    fn table(&self) -> Table<ParetoRow> {
+        Table::flat(
+            self.pareto
+                .iter()
+                .filter_map(|m| {
+                    let obj = m.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+                    serde_json::from_value::<ParetoRow>(serde_json::Value::Object(obj)).ok()
+                })
+                .map(|p| ParetoRow {
+                    tpot_ms: round(p.tpot_ms, 4),
+                    throughput_tok_s: round(p.throughput_tok_s, 4),
+                    throughput_per_gpu_tok_s: round(p.throughput_per_gpu_tok_s, 4),
+                    ..p
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explore_header_is_the_row_fields() {
+        let c = Combo {
+            system: "a,b".into(),
+            parallel: "tp8".into(),
+            quant: "fp8".into(),
+            gpus: 8,
+        };
+        let p = DesignPoint {
+            combo: 0,
+            batch: 1,
+            context: 2,
+            tpot_ms: 1.0,
+            throughput_tok_s: 2.0,
+            throughput_per_gpu_tok_s: 3.0,
+            fits: true,
+        };
+        let row = ExploreRow::new(&c, &p);
+        assert_eq!(
+            super::super::csv_header(&row).unwrap(),
+            crate::explore::CSV_HEADER
+        );
+        let mut s = String::new();
+        row.write(&mut s, Stream::Csv);
+        assert!(s.starts_with("\"a,b\",tp8,fp8,1,2,"), "{s}");
+    }
+}

@@ -208,7 +208,7 @@ pub fn explore(
                     // TPOT dominates the rest of the row, so only it can reach the front.
                     let mut row_best: Option<DesignPoint> = None;
                     // Context-free operators once per batch, attention per context.
-                    pr.ev.decode_times(b as f64, &context_values, &mut times);
+                    pr.ev.decode_times(b as f64, context_values, &mut times);
                     for (&ctx, &t) in contexts.iter().zip(&times) {
                         let thr = b as f64 / t;
                         let p = DesignPoint {

@@ -2,6 +2,7 @@
 //! speed-of-light bound, throughput, and memory fit. This is the record `rooftop predict`
 //! exports as JSON and the plots consume.
 
+use crate::calibration::Calibration;
 use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
@@ -20,6 +21,9 @@ pub struct Scenario<'a> {
     pub parallel: Parallel,
     /// Default or calibrated parameters (the SOL set is always derived alongside).
     pub params: CostParams,
+    /// The calibration `params` came from: records built on this scenario carry 95 %
+    /// intervals from its covariance.
+    pub calibration: Option<&'a Calibration>,
 }
 
 impl<'a> Scenario<'a> {
@@ -30,7 +34,36 @@ impl<'a> Scenario<'a> {
             system,
             parallel,
             params: CostParams::default_for(system),
+            calibration: None,
         })
+    }
+
+    /// The same scenario predicting with a calibration's parameters and intervals.
+    pub fn calibrated(self, c: &'a Calibration) -> Self {
+        Scenario {
+            params: c.params(&CostParams::default_for(self.system)),
+            calibration: Some(c),
+            ..self
+        }
+    }
+
+    /// The same scenario under other parameters, without intervals.
+    pub fn with_params(&self, params: CostParams) -> Self {
+        Scenario {
+            params,
+            calibration: None,
+            ..self.clone()
+        }
+    }
+
+    /// 95 % interval of `f` evaluated on this scenario's parameters, from the calibration's
+    /// covariance (delta method); `None` without a calibration.
+    pub fn interval(&self, f: impl Fn(&Scenario<'a>) -> f64) -> Option<[f64; 2]> {
+        let c = self.calibration?;
+        let (lo, hi) = c.interval(&CostParams::default_for(self.system), |p| {
+            f(&self.with_params(*p))
+        });
+        Some([lo, hi])
     }
 
     pub fn evaluator(&self) -> Result<Evaluator<'a>> {
@@ -263,7 +296,11 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             * 2.0,
         kernels_per_step: kernels,
         memory: s.memory(batch as f64, context as f64),
-        tpot_ci95_ms: None,
+        tpot_ci95_ms: s.interval(|q| {
+            q.evaluator()
+                .map(|e| e.step_time(&pass) * 1e3)
+                .unwrap_or(f64::NAN)
+        }),
         layers,
         ops,
     })

@@ -1,7 +1,7 @@
 //! `rooftop plot ...`: build the same records the other commands export, then draw them.
 //! Also the charts `cargo run --release` writes for the team's box.
 
-use crate::calibrate::{calibrate, Assumptions};
+use crate::calibration::Calibration;
 use crate::cli::{
     BreakdownBy, MeasuredArgs, PlotCommand, PlotMeasuredArgs, ScenarioArgs, ServingArgs,
 };
@@ -28,7 +28,15 @@ pub struct SweepSet {
     pub measured: Option<MeasuredSet>,
 }
 
-pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) -> Result<SweepSet> {
+/// The sweeps a chart draws: SOL, default, and calibrated when `cal` is given (read from a
+/// calibration file; never fitted here).
+pub fn sweep_set(
+    l: &Loaded,
+    cal: Option<&Calibration>,
+    conc: &[u32],
+    w: Workload,
+    m: &PlotMeasuredArgs,
+) -> Result<SweepSet> {
     let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let default = sweep(&s, conc, w)?;
     let sol = sweep(
@@ -51,29 +59,8 @@ pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) ->
         };
         Some(load_measured(&a)?)
     };
-    let cal = match (&l.calibration, &measured) {
-        (Some(c), _) => Some(c.clone()),
-        (None, Some((set, sources))) => Some(calibrate(
-            &s,
-            set,
-            Assumptions {
-                input_len: m.assume_input_len,
-                output_len: m.assume_output_len,
-            },
-            sources.clone(),
-        )?),
-        _ => None,
-    };
-    let calibrated = match &cal {
-        Some(c) => {
-            let sc = Scenario {
-                params: c.params(&CostParams::default_for(&l.system)),
-                ..s.clone()
-            };
-            let mut sw = sweep(&sc, conc, w)?;
-            crate::calibrate::sweep_intervals(c, &s, w, &mut sw);
-            Some(sw)
-        }
+    let calibrated = match cal {
+        Some(c) => Some(sweep(&s.clone().calibrated(c), conc, w)?),
         None => None,
     };
     Ok(SweepSet {
@@ -113,7 +100,13 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             out,
         } => {
             let l = load(scenario)?;
-            let set = sweep_set(&l, &concurrency(serving), workload(serving)?, measured)?;
+            let set = sweep_set(
+                &l,
+                l.calibration.as_ref(),
+                &concurrency(serving),
+                workload(serving)?,
+                measured,
+            )?;
             plot::curves(
                 &sweep_chart(
                     *metric,
@@ -276,7 +269,24 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         output_len: 32,
         tpot_def: crate::serve::TpotDef::E2e,
     };
-    let set = sweep_set(&l, &conc, w, &m)?;
+    // The calibrated curve: fitted here, at the command's level, and handed to the records.
+    let (measured, sources) = load_measured(&MeasuredArgs {
+        measured: m.measured.clone(),
+        assume_input_len: m.assume_input_len,
+        assume_output_len: m.assume_output_len,
+        nccl_gpus: None,
+        trace_concurrency: None,
+    })?;
+    let cal = crate::calibrate::calibrate(
+        &Scenario::new(&l.model, &l.system, l.parallel)?,
+        &measured,
+        crate::calibrate::Assumptions {
+            input_len: m.assume_input_len,
+            output_len: m.assume_output_len,
+        },
+        sources,
+    )?;
+    let set = sweep_set(&l, Some(&cal), &conc, w, &m)?;
     for (metric, name) in [
         (SweepMetric::Throughput, "sweep_throughput"),
         (SweepMetric::Tpot, "sweep_tpot"),

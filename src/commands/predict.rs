@@ -22,17 +22,7 @@ pub fn run(
     }
     let l = load(args)?;
     let s = l.scenario()?;
-    let mut p = predict(&s, batch, context)?;
-    if let Some(c) = &l.calibration {
-        let base = crate::cost::CostParams::default_for(&l.system);
-        let pass = crate::cost::Pass::decode(batch as f64, context as f64);
-        let (lo, hi) = c.interval(&base, |q| {
-            crate::cost::Evaluator::new(&l.model, &l.system, l.parallel, *q)
-                .map(|e| e.step_time(&pass) * 1e3)
-                .unwrap_or(f64::NAN)
-        });
-        p.tpot_ci95_ms = Some([lo, hi]);
-    }
+    let p = predict(&s, batch, context)?;
     export::export(&p, format, |p| text(p, show_ops))
 }
 

@@ -41,10 +41,7 @@ pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result
     let mut conc = serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();
-    let mut r = sweep(&s, &conc, w)?;
-    if let Some(c) = &l.calibration {
-        crate::calibrate::sweep_intervals(c, &s, w, &mut r);
-    }
+    let r = sweep(&s, &conc, w)?;
     export::export(&r, format, text)
 }
 

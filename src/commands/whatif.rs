@@ -61,16 +61,13 @@ pub fn build_comparison(
         let (label, sys) = load_variant(n, &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
-            let params = calibration
-                .as_ref()
-                .filter(|c| c.system == sys.spec.name)
-                .map(|c| c.params(&crate::cost::CostParams::default_for(&sys)));
+            let fitted_here = calibration.as_ref().filter(|c| c.system == sys.spec.name);
             rows.push(compare_row(
                 &model,
                 &label,
                 &sys,
                 par,
-                params,
+                fitted_here,
                 concurrency,
                 w,
                 context,

@@ -7,7 +7,7 @@ use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
 use crate::error::Result;
-use crate::ops::BlockKind;
+use crate::ops::{BlockKind, Op};
 use crate::spec::MathDtype;
 use crate::spec::{ModelSpec, System};
 use serde::Serialize;
@@ -153,7 +153,11 @@ impl MemoryReport {
 /// One operator row of the report: per call and summed over the layers that run it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OpRow {
+    /// Block it belongs to: `attention`, `dense-mlp`, `moe`, or `head` (once per pass).
+    pub block: &'static str,
     pub name: &'static str,
+    /// The operator as data: `op` (its kind) and its shape fields.
+    pub shape: Op,
     pub category: &'static str,
     /// Times the op runs per step (layers of its kind).
     pub count: u32,
@@ -218,10 +222,17 @@ pub struct Prediction {
 }
 
 pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
-    step.ops_with_counts()
+    step.operators()
         .into_iter()
-        .map(|(o, n)| OpRow {
+        .map(|(block, op, o, n)| OpRow {
+            block: match block {
+                Some(BlockKind::Attention { .. }) => "attention",
+                Some(BlockKind::DenseMlp) => "dense-mlp",
+                Some(BlockKind::Moe) => "moe",
+                None => "head",
+            },
             name: o.name,
+            shape: op.op,
             category: o.category.name(),
             count: n,
             flops: o.flops,

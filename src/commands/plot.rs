@@ -3,7 +3,8 @@
 
 use crate::calibration::Calibration;
 use crate::cli::{
-    BreakdownBy, MeasuredArgs, PlotCommand, PlotMeasuredArgs, ScenarioArgs, ServingArgs,
+    BreakdownBy, MeasuredArgs, PlotBreakdownArgs, PlotCommand, PlotCompareArgs, PlotMeasuredArgs,
+    PlotRooflineArgs, PlotSpecdecArgs, PlotSweepArgs, ScenarioArgs, ServingArgs,
 };
 use crate::commands::calibrate::load_measured;
 use crate::commands::sweep::workload;
@@ -81,24 +82,24 @@ fn concurrency(a: &ServingArgs) -> Vec<u32> {
 pub fn run(cmd: &PlotCommand) -> Result<String> {
     let done = |p: &Path| format!("wrote {}\n", p.display());
     match cmd {
-        PlotCommand::Roofline {
+        PlotCommand::Roofline(PlotRooflineArgs {
             scenario,
             batch,
             context,
             out,
-        } => {
+        }) => {
             let l = load(scenario)?;
             let p = predict(&l.scenario()?, *batch, *context)?;
             plot::roofline(&p, &l.system.gpu, out)?;
             Ok(done(out))
         }
-        PlotCommand::Sweep {
+        PlotCommand::Sweep(PlotSweepArgs {
             scenario,
             serving,
             measured,
             metric,
             out,
-        } => {
+        }) => {
             let l = load(scenario)?;
             let set = sweep_set(
                 &l,
@@ -119,7 +120,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             )?;
             Ok(done(out))
         }
-        PlotCommand::Breakdown {
+        PlotCommand::Breakdown(PlotBreakdownArgs {
             scenario,
             serving,
             by,
@@ -127,7 +128,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             batch,
             context,
             out,
-        } => {
+        }) => {
             let bars = match by {
                 BreakdownBy::Concurrency => {
                     let l = load(scenario)?;
@@ -174,25 +175,24 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             plot::breakdown(&bars, out)?;
             Ok(done(out))
         }
-        PlotCommand::Compare {
+        PlotCommand::Compare(PlotCompareArgs {
             scenario,
             systems,
             parallel,
             concurrency,
             context,
-            input_len,
-            output_len,
+            request,
             plateau,
             out,
-        } => {
+        }) => {
             let c = crate::commands::whatif::build_comparison(
                 scenario,
                 systems,
                 parallel,
                 concurrency,
                 *context,
-                *input_len,
-                *output_len,
+                request.input_len,
+                request.output_len,
             )?;
             let bars = if *plateau {
                 compare_plateau_bars(&c)
@@ -202,7 +202,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             plot::grouped_bars(&bars, out)?;
             Ok(done(out))
         }
-        PlotCommand::Specdec {
+        PlotCommand::Specdec(PlotSpecdecArgs {
             scenario,
             draft,
             k,
@@ -210,7 +210,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             concurrency,
             context,
             out,
-        } => {
+        }) => {
             let l = load(scenario)?;
             let s = l.scenario()?;
             let d = crate::commands::specdec::draft(draft, l.parallel.tp)?;

@@ -1,13 +1,13 @@
 //! `rooftop compare`, `rooftop sensitivity` and `rooftop explore`.
 
-use crate::cli::ScenarioArgs;
+use crate::cli::{CompareArgs, ExploreArgs, ScenarioArgs, SensitivityArgs};
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
 use crate::explore::{explore, Stream};
 use crate::export::Tabular;
 use crate::export::{self, num, table, Format};
-use crate::options::{Duration, Positive, Systems, Values};
+use crate::options::Systems;
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
@@ -84,16 +84,18 @@ pub fn build_comparison(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run_compare(
-    args: &ScenarioArgs,
-    systems: &Systems,
-    parallel: &[Parallel],
-    concurrency: &[u32],
-    context: u32,
-    input_len: u32,
-    output_len: u32,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
+    let CompareArgs {
+        scenario: args,
+        systems,
+        parallel,
+        concurrency,
+        context,
+        request,
+        format,
+    } = a;
+    let (context, input_len, output_len, format) =
+        (*context, request.input_len, request.output_len, *format);
     let r = build_comparison(
         args,
         systems,
@@ -174,15 +176,11 @@ fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run_sensitivity(
-    args: &ScenarioArgs,
-    concurrency: u32,
-    context: u32,
-    input_len: u32,
-    output_len: u32,
-    target: Option<Duration>,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run_sensitivity(a: &SensitivityArgs) -> Result<Vec<u8>> {
+    let args = &a.scenario;
+    let (concurrency, context, target, format) =
+        (a.concurrency, a.context, a.target_tpot, a.format);
+    let (input_len, output_len) = (a.request.input_len, a.request.output_len);
     let l = load(args)?;
     let s = l.scenario()?;
     let w = workload(input_len, output_len)?;
@@ -262,16 +260,18 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run_explore(
-    args: &ScenarioArgs,
-    systems: Option<&Systems>,
-    parallel: &[Parallel],
-    batches: &Positive,
-    contexts: &Values,
-    quant: &[String],
-    pareto: bool,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
+    let ExploreArgs {
+        scenario: args,
+        systems,
+        parallel,
+        batch: batches,
+        context: contexts,
+        quant,
+        pareto,
+        format,
+    } = a;
+    let (systems, pareto, format) = (systems.as_ref(), *pareto, *format);
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let names = match systems {

@@ -268,6 +268,15 @@ pub struct SpecdecArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub comparison: ComparisonArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// What a comparison runs over (compare and its plot).
+#[derive(Debug, Args, Clone)]
+pub struct ComparisonArgs {
     /// Systems (built-ins or paths), each optionally with overrides in brackets:
     /// name[key=value;key=value].
     #[arg(long)]
@@ -282,8 +291,6 @@ pub struct CompareArgs {
     pub context: u32,
     #[command(flatten)]
     pub request: RequestArgs,
-    #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
 }
 
 /// Arguments of `Command::Sensitivity`.
@@ -559,16 +566,8 @@ pub struct PlotBreakdownArgs {
 pub struct PlotCompareArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    #[arg(long)]
-    pub systems: Systems,
-    #[arg(long, value_delimiter = ',')]
-    pub parallel: Vec<Parallel>,
-    #[arg(long, value_delimiter = ',', default_value = "1,128")]
-    pub concurrency: Vec<u32>,
-    #[arg(long, default_value_t = 1024)]
-    pub context: u32,
     #[command(flatten)]
-    pub request: RequestArgs,
+    pub comparison: ComparisonArgs,
     /// Plot plateau throughput instead of TPOT.
     #[arg(long)]
     pub plateau: bool,

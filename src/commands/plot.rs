@@ -177,23 +177,11 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
         }
         PlotCommand::Compare(PlotCompareArgs {
             scenario,
-            systems,
-            parallel,
-            concurrency,
-            context,
-            request,
+            comparison,
             plateau,
             out,
         }) => {
-            let c = crate::commands::whatif::build_comparison(
-                scenario,
-                systems,
-                parallel,
-                concurrency,
-                *context,
-                request.input_len,
-                request.output_len,
-            )?;
+            let c = crate::commands::whatif::build_comparison(scenario, comparison)?;
             let bars = if *plateau {
                 compare_plateau_bars(&c)
             } else {
@@ -312,17 +300,19 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         &path,
     )?;
     written.push(path);
-    let c = crate::commands::whatif::build_comparison(
-        &args,
-        &"8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
+    let comparison = crate::cli::ComparisonArgs {
+        systems: "8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
             .parse::<crate::options::Systems>()
             .map_err(Error::Scenario)?,
-        &[],
-        &[1, 128],
-        1024,
-        1000,
-        1000,
-    )?;
+        parallel: vec![],
+        concurrency: vec![1, 128],
+        context: 1024,
+        request: crate::cli::RequestArgs {
+            input_len: 1000,
+            output_len: 1000,
+        },
+    };
+    let c = crate::commands::whatif::build_comparison(&args, &comparison)?;
     let path = dir.join("compare_tpot.png");
     plot::grouped_bars(&compare_bars(&c), &path)?;
     written.push(path);

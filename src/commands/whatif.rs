@@ -1,13 +1,13 @@
 //! `rooftop compare`, `rooftop sensitivity` and `rooftop explore`.
 
-use crate::cli::{CompareArgs, ExploreArgs, ScenarioArgs, SensitivityArgs};
+use crate::cli::{CompareArgs, ComparisonArgs, ExploreArgs, ScenarioArgs, SensitivityArgs};
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
 use crate::explore::{explore, Stream};
 use crate::export::Tabular;
 use crate::export::{self, num, table, Format};
-use crate::options::Systems;
+
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
@@ -30,15 +30,10 @@ fn workload(i: u32, o: u32) -> Result<Workload> {
 
 /// The comparison record for `--systems` × `--parallel`.
 #[allow(clippy::too_many_arguments)]
-pub fn build_comparison(
-    args: &ScenarioArgs,
-    systems: &Systems,
-    parallel: &[Parallel],
-    concurrency: &[u32],
-    context: u32,
-    input_len: u32,
-    output_len: u32,
-) -> Result<Comparison> {
+pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Comparison> {
+    let (systems, parallel, concurrency, context) =
+        (&c.systems, &c.parallel[..], &c.concurrency[..], c.context);
+    let (input_len, output_len) = (c.request.input_len, c.request.output_len);
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let w = workload(input_len, output_len)?;
@@ -85,27 +80,9 @@ pub fn build_comparison(
 
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
-    let CompareArgs {
-        scenario: args,
-        systems,
-        parallel,
-        concurrency,
-        context,
-        request,
-        format,
-    } = a;
-    let (context, input_len, output_len, format) =
-        (*context, request.input_len, request.output_len, *format);
-    let r = build_comparison(
-        args,
-        systems,
-        parallel,
-        concurrency,
-        context,
-        input_len,
-        output_len,
-    )?;
-    match format {
+    let concurrency = &a.comparison.concurrency;
+    let r = build_comparison(&a.scenario, &a.comparison)?;
+    match a.format {
         Format::Csv => export::rows::compare_csv(&r, concurrency),
         Format::Json => export::json(&r),
         Format::Text => Ok(compare_text(&r, concurrency).into_bytes()),

@@ -515,6 +515,7 @@ fn build_model(d: &ModelDraw) -> ModelSpec {
             router: None,
             kv_cache: d.kv,
         },
+        routing: Default::default(),
         eagle_head: d.eagle.map(
             |(num_layers, intermediate_size, format, vocab)| DraftHeadSpec {
                 num_layers,

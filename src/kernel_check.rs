@@ -247,6 +247,7 @@ fn bare_model(config: ModelConfig, quant: QuantSpec) -> ModelSpec {
         published_active_params: None,
         config,
         quantization: quant,
+        routing: Default::default(),
         eagle_head: None,
         sources: BTreeMap::new(),
     }
@@ -287,9 +288,8 @@ pub fn operators(
             experts,
             tp,
             ep,
-            routing: Routing::Balanced | Routing::PowerLaw(_),
+            routing,
         } => {
-            // First version: balanced routing for every distribution.
             let config = ModelConfig {
                 num_hidden_layers: 1,
                 hidden_size: hidden as u32,
@@ -300,7 +300,12 @@ pub fn operators(
                 vocab_size: 1,
                 ..Default::default()
             };
-            let model = bare_model(config, quant(moe_format(dtype), KvDtype::Bf16));
+            let mut model = bare_model(config, quant(moe_format(dtype), KvDtype::Bf16));
+            // The row's routing skew: the busiest EP rank sets the kernel's time.
+            model.routing = match routing {
+                Routing::Balanced => crate::ops::routing::Routing::Balanced,
+                Routing::PowerLaw(a) => crate::ops::routing::Routing::PowerLaw(a),
+            };
             // moe_tp = tp·dp/ep = the row's tp with its ep expert groups.
             let par = Parallel {
                 tp: tp * ep,

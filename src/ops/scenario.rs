@@ -164,7 +164,10 @@ impl Parallel {
             ));
         }
         for (what, w, width, ranks) in shards {
-            let Some(b) = w.block_edge() else { continue };
+            // Unsplit, a partial last block is fine (vLLM checks split shards only).
+            let Some(b) = w.block_edge().filter(|_| ranks > 1) else {
+                continue;
+            };
             let per_rank = width / ranks.max(1);
             if !width.is_multiple_of(ranks.max(1)) || !per_rank.is_multiple_of(b) {
                 return Err(Error::Scenario(format!(

@@ -571,6 +571,17 @@ fn build_layout(d: LayoutDraw, m: &ModelSpec, s: &System) -> Parallel {
     };
     let ep = eps[d.ep as usize % eps.len()];
     let p = Parallel { tp, ep, pp, dp };
+    if p.validate(m, s).is_ok() {
+        return p;
+    }
+    // Block-scaled FP8 widths the draw's ranks would split into partial blocks are refused
+    // (as vLLM refuses them); unsplit, any width runs.
+    let p = Parallel {
+        tp: 1,
+        ep: 1,
+        pp,
+        dp: 1,
+    };
     p.validate(m, s).unwrap();
     p
 }

@@ -254,6 +254,10 @@ fn a_1024_gpu_system() {
         "8",
         "--dp",
         "128",
+        // Experts TP-split 1,024 ways would leave 2-wide shards of 128-wide FP8 blocks,
+        // which vLLM refuses: expert parallelism as in the predict call above.
+        "--ep",
+        "256",
         "--draft",
         "mtp",
         "--k",

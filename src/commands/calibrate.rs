@@ -321,8 +321,12 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
 }
 
 pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
-    let v = validation(&a.scenario, &a.measured)?;
-    export::export(&v, a.format, validation_text)
+    let (args, m, format) = (&a.scenario, &a.measured, a.format);
+    if let Some((tables, skipped)) = crate::commands::kernel_validate::kernel_tables(&m.measured)? {
+        return crate::commands::kernel_validate::run(args, &tables, skipped, format);
+    }
+    let v = validation(args, m)?;
+    export::export(&v, format, validation_text)
 }
 
 impl Tabular for Validation {

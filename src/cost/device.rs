@@ -5,6 +5,7 @@
 //! fallback later: the BF16 peak must exist (every GPU the model handles has one), and a
 //! low-precision format computes natively only where the GPU states a peak for it.
 
+use crate::cost::generation::{moe_key, Generation, KernelConstants, MoeKernel};
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, MathDtype, PerFormat, System};
@@ -24,6 +25,18 @@ pub struct Device<'a> {
     pub gemm_math: PerFormat<MathDtype>,
     /// Attainable GEMM rate per format it computes from, FLOP/s.
     pub gemm_rate: PerFormat<f64>,
+    /// Dense peak of the math dtype each format computes in, FLOP/s.
+    pub gemm_peak: PerFormat<f64>,
+    /// Streaming multiprocessors.
+    pub sm_count: f64,
+    /// The parameter set's memory efficiency relative to the system's default: the kernel
+    /// models' attained fractions (per generation, `configs/kernels/`) are the default, and a
+    /// calibration moves them by this factor, so fitted efficiencies reach every kernel.
+    pub mem_scale: f64,
+    /// The same for each format's GEMM efficiency.
+    pub gemm_scale: PerFormat<f64>,
+    /// The GPU generation's kernel constants (fused MoE, decode attention).
+    pub kernels: &'static KernelConstants,
 }
 
 impl<'a> Device<'a> {
@@ -41,6 +54,39 @@ impl<'a> Device<'a> {
         let native = PerFormat::from_fn(|f| native_math(system, f, bf16_peak));
         let gemm_math = PerFormat::from_fn(|f| native[f].0);
         let gemm_rate = PerFormat::from_fn(|f| native[f].1 * params.gemm(f));
+        let gemm_peak = PerFormat::from_fn(|f| native[f].1);
+        let prior = CostParams::default_for(system);
+        let mem_scale = params.memory_efficiency / prior.memory_efficiency;
+        let gemm_scale = PerFormat::from_fn(|f| params.gemm(f) / prior.gemm(f));
+        let kernels = Generation::of(g)?.kernels();
+        for f in FormatKind::ALL {
+            for w in [
+                crate::spec::WeightFormat {
+                    kind: f,
+                    group_size: 0,
+                    scale_bits: 0,
+                },
+                crate::spec::WeightFormat {
+                    kind: f,
+                    group_size: 1,
+                    scale_bits: 0,
+                },
+            ] {
+                if !kernels.moe.contains_key(moe_key(w)) {
+                    return Err(Error::Scenario(format!(
+                        "configs/kernels/{}.toml has no fused-MoE kernel for `{}`",
+                        kernels.generation,
+                        moe_key(w)
+                    )));
+                }
+            }
+        }
+        let sm_count = g.sm_count.ok_or_else(|| {
+            Error::Scenario(format!(
+                "GPU {} has no `sm_count`; the kernel model needs it",
+                g.name
+            ))
+        })? as f64;
         Ok(Device {
             system,
             params,
@@ -49,7 +95,18 @@ impl<'a> Device<'a> {
             attention_rate: bf16_peak * params.attention_efficiency,
             gemm_math,
             gemm_rate,
+            gemm_peak,
+            sm_count,
+            mem_scale,
+            gemm_scale,
+            kernels,
         })
+    }
+
+    /// The fused-MoE kernel this generation runs for format key `key` (checked present at
+    /// construction).
+    pub fn moe_kernel(&self, key: &str) -> &'static MoeKernel {
+        &self.kernels.moe[key]
     }
 
     /// Fixed cost of `kernels` kernels of an operator whose kernel time is `time`: inside a

@@ -10,6 +10,8 @@
 pub mod breakdown;
 pub mod collective;
 pub mod device;
+pub mod generation;
+pub mod kernels;
 pub mod memory;
 pub mod params;
 pub mod price;

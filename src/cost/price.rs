@@ -12,9 +12,14 @@
 use crate::cost::breakdown::OpCost;
 use crate::cost::collective::{self, AllReduceAlgo, CollectiveCost};
 use crate::cost::device::Device;
+use crate::cost::kernels;
 use crate::cost::roofline::{roofline, Bound};
 use crate::ops::Category;
-use crate::ops::{CollectiveKind, Op, Operator};
+use crate::ops::{AttentionKind, CollectiveKind, Op, Operator};
+
+/// An attention call with at most this many queries per sequence runs a decode kernel
+/// (one token, or a speculative draft's few).
+const DECODE_QUERIES_PER_SEQUENCE: f64 = 16.0;
 use crate::spec::{FormatKind, MathDtype, WeightFormat};
 
 /// The last collective priced, reused when the next one is the same call (every TP
@@ -83,25 +88,42 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             plain(flops, bytes, dev.gemm_rate[kind], Some(dev.gemm_math[kind]))
         }
         Op::MoeGemm {
-            touched_experts,
+            experts,
+            ep,
+            tokens,
+            routing,
+            top_k,
             expert_elems,
-            routed_tokens,
             hidden,
             width,
             weights,
             after_cast,
             ..
         } => {
-            let (weight_bytes, kind) =
-                weights_read(touched_experts * expert_elems, weights, after_cast && !sol);
-            let flops = 2.0 * routed_tokens * expert_elems;
-            let act_bytes = routed_tokens * (2.0 * hidden + 3.0 * width) * 2.0;
-            plain(
-                flops,
-                weight_bytes + act_bytes,
-                dev.gemm_rate[kind],
-                Some(dev.gemm_math[kind]),
-            )
+            let shape = kernels::MoeShape {
+                experts,
+                ep,
+                tokens,
+                top_k,
+                routing,
+                expert_elems,
+                hidden,
+                width,
+                weights,
+                cast: after_cast && !sol,
+            };
+            let kind = if shape.cast {
+                FormatKind::Bf16
+            } else {
+                weights.kind
+            };
+            let (flops, bytes, t, compute) = kernels::moe_time(&shape, dev);
+            let bound = if compute {
+                Bound::Compute
+            } else {
+                Bound::Memory
+            };
+            (flops, bytes, t, bound, Some(dev.gemm_math[kind]), None)
         }
         Op::Dequant { elems, from } => {
             if sol {
@@ -110,8 +132,30 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 plain(0.0, elems * (from.bytes_per_weight() + 2.0), 1.0, None)
             }
         }
-        Op::Attention { flops, bytes, .. } => {
-            plain(flops, bytes, dev.attention_rate, Some(MathDtype::Bf16))
+        Op::Attention {
+            kind,
+            queries,
+            sequences,
+            kv_heads,
+            span,
+            flops,
+            bytes,
+            ..
+        } => {
+            let (t, b) = roofline(flops, bytes, dev.attention_rate, mem);
+            // Decode kernels (a few queries per sequence) as they run: floor, split-KV
+            // occupancy and per-item cost; prefill and the indexer stay on the roofline.
+            // MLA's latent kernels (FlashMLA, FlashInfer/Triton MLA) split differently and
+            // are not fitted yet: they stay on the roofline.
+            let decode = matches!(kind, AttentionKind::Gqa | AttentionKind::SlidingWindow)
+                && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences;
+            match decode
+                .then(|| kernels::decode_attention_time(dev, sequences, kv_heads, span, bytes))
+                .flatten()
+            {
+                Some(k) if k > t => (flops, bytes, k, Bound::Memory, Some(MathDtype::Bf16), None),
+                _ => (flops, bytes, t, b, Some(MathDtype::Bf16), None),
+            }
         }
         Op::Elementwise { flops, bytes, .. } => plain(flops, bytes, dev.bf16_peak, None),
         Op::Embedding { rows, hidden, .. } => {

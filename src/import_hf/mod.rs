@@ -90,6 +90,7 @@ pub fn import(
         published_active_params: None,
         config,
         quantization: storage.spec,
+        routing: Default::default(),
         eagle_head: None,
     };
     model.validate().map_err(|(f, e)| {

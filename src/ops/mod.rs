@@ -86,6 +86,15 @@ pub enum Op {
     /// Routed experts as a fused MoE kernel runs them: every touched local expert's weights
     /// read once, each routed token through its expert's gate/up and down GEMMs.
     MoeGemm {
+        /// Experts in the model.
+        experts: f64,
+        /// Expert-parallel ranks the experts are spread over.
+        ep: f64,
+        /// Tokens that reach the expert group (every data-parallel replica's).
+        tokens: f64,
+        /// How tokens spread over experts; the busiest rank sets the time.
+        #[serde(serialize_with = "serialize_display")]
+        routing: routing::Routing,
         /// Experts this GPU holds.
         local_experts: f64,
         /// Expected experts this GPU's share of the batch touches.
@@ -111,6 +120,11 @@ pub enum Op {
         queries: f64,
         /// Attention heads on this GPU.
         heads: f64,
+        /// Sequences the queries belong to.
+        sequences: f64,
+        /// KV heads on this GPU (1 for MLA's shared latent): with `sequences`, the kernel's
+        /// independent work items.
+        kv_heads: f64,
         /// Mean positions each query attends to.
         span: f64,
         flops: f64,
@@ -232,6 +246,13 @@ fn short(v: f64) -> String {
         let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
         format!("{v:.digits$}")
     }
+}
+
+fn serialize_display<T: std::fmt::Display, S: serde::Serializer>(
+    v: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
 }
 
 /// One operator one GPU runs, with what a report names it by.

@@ -82,6 +82,10 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
         Category::Moe,
         5,
         Op::MoeGemm {
+            experts: e,
+            ep,
+            tokens: all_tokens,
+            routing: cx.model.routing,
             local_experts,
             touched_experts: touched,
             top_k: k,

@@ -7,6 +7,173 @@
 //! (Sampling k distinct experts per token makes each expert's inclusion probability exactly
 //! k/E, so the formula is exact in expectation for uniform routing.)
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+/// How tokens spread over experts: a model parameter (`routing` in a model description,
+/// default balanced; `--set model.routing="power-law 1.2"`).
+///
+/// Balanced: every token picks `k` experts uniformly. Power law with exponent α: expert
+/// loads are independent draws from a power law `p(x) ∝ x^-α` (between 1 and 0.8 × tokens
+/// when the batch fills the experts, else between 0.01 and 2), scaled to `tokens × k`, as
+/// the measured MoE tables' `power_law_α` rows were generated (aiconfigurator's collector);
+/// the expected order statistics stand in for the draws.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Routing {
+    #[default]
+    Balanced,
+    PowerLaw(f64),
+}
+
+impl FromStr for Routing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Routing, String> {
+        let t = s.trim().to_ascii_lowercase().replace(['_', '-'], " ");
+        if t == "balanced" {
+            return Ok(Routing::Balanced);
+        }
+        let a = t
+            .strip_prefix("power law")
+            .map(str::trim)
+            .and_then(|a| a.parse::<f64>().ok())
+            .filter(|a| a.is_finite() && *a > 0.0 && *a <= 10.0)
+            .ok_or_else(|| {
+                format!(
+                    "routing \"{s}\": expected \"balanced\" or \"power-law A\" with 0 < A <= 10"
+                )
+            })?;
+        Ok(Routing::PowerLaw(a))
+    }
+}
+
+impl fmt::Display for Routing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Routing::Balanced => write!(f, "balanced"),
+            Routing::PowerLaw(a) => write!(f, "power-law {a}"),
+        }
+    }
+}
+
+impl Serialize for Routing {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Routing {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// What the busiest expert-parallel rank computes in one fused-MoE call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankLoad {
+    /// Experts on the rank that receive at least one token.
+    pub touched: f64,
+    /// Token-expert pairs the rank computes.
+    pub pairs: f64,
+    /// Expected tokens per touched expert, largest first (one entry per distinct load: the
+    /// balanced case is one entry of weight `touched`).
+    pub loads: Vec<(f64, f64)>,
+}
+
+/// Expected load of the busiest of `ep` ranks holding `experts / ep` experts each, when
+/// `tokens` tokens each pick `top_k` experts under `routing`.
+pub fn busiest_rank(experts: f64, top_k: f64, tokens: f64, ep: f64, routing: Routing) -> RankLoad {
+    let local = (experts / ep).max(1.0);
+    let pairs_all = tokens * top_k;
+    if tokens <= 0.0 || experts <= 0.0 {
+        return RankLoad {
+            touched: 0.0,
+            pairs: 0.0,
+            loads: Vec::new(),
+        };
+    }
+    match routing {
+        Routing::Balanced => {
+            // The busiest rank touches at least one expert.
+            let touched = (expected_experts_touched(experts, top_k, tokens) / ep)
+                .max(1.0)
+                .min(local);
+            let pairs = pairs_all / ep;
+            RankLoad {
+                touched,
+                pairs,
+                loads: vec![(pairs / touched, touched)],
+            }
+        }
+        Routing::PowerLaw(alpha) => {
+            let e = experts.round().max(1.0) as usize;
+            let (lo, hi): (f64, f64) = if pairs_all > experts {
+                (1.0, (0.8 * tokens).max(1.0))
+            } else {
+                (0.01, 2.0)
+            };
+            let a = if (alpha - 1.0).abs() < 1e-6 {
+                1.0 + 1e-6
+            } else {
+                alpha
+            };
+            let (l1, h1) = (lo.powf(1.0 - a), hi.powf(1.0 - a));
+            // Expected order statistics, largest first: quantiles (e - i - 0.5) / e.
+            let mut x: Vec<f64> = (0..e)
+                .map(|i| {
+                    let u = (e as f64 - i as f64 - 0.5) / e as f64;
+                    ((h1 - l1) * u + l1).powf(1.0 / (1.0 - a))
+                })
+                .collect();
+            let s: f64 = x.iter().sum();
+            x.iter_mut().for_each(|v| *v *= pairs_all / s);
+            // No expert receives a token twice: cap at `tokens`, give the excess to the rest.
+            for _ in 0..8 {
+                let over: f64 = x.iter().map(|v| (v - tokens).max(0.0)).sum();
+                if over <= 1e-9 {
+                    break;
+                }
+                let free: f64 = x.iter().filter(|v| **v < tokens).sum();
+                if free <= 0.0 {
+                    break;
+                }
+                x.iter_mut().for_each(|v| {
+                    *v = if *v >= tokens {
+                        tokens
+                    } else {
+                        *v + over * *v / free
+                    }
+                });
+            }
+            // The busiest rank holds the busiest expert and `local - 1` others spread over
+            // the rest of the order statistics.
+            let n = local.round() as usize;
+            let mut mine = vec![x[0]];
+            if n > 1 && e > 1 {
+                let step = (e - 1) as f64 / (n - 1) as f64;
+                mine.extend(
+                    (0..n - 1).map(|j| x[1 + ((step * (j as f64 + 0.5)) as usize).min(e - 2)]),
+                );
+            }
+            let pairs: f64 = mine.iter().sum::<f64>().max(pairs_all / ep);
+            // An expert whose expected load rounds to no token is not touched (the busiest is).
+            let loads: Vec<(f64, f64)> = mine
+                .iter()
+                .enumerate()
+                .filter(|(i, v)| *i == 0 || **v >= 0.5)
+                .map(|(_, v)| (v.max(1.0), 1.0))
+                .collect();
+            RankLoad {
+                touched: loads.len() as f64,
+                pairs,
+                loads,
+            }
+        }
+    }
+}
+
 /// Expected distinct experts touched by `tokens` tokens, each routed to `top_k` of `experts`.
 #[inline]
 pub fn expected_experts_touched(experts: f64, top_k: f64, tokens: f64) -> f64 {
@@ -93,6 +260,32 @@ mod tests {
         }
         assert!((expected_experts_touched(384.0, 8.0, 1.0) - 8.0).abs() < 1e-9);
         assert!(last > 383.9);
+    }
+
+    #[test]
+    fn skew_concentrates_the_busiest_rank() {
+        for &(e, k, t, ep) in &[
+            (256.0, 8.0, 4096.0, 8.0),
+            (128.0, 8.0, 64.0, 1.0),
+            (384.0, 8.0, 1024.0, 32.0),
+        ] {
+            let b = busiest_rank(e, k, t, ep, Routing::Balanced);
+            let p = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.2));
+            // The busiest rank never computes less than its even share, and skew does not
+            // touch more experts than uniform routing.
+            assert!(p.pairs >= b.pairs - 1e-9, "{e} {k} {t} {ep}");
+            assert!(p.touched <= b.touched + 1e-9);
+            assert!(p.loads[0].0 >= b.loads[0].0);
+            assert!(p.loads[0].0 <= t + 1e-9);
+            let m = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.01));
+            assert!(m.pairs.is_finite() && m.pairs <= t * k + 1e-6);
+        }
+        assert_eq!(
+            "power_law_1.2".parse::<Routing>(),
+            Ok(Routing::PowerLaw(1.2))
+        );
+        assert_eq!("balanced".parse::<Routing>(), Ok(Routing::Balanced));
+        assert!("power-law 0".parse::<Routing>().is_err());
     }
 
     #[test]

@@ -97,7 +97,35 @@ impl GpuSpec {
     /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
     /// 1 GFLOPS at the bottom; 1 PB of memory at the top), so no time or capacity the model
     /// derives from them can overflow.
+    /// The compute capability `architecture` names as `SMnn` (e.g. 90 for "Hopper GH100, SM90").
+    pub fn compute_capability(&self) -> Option<u32> {
+        self.architecture
+            .to_ascii_uppercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .find_map(|w| w.strip_prefix("SM").and_then(|n| n.parse::<u32>().ok()))
+    }
+
+    /// Compute capabilities with kernel constants under `configs/kernels/`.
+    pub const SUPPORTED_CAPABILITIES: [u32; 4] = [89, 90, 100, 120];
+
     pub fn validate(&self) -> Result<(), (String, String)> {
+        if !self
+            .compute_capability()
+            .is_some_and(|c| Self::SUPPORTED_CAPABILITIES.contains(&c))
+        {
+            return Err((
+                "architecture".into(),
+                "the compute capability as SM89 (Ada), SM90 (Hopper), SM100 or SM120 (Blackwell): \
+                 the generations with kernel constants in configs/kernels/"
+                    .into(),
+            ));
+        }
+        if !self.sm_count.is_some_and(|n| n > 0) {
+            return Err((
+                "sm_count".into(),
+                "the number of streaming multiprocessors (at least 1)".into(),
+            ));
+        }
         if self.memory_bandwidth.0.is_nan() || self.memory_bandwidth.0 < 1e6 {
             return Err((
                 "memory_bandwidth".into(),

@@ -1,0 +1,187 @@
+//! Kernel constants per GPU architecture generation: what a fused-MoE kernel or a decode
+//! attention kernel attains, and its minimum time.
+//!
+//! These are not per-GPU numbers. A kernel family (FlashAttention 3 on Hopper, FlashInfer's
+//! TRT-LLM decode kernels on Blackwell SM100, …) behaves alike on every GPU of its
+//! generation, so one file per generation (`configs/kernels/<generation>.toml`, embedded)
+//! holds its achievable fractions, floors and tile sizes, each with its source. A GPU finds
+//! its generation from the `SMnn` compute capability in its description's `architecture`.
+//! Blackwell SM120 (RTX PRO 6000, RTX 5090) has no measured kernel table in the dev set: its
+//! file is a prior and says so.
+
+use crate::error::{Error, Result};
+use crate::spec::{FormatKind, GpuSpec, WeightFormat};
+use crate::units::Seconds;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// An architecture generation whose kernels share constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation {
+    /// Ada Lovelace, SM89 (L40S, RTX 6000 Ada).
+    Ada,
+    /// Hopper, SM90 (H100, H200).
+    Hopper,
+    /// Data-center Blackwell, SM100 (B200, GB200).
+    BlackwellSm100,
+    /// Workstation/consumer Blackwell, SM120 (RTX PRO 6000, RTX 5090).
+    BlackwellSm120,
+}
+
+impl Generation {
+    /// The generation a GPU description's `architecture` names by its `SMnn` capability.
+    pub fn of(gpu: &GpuSpec) -> Result<Generation> {
+        match gpu.compute_capability() {
+            Some(89) => Ok(Generation::Ada),
+            Some(90) => Ok(Generation::Hopper),
+            Some(100) => Ok(Generation::BlackwellSm100),
+            Some(120) => Ok(Generation::BlackwellSm120),
+            _ => Err(Error::Scenario(format!(
+                "GPU {}: `architecture` = \"{}\" names no generation with kernel constants; \
+                 expected its compute capability as SM89 (Ada), SM90 (Hopper), SM100 or \
+                 SM120 (Blackwell)",
+                gpu.name, gpu.architecture
+            ))),
+        }
+    }
+
+    fn file(self) -> (&'static str, &'static str) {
+        match self {
+            Generation::Ada => ("ada", include_str!("../../configs/kernels/ada.toml")),
+            Generation::Hopper => ("hopper", include_str!("../../configs/kernels/hopper.toml")),
+            Generation::BlackwellSm100 => (
+                "blackwell-sm100",
+                include_str!("../../configs/kernels/blackwell-sm100.toml"),
+            ),
+            Generation::BlackwellSm120 => (
+                "blackwell-sm120",
+                include_str!("../../configs/kernels/blackwell-sm120.toml"),
+            ),
+        }
+    }
+
+    /// This generation's kernel constants (parsed once).
+    pub fn kernels(self) -> &'static KernelConstants {
+        static CELLS: [OnceLock<KernelConstants>; 4] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+        ];
+        let i = self as usize;
+        CELLS[i].get_or_init(|| {
+            let (name, text) = self.file();
+            // Embedded and covered by a test: a parse error is a build defect.
+            toml::from_str(text)
+                .unwrap_or_else(|e| panic!("configs/kernels/{name}.toml is invalid: {e}"))
+        })
+    }
+}
+
+/// The kernel constants of one generation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelConstants {
+    pub generation: String,
+    /// Fused-MoE kernel per weight-format key (`bf16`, `fp8`, `fp8-block`, `int4`, `mxfp4`,
+    /// `nvfp4`): the one the engine runs for that format on this generation.
+    pub moe: BTreeMap<String, MoeKernel>,
+    /// The decode attention kernel (paged KV, split-KV).
+    pub decode_attention: DecodeAttentionKernel,
+    pub sources: BTreeMap<String, String>,
+}
+
+/// Which token-expert pairs a fused-MoE kernel's elementwise passes run over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PairScope {
+    /// Only the pairs routed to this GPU's experts (permute/unpermute kernels).
+    Local,
+    /// Every token's top-k pairs, local or not (vLLM's Triton path with an expert map sizes
+    /// its intermediate buffers, activation and sum by all of them).
+    All,
+}
+
+/// A fused-MoE kernel family.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeKernel {
+    /// What runs (for the reader).
+    pub kernel: String,
+    /// Minimum time of the whole fused call (routing sort, both GEMMs, activation, sum).
+    pub floor: Seconds,
+    /// Fraction of DRAM bandwidth the expert-weight stream attains.
+    pub memory_fraction: f64,
+    /// Fraction of the math dtype's dense peak the grouped GEMMs attain.
+    pub compute_fraction: f64,
+    /// Largest row tile per expert; an expert's rows are padded to the smallest power of two
+    /// from 16 up to this that holds them.
+    pub tile_m: u32,
+    /// Passes over each token-expert pair's activations (`hidden + width` BF16 values).
+    pub pair_passes: f64,
+    pub pairs: PairScope,
+}
+
+/// A decode attention kernel: one CTA per (sequence, KV head, KV split).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecodeAttentionKernel {
+    pub kernel: String,
+    /// Minimum time of one call.
+    pub floor: Seconds,
+    /// Fraction of DRAM bandwidth the KV stream attains once every SM is busy.
+    pub memory_fraction: f64,
+    /// Most KV splits the kernel uses for one (sequence, KV head).
+    pub max_splits: u32,
+    /// KV positions one split covers at least.
+    pub split_block: u32,
+    /// Fixed time per (sequence, KV head) work item and SM: page-table walk, softmax
+    /// merge, output write; spread over the SMs.
+    pub per_item: Seconds,
+}
+
+/// The key a weight format's fused-MoE kernel is filed under.
+pub fn moe_key(w: WeightFormat) -> &'static str {
+    match w.kind {
+        FormatKind::Bf16 => "bf16",
+        FormatKind::Fp8 if w.group_size > 0 => "fp8-block",
+        FormatKind::Fp8 => "fp8",
+        FormatKind::Int8 => "int8",
+        FormatKind::Int4 => "int4",
+        FormatKind::Mxfp4 => "mxfp4",
+        FormatKind::Nvfp4 => "nvfp4",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_generation_file_parses_with_sources() {
+        for g in [
+            Generation::Ada,
+            Generation::Hopper,
+            Generation::BlackwellSm100,
+            Generation::BlackwellSm120,
+        ] {
+            let k = g.kernels();
+            assert!(!k.moe.is_empty());
+            for key in ["moe", "decode_attention"] {
+                assert!(
+                    k.sources.contains_key(key),
+                    "{} lacks a source for {key}",
+                    k.generation
+                );
+            }
+            for m in k.moe.values() {
+                assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
+                assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
+                assert!(m.tile_m >= 16);
+            }
+            let a = &k.decode_attention;
+            assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0 && a.max_splits >= 1);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Fused-MoE and decode-attention kernels as they run, not as ideal rooflines.
+//!
+//! Fused MoE: the busiest expert-parallel rank sets the time (`ops::routing::busiest_rank`).
+//! Its touched experts' weights stream once at the kernel family's attained fraction of
+//! DRAM bandwidth; its grouped GEMMs compute every expert's rows padded to the kernel's row
+//! tile (and the expert width padded to 64 columns), at the family's attained fraction of
+//! the math dtype's peak; the slower of the two runs, after the family's floor. On top, the
+//! elementwise passes over the token-expert pairs (activation, sum, zero-fill), over all of a
+//! token's pairs for kernels that size buffers by them (vLLM's Triton path with an expert
+//! map), else over the rank's own.
+//!
+//! Decode attention: one work item per (sequence, KV head), split over the KV length up to
+//! the kernel's split limit. While items × splits do not fill the SMs the KV stream attains
+//! only that fraction of the bandwidth; each item also pays a fixed time (page-table walk,
+//! softmax merge, output), spread over the SMs. Sliding windows cap the span before this.
+//!
+//! Constants are per generation (`cost::generation`, `configs/kernels/`).
+
+use crate::cost::device::Device;
+use crate::cost::generation::moe_key;
+use crate::ops::routing::{busiest_rank, Routing};
+use crate::spec::{FormatKind, WeightFormat};
+
+/// Smallest power-of-two row tile from 16 up to `tile_m` that holds `rows`, and the padded
+/// rows.
+fn padded_rows(rows: f64, tile_m: u32) -> f64 {
+    let mut b = 16.0_f64;
+    while b < rows && b < tile_m as f64 {
+        b *= 2.0;
+    }
+    (rows / b).ceil() * b
+}
+
+/// The fused-MoE call's shape, as `Op::MoeGemm` carries it.
+#[derive(Debug, Clone, Copy)]
+pub struct MoeShape {
+    pub experts: f64,
+    pub ep: f64,
+    pub tokens: f64,
+    pub top_k: f64,
+    pub routing: Routing,
+    pub expert_elems: f64,
+    pub hidden: f64,
+    pub width: f64,
+    pub weights: WeightFormat,
+    /// Weights read as BF16 after a separate cast pass.
+    pub cast: bool,
+}
+
+/// (flops, bytes, kernel time) of one fused-MoE call on `dev`'s busiest rank.
+pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
+    let load = busiest_rank(s.experts, s.top_k, s.tokens, s.ep, s.routing);
+    let (bpw, kind) = if s.cast {
+        (2.0, FormatKind::Bf16)
+    } else {
+        (s.weights.bytes_per_weight(), s.weights.kind)
+    };
+    let weight_bytes = load.touched * s.expert_elems * bpw;
+    let flops = 2.0 * load.pairs * s.expert_elems;
+    let act_bytes = load.pairs * (2.0 * s.hidden + 3.0 * s.width) * 2.0;
+    let peak_bw = dev.system.gpu.memory_bandwidth.0;
+    if dev.params.is_sol() {
+        let tm = (weight_bytes + act_bytes) / peak_bw;
+        let tc = flops / dev.gemm_peak[kind];
+        return (flops, weight_bytes + act_bytes, tm.max(tc), tc > tm);
+    }
+    let k = dev.moe_kernel(moe_key(s.weights));
+    let wide = (2.0 * s.width / 64.0).ceil() * 64.0 / 2.0;
+    let rows: f64 = load
+        .loads
+        .iter()
+        .map(|&(l, n)| n * padded_rows(l, k.tile_m))
+        .sum();
+    let tc = 2.0 * 3.0 * s.hidden * wide * rows
+        / (k.compute_fraction * dev.gemm_peak[kind] * dev.gemm_scale[kind]);
+    let tm = weight_bytes / (k.memory_fraction * peak_bw * dev.mem_scale);
+    let pairs = match k.pairs {
+        crate::cost::generation::PairScope::All => s.tokens * s.top_k,
+        crate::cost::generation::PairScope::Local => load.pairs,
+    };
+    let pair_bytes = k.pair_passes * pairs * (s.hidden + s.width) * 2.0;
+    let t = k.floor.0 + tm.max(tc) + pair_bytes / peak_bw;
+    (flops, weight_bytes + pair_bytes, t, tc > tm)
+}
+
+/// Kernel time of a decode attention call over `bytes` with `sequences × kv_heads` work
+/// items attending `span` positions each, or `None` at the speed of light.
+pub fn decode_attention_time(
+    dev: &Device,
+    sequences: f64,
+    kv_heads: f64,
+    span: f64,
+    bytes: f64,
+) -> Option<f64> {
+    if dev.params.is_sol() || sequences <= 0.0 || kv_heads <= 0.0 {
+        return None;
+    }
+    let k = &dev.kernels.decode_attention;
+    let sms = dev.sm_count;
+    let items = sequences * kv_heads;
+    let splits = (span / k.split_block as f64)
+        .ceil()
+        .clamp(1.0, k.max_splits as f64);
+    let busy = (items * splits / sms).min(1.0);
+    let stream =
+        bytes / (k.memory_fraction * dev.system.gpu.memory_bandwidth.0 * dev.mem_scale * busy);
+    Some(k.floor.0 + stream + k.per_item.0 * items / sms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_rounds_up_to_the_tile() {
+        assert_eq!(padded_rows(1.0, 128), 16.0);
+        assert_eq!(padded_rows(20.0, 128), 32.0);
+        assert_eq!(padded_rows(200.0, 64), 256.0);
+        assert_eq!(padded_rows(64.0, 16), 64.0);
+    }
+}

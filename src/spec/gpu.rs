@@ -120,7 +120,7 @@ impl GpuSpec {
                     .into(),
             ));
         }
-        if !self.sm_count.is_some_and(|n| n > 0) {
+        if self.sm_count.is_none_or(|n| n == 0) {
             return Err((
                 "sm_count".into(),
                 "the number of streaming multiprocessors (at least 1)".into(),

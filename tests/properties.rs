@@ -501,6 +501,7 @@ fn build_model(d: &ModelDraw) -> ModelSpec {
         name: "prop-model".into(),
         full_name: "property-test model".into(),
         architecture: "PropForCausalLM".into(),
+        vision: None,
         published_total_params: None,
         published_active_params: None,
         config: c,

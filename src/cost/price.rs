@@ -110,7 +110,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 plain(0.0, elems * (from.bytes_per_weight() + 2.0), 1.0, None)
             }
         }
-        Op::Attention { flops, bytes, .. } => {
+        Op::Attention { flops, bytes, .. } | Op::Recurrent { flops, bytes, .. } => {
             plain(flops, bytes, dev.attention_rate, Some(MathDtype::Bf16))
         }
         Op::Elementwise { flops, bytes, .. } => plain(flops, bytes, dev.bf16_peak, None),

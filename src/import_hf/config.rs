@@ -536,6 +536,7 @@ pub(super) fn read_config(
         index_topk,
         index_n_heads,
         index_head_dim,
+        ..ModelConfig::default()
     };
     if experts.is_none() {
         // Dense families: these keys mean nothing here; leave them to the leftovers check.

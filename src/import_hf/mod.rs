@@ -91,6 +91,7 @@ pub fn import(
         config,
         quantization: storage.spec,
         eagle_head: None,
+        vision: None,
     };
     model.validate().map_err(|(f, e)| {
         cx.invalid(&format!("{}{}", t.path, f.trim_start_matches("config.")), e)

@@ -295,6 +295,7 @@ fn kv_name(k: KvDtype) -> &'static str {
     match k {
         KvDtype::Bf16 => "bf16",
         KvDtype::Fp16 => "fp16",
+        KvDtype::Fp32 => "fp32",
         KvDtype::Fp8 => "fp8",
     }
 }

@@ -416,9 +416,9 @@ pub fn gqa_ops(cx: &BuildContext, l: GqaLayer, out: &mut Vec<Operator>) {
         Some(_) => AttentionKind::SlidingWindow,
         None => AttentionKind::Gqa,
     };
-    // PHYSICS-PENDING: sliding layers are charged a full-context cache.
-    let kv_window = None;
-    let _ = window;
+    // A sliding or chunked layer keeps at most its window of keys and values per sequence
+    // (vLLM's hybrid KV-cache manager frees the blocks that fall out of the window).
+    let kv_window = window.map(|w| w as f64);
     let kv_bytes = tensors * kv_local * d * kvb;
     out.push(attention_kernel(
         name,

@@ -801,7 +801,7 @@ impl ModelSpec {
             .filter(|i| {
                 matches!(
                     self.mixer_of_layer(*i),
-                    Mixer::Attention { .. } // PHYSICS-PENDING: window: None
+                    Mixer::Attention { window: None, .. }
                 )
             })
             .map(|i| {

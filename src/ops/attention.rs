@@ -96,9 +96,6 @@ pub struct MlaDims {
     pub v: f64,
 }
 
-/// Whether the DSA indexer's own projections (`wq_b`, `wk`, `weights_proj`) are built.
-const INDEXER_WEIGHTS: bool = false; // PHYSICS-PENDING
-
 /// DeepSeek sparse attention's indexer for one layer: its projections (replicated on every
 /// rank, as vLLM and SGLang run them: `wq_b` from the query latent of rank `q_in`, `wk` and
 /// `weights_proj` from the hidden state), the scoring kernel over every cached position, and
@@ -110,49 +107,47 @@ fn dsa_indexer(cx: &BuildContext, q_in: f64, ratio: f64, out: &mut Vec<Operator>
         return (cx.span, cx.cached);
     };
     let k = k as f64;
-    let kvb = cx.model.quantization.kv_cache.bytes();
     let (own, mixed, tokens, seqs) = (cx.own, cx.mixed, cx.tokens, cx.seqs);
     let ih = c.index_n_heads.unwrap_or(64) as f64;
     let id = c.index_head_dim.unwrap_or(128) as f64;
     let fmt = cx.model.quantization.attention();
-    if INDEXER_WEIGHTS {
-        let u = cx.unfused;
-        push_gemm(
-            out,
-            u,
-            "indexer_wq_b",
-            Category::Gemm,
-            tokens,
-            ih * id,
-            q_in,
-            fmt,
-        );
-        push_gemm(
-            out,
-            u,
-            "indexer_wk",
-            Category::Gemm,
-            tokens,
-            id,
-            cx.hidden,
-            fmt,
-        );
-        push_gemm(
-            out,
-            u,
-            "indexer_weights_proj",
-            Category::Gemm,
-            tokens,
-            ih,
-            cx.hidden,
-            WeightFormat::BF16,
-        );
-    }
+    let u = cx.unfused;
+    push_gemm(
+        out,
+        u,
+        "indexer_wq_b",
+        Category::Gemm,
+        tokens,
+        ih * id,
+        q_in,
+        fmt,
+    );
+    push_gemm(
+        out,
+        u,
+        "indexer_wk",
+        Category::Gemm,
+        tokens,
+        id,
+        cx.hidden,
+        fmt,
+    );
+    push_gemm(
+        out,
+        u,
+        "indexer_weights_proj",
+        Category::Gemm,
+        tokens,
+        ih,
+        cx.hidden,
+        WeightFormat::BF16,
+    );
     let cached = cx.cached / ratio;
+    // FP8 keys plus one FP32 scale per token, whatever the KV dtype (vLLM's and SGLang's
+    // DSA indexer cache).
     let key_bytes = match c.index_head_dim {
         None => 0.0,
-        Some(_) if INDEXER_WEIGHTS => id + 4.0,
-        Some(_) => id * kvb,
+        Some(_) => id + 4.0,
     };
     let flops = 2.0 * own * ih * cached * id + 2.0 * mixed * ih * cx.mixed_span / ratio * id;
     let bytes = seqs * cached * key_bytes + mixed * key_bytes + tokens * ih * id * 2.0;

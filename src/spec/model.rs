@@ -837,7 +837,7 @@ impl ModelSpec {
     pub fn index_key_bytes(&self, i: u32) -> f64 {
         match self.config.index_head_dim {
             Some(d) if self.runs_indexer(i) => {
-                let per = d as f64 * self.quantization.kv_cache.bytes(); // PHYSICS-PENDING: FP8 + scale
+                let per = d as f64 + 4.0;
                 match self.compress_ratio(i) {
                     0 => per,
                     r => per / r as f64,

@@ -3,7 +3,8 @@
 //! exports as JSON and the plots consume.
 
 use crate::cost::memory::{
-    cache_footprint_per_gpu, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu,
+    cache_footprint_per_gpu, count_params, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu,
+    ParamCount,
 };
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
@@ -185,6 +186,8 @@ pub struct Prediction {
     pub allreduces_per_step: u32,
     pub allreduce_bytes: f64,
     pub kernels_per_step: u32,
+    /// Parameters counted from the description (MTP and vision apart) and weight bytes.
+    pub model_params: ParamCount,
     pub memory: MemoryReport,
     /// 95 % interval of `tpot_ms` from the calibration's covariance (with `--calibration`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -272,6 +275,7 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             * s.model.config.hidden_size as f64
             * 2.0,
         kernels_per_step: kernels,
+        model_params: count_params(s.model),
         memory: s.memory(batch as f64, context as f64),
         tpot_ci95_ms: None,
         layers,

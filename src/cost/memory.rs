@@ -163,6 +163,11 @@ pub struct ParamCount {
     pub mtp: f64,
     /// Vision encoder (prefill-time only), when the description has one.
     pub vision: f64,
+    /// Bytes of `total`'s weights as stored (scales included), the whole model.
+    pub weight_bytes: f64,
+    /// The input embedding table, within `total` and `active` (some publishers leave it out
+    /// of their active count: a token reads one row of it).
+    pub embedding: f64,
 }
 
 /// Weight elements of one pass's blocks on one GPU holding everything, with the elements of
@@ -192,16 +197,24 @@ pub fn count_params(model: &ModelSpec) -> ParamCount {
     let cx = BuildContext::new(model, Parallel::tp(1), &[], Pass::decode(1.0, 0.0));
     let mut total = 0.0;
     let mut inactive = 0.0;
+    let mut bytes = 0.0;
     let mut v = Vec::new();
     for (b, &kind) in plan.blocks.iter().enumerate() {
         let n = plan.uses(b, 0, plan.layers.len()) as f64;
         let (t, i) = block_params(&cx, kind, &mut v);
         total += n * t;
         inactive += n * i;
+        bytes += n * held(&v).weight_bytes;
     }
     v.clear();
     cx.head_ops(&mut v);
     total += held(&v).weight_elems;
+    bytes += held(&v).weight_bytes;
+    let embedding = v
+        .iter()
+        .filter(|o| matches!(o.op, Op::Embedding { .. }))
+        .map(Operator::resident_weight_elems)
+        .sum();
     // An MTP layer: one decoder layer shaped like the last one (full attention, the last
     // layer's feed-forward), its projection of [embedding; hidden] (2h x h) and norms; it
     // shares the embedding and lm_head.
@@ -238,5 +251,7 @@ pub fn count_params(model: &ModelSpec) -> ParamCount {
         active: total - inactive,
         mtp: model.mtp_layers() as f64 * mtp_layer,
         vision: model.vision.as_ref().map_or(0.0, |v| v.params()),
+        weight_bytes: bytes,
+        embedding,
     }
 }

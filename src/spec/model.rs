@@ -100,7 +100,7 @@ pub struct ModelConfig {
     #[serde(default)]
     pub attention_chunk_size: Option<u32>,
     /// Queries carry an output gate (Qwen3.5/Qwen3-Next `attn_output_gate`): q_proj twice as wide.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub attn_output_gate: bool,
     /// Full-attention layers' head width where it differs from the sliding ones (Gemma-4).
     #[serde(default)]
@@ -110,7 +110,7 @@ pub struct ModelConfig {
     pub num_global_key_value_heads: Option<u32>,
     /// Full-attention layers use one tensor as both keys and values (Gemma-4): no v_proj,
     /// one cached tensor.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub attention_k_eq_v: bool,
     /// Gated DeltaNet (`linear_attention` layers): key heads, value heads and their widths,
     /// and the causal convolution's length.
@@ -147,6 +147,10 @@ pub struct ModelConfig {
     pub o_groups: Option<u32>,
     #[serde(default)]
     pub compress_ratios: Option<Vec<u32>>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Storage format families of a weight group.
@@ -471,6 +475,10 @@ pub struct VisionSpec {
     /// Frames per temporal patch (Qwen-VL video: 2; images repeat the frame).
     #[serde(default = "one")]
     pub temporal_patch_size: u32,
+    /// Extra mergers feeding intermediate features to the language model (Qwen3-VL
+    /// `deepstack_visual_indexes`).
+    #[serde(default)]
+    pub deepstack_mergers: u32,
 }
 
 fn one() -> u32 {
@@ -480,7 +488,7 @@ fn one() -> u32 {
 impl VisionSpec {
     /// Weight elements: per block attention (4 h²) and an ungated MLP (2 h × inter), the
     /// patch embedding (3 channels × temporal × patch² × h) and the merger MLP (h m² → h m²
-    /// → out).
+    /// → out, once more per deepstack merger).
     pub fn params(&self) -> f64 {
         let h = self.hidden_size as f64;
         let i = self.intermediate_size as f64;
@@ -489,7 +497,7 @@ impl VisionSpec {
         let block = 4.0 * h * h + 2.0 * h * i;
         let patch = 3.0 * self.temporal_patch_size as f64 * p * p * h;
         let merger = (h * m2) * (h * m2) + h * m2 * self.out_hidden_size as f64;
-        self.depth as f64 * block + patch + merger
+        self.depth as f64 * block + patch + merger * (1.0 + self.deepstack_mergers as f64)
     }
 
     /// FLOPs to encode one image of `patches` patches: the weights once per patch (2 FLOP

@@ -76,8 +76,9 @@ pub fn import(
         None => Obj::new(root, ""),
     };
     let (config, keys, layout) = config::read_config(&cx, family, &mut t, &mut top, &mut warnings)?;
-    let storage =
+    let mut storage =
         quant::read_quantization(&cx, &mut t, &mut top, quant_text, &layout, &mut warnings)?;
+    quant::expert_dtype(&cx, &mut t, &mut storage, &mut warnings)?;
     let vision = match top.get("vision_config") {
         Some(v) if !v.is_null() => {
             let spec = layers::read_vision(v, config.hidden_size);

@@ -277,7 +277,8 @@ impl WeightFormat {
 impl FromStr for WeightFormat {
     type Err = String;
     /// `bf16`, `fp16`, `fp8`, `fp8-block128` (128×128 FP32 block scales), `int8`, `int4-gN`
-    /// (W4A16, BF16 scale per N weights), `nvfp4`, `mxfp4`.
+    /// (W4A16, BF16 scale per N weights), `int4-gN-zp` (plus a 4-bit zero point per group:
+    /// GPTQ asymmetric, AWQ), `int4-channel` (one scale per output channel), `nvfp4`, `mxfp4`.
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim().to_ascii_lowercase();
         let f = |kind, group_size, scale_bits| WeightFormat {
@@ -292,8 +293,15 @@ impl FromStr for WeightFormat {
             "int8" => f(FormatKind::Int8, 0, 0),
             "nvfp4" => f(FormatKind::Nvfp4, 16, 8),
             "mxfp4" => f(FormatKind::Mxfp4, 32, 8),
+            "int4-channel" => f(FormatKind::Int4, 0, 0),
             _ => {
-                if let Some(g) = t.strip_prefix("int4-g") {
+                if let Some(g) = t.strip_prefix("int4-g").and_then(|g| g.strip_suffix("-zp")) {
+                    let g: u32 =
+                        g.parse().ok().filter(|g| *g > 0).ok_or_else(|| {
+                            format!("\"{s}\": group size must be a positive integer")
+                        })?;
+                    f(FormatKind::Int4, g, 20)
+                } else if let Some(g) = t.strip_prefix("int4-g") {
                     let g: u32 =
                         g.parse().ok().filter(|g| *g > 0).ok_or_else(|| {
                             format!("\"{s}\": group size must be a positive integer")
@@ -312,6 +320,10 @@ impl FromStr for WeightFormat {
 impl fmt::Display for WeightFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
+            FormatKind::Int4 if self.group_size == 0 => write!(f, "int4-channel"),
+            FormatKind::Int4 if self.scale_bits > 16 => {
+                write!(f, "int4-g{}-zp", self.group_size)
+            }
             FormatKind::Int4 => write!(f, "int4-g{}", self.group_size),
             FormatKind::Fp8 if self.group_size > 0 => write!(f, "fp8-block128"),
             k => write!(f, "{}", k.name()),

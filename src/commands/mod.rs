@@ -9,6 +9,7 @@ pub mod plot;
 pub mod predict;
 pub mod specdec;
 pub mod sweep;
+pub mod validate_e2e;
 pub mod whatif;
 
 use crate::calibrate::Calibration;

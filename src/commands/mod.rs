@@ -63,7 +63,7 @@ pub fn load_model(args: &ScenarioArgs) -> Result<ModelSpec> {
 pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
     let sets = crate::spec::overrides::parse_all(&args.set)?;
     let model = load_model(args)?;
-    let system = System::load_with(&args.system, &sets)?;
+    let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
     parallel.validate(&model, &system)?;
     let calibration = args

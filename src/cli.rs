@@ -33,6 +33,10 @@ pub struct ScenarioArgs {
     /// System: a built-in name (see `rooftop list systems`) or a path to a system TOML.
     #[arg(long, default_value = "8x-rtx-pro-6000-pcie")]
     pub system: String,
+    /// Serving engine in place of the system's default: a built-in (see `rooftop list
+    /// engines`: vllm-v1, vllm-v1-async, sglang, trtllm) or a path to an engine TOML.
+    #[arg(long)]
+    pub engine: Option<String>,
     /// Tensor-parallel degree (default: the system's GPUs / (pp × dp)).
     #[arg(long)]
     pub tp: Option<u32>,
@@ -286,7 +290,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  rooftop list gpus\n  rooftop list systems --format json")]
     List {
         /// gpus, interconnects, systems, models or measured.
-        #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "measured"])]
+        #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "engines", "clients", "measured"])]
         kind: String,
         #[arg(long, value_enum, default_value_t)]
         format: Format,

@@ -142,7 +142,7 @@ pub fn explore(
                     .unwrap_or_else(|| "as-shipped".into());
                 match Evaluator::new(m, sys, par, CostParams::default_for(sys)) {
                     Ok(ev) => {
-                        let eng = &sys.spec.engine;
+                        let eng = &sys.engine;
                         let budget = sys.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0
                             - weight_bytes_per_gpu(m, &par)
                             - eng.activation_reserve.0;

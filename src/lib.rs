@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod cli;
 pub mod commands;
 pub mod cost;
+pub mod e2e;
 pub mod error;
 pub mod explore;
 pub mod spec;

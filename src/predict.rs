@@ -92,7 +92,7 @@ pub struct MemoryReport {
 impl MemoryReport {
     pub fn new(s: &Scenario, batch: f64, context: f64) -> MemoryReport {
         let gpu = &s.system.gpu;
-        let eng = &s.system.spec.engine;
+        let eng = &s.system.engine;
         let cap = gpu.memory_capacity.0;
         let usable = cap * eng.gpu_memory_utilization.0;
         let w = weight_bytes_per_gpu(s.model, &s.parallel);

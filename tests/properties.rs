@@ -251,14 +251,19 @@ fn system() -> impl Strategy<Value = System> {
                     sockets,
                     p2p,
                     price_per_gpu_hour_usd: None,
-                    engine,
+                    engine: rooftop::spec::system::EngineRef::Inline(Box::new(engine.clone())),
                     efficiency,
                     sources: BTreeMap::new(),
                 };
                 assert_eq!(spec.validate(), Ok(()));
                 assert_eq!(gpu.validate(), Ok(()));
                 assert_eq!(link.validate(), Ok(()));
-                System { spec, gpu, link }
+                System {
+                    spec,
+                    gpu,
+                    link,
+                    engine,
+                }
             },
         )
 }
@@ -775,7 +780,7 @@ proptest! {
             // rides at least one full step, so it holds. Without it, a short prompt's prefill
             // runs as a pass of its own and can be quicker than a long-context decode step of
             // the whole batch: TTFT < ITL is then physical, not an error, and not asserted.
-            if c.system.spec.engine.chunked_prefill {
+            if c.system.engine.chunked_prefill {
                 prop_assert!(
                     p.tpot_e2e_ms >= p.tpot_itl_ms * (1.0 - EPS),
                     "C={}: TPOT e2e {} ms < itl {} ms (ttft {} ms, running {}, in {input_len} out {output_len})",

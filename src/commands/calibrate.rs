@@ -325,6 +325,13 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
 }
 
 pub fn run_validate(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<u8>> {
+    // End-to-end serving runs name their own model and system: a path of their own.
+    if m.measured
+        .iter()
+        .any(|f| crate::commands::validate_e2e::e2e_text(f).is_some())
+    {
+        return crate::commands::validate_e2e::run(&m.measured, format);
+    }
     let v = validation(args, m)?;
     export::export(&v, format, validation_text)
 }

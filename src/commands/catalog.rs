@@ -22,7 +22,8 @@ fn describe(kind: Kind, name: &str) -> String {
         }),
         Kind::System => System::load(name).map(|s| s.spec.description),
         Kind::Model => registry::load_model(name).map(|m| m.full_name),
-        Kind::Measured => Ok(String::new()),
+        Kind::Engine => registry::load_engine(name).map(|e| e.description),
+        Kind::Measured | Kind::Client => Ok(String::new()),
     };
     d.unwrap_or_else(|e| format!("(invalid: {e})"))
 }
@@ -33,6 +34,8 @@ pub fn list(kind: &str, format: Format) -> Result<Vec<u8>> {
         "interconnects" => Kind::Interconnect,
         "systems" => Kind::System,
         "models" => Kind::Model,
+        "engines" => Kind::Engine,
+        "clients" => Kind::Client,
         _ => Kind::Measured,
     };
     let entries: Vec<CatalogRow> = builtin_names(k)
@@ -64,6 +67,8 @@ pub fn show(name: &str) -> Result<String> {
         Kind::Model,
         Kind::Gpu,
         Kind::Interconnect,
+        Kind::Engine,
+        Kind::Client,
         Kind::Measured,
     ] {
         if let Some(t) = builtin_text(k, name) {
@@ -75,6 +80,8 @@ pub fn show(name: &str) -> Result<String> {
         Kind::Model,
         Kind::Gpu,
         Kind::Interconnect,
+        Kind::Engine,
+        Kind::Client,
         Kind::Measured,
     ]
     .iter()

@@ -416,9 +416,12 @@ mod tests {
             .unwrap();
         assert_eq!(g.quantization.routed_experts().to_string(), "mxfp4");
         let e = map
-            .model(&run("zhipuai/GLM-5", "fp8", 8, 1, 8, 1))
+            .model(&run("nvidia/Qwen3-32B-NVFP4", "fp4", 8, 1, 8, 1))
             .unwrap_err();
-        assert!(e.contains("no description of zhipuai/GLM-5"), "{e}");
+        assert!(
+            e.contains("no description of nvidia/Qwen3-32B-NVFP4"),
+            "{e}"
+        );
     }
 
     #[test]

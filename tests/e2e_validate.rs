@@ -39,6 +39,6 @@ fn e2e_csv_is_validated_run_by_run_and_skips_name_their_reason() {
         .collect();
     assert!(reasons
         .iter()
-        .any(|r| r.contains("no description of zhipuai/GLM-5")));
+        .any(|r| r.contains("no description of nvidia/Qwen3-32B-NVFP4")));
     assert!(reasons.iter().any(|r| r.contains("needs 64 GPUs")));
 }

@@ -114,7 +114,16 @@ enum Active {
 }
 
 /// (corpus folder, stated total, how, stated active, how, where it is stated).
-const STATED: &[(&str, &str, Count, Option<&str>, Active, &str)] = &[
+type Stated = (
+    &'static str,
+    &'static str,
+    Count,
+    Option<&'static str>,
+    Active,
+    &'static str,
+);
+
+const STATED: &[Stated] = &[
     (
         "Qwen--Qwen3.5-397B-A17B",
         "397B",

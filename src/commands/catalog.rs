@@ -61,6 +61,22 @@ impl Tabular for Vec<CatalogRow> {
     }
 }
 
+/// `model_params` of a built-in model as trailing TOML comments: counted from the
+/// description (`cost::memory::count_params`), MTP and vision apart, and the weight bytes.
+fn model_params_note(name: &str) -> Result<String> {
+    let m = crate::spec::registry::load_model(name)?;
+    let p = crate::cost::memory::count_params(&m);
+    Ok(format!(
+        "\n# model_params (counted from this description): total {:.2}B, active {:.2}B (embedding {:.2}B within both), mtp {:.2}B, vision {:.2}B; weights {:.1} GB as stored\n",
+        p.total / 1e9,
+        p.active / 1e9,
+        p.embedding / 1e9,
+        p.mtp / 1e9,
+        p.vision / 1e9,
+        p.weight_bytes / 1e9
+    ))
+}
+
 pub fn show(name: &str) -> Result<String> {
     for k in [
         Kind::System,
@@ -72,7 +88,11 @@ pub fn show(name: &str) -> Result<String> {
         Kind::Measured,
     ] {
         if let Some(t) = builtin_text(k, name) {
-            return Ok(t.to_string());
+            let mut t = t.to_string();
+            if k == Kind::Model {
+                t.push_str(&model_params_note(name)?);
+            }
+            return Ok(t);
         }
     }
     let all: Vec<&str> = [

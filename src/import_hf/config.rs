@@ -949,9 +949,8 @@ fn read_mlp(
         }
         _ => {}
     }
-    if shared_width.is_some() && family != Family::Step {
-        shared = None;
-    } else if family == Family::Step {
+    if shared_width.is_some() {
+        // The width says it all (Step's already counts n_shared_experts).
         shared = None;
     }
     if experts.is_some() && top_k.is_none() {

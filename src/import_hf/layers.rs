@@ -97,7 +97,7 @@ pub(super) fn read_layer_kinds(
         }
         Family::MiniMax => {
             if let Some(types) = t.u32s(cx, "attn_type_list")? {
-                if types.iter().any(|x| *x == 0) {
+                if types.contains(&0) {
                     return Err(cx.invalid(
                         &t.field("attn_type_list"),
                         "1 (softmax attention) for every layer: 0 marks a MiniMax-01/M1 lightning-attention layer, whose state layout (decay per head, block size) is not in config.json; rooftop would need its dimensions to cost it",

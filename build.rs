@@ -11,7 +11,15 @@ fn main() {
     let root = Path::new(&manifest).join("configs");
     println!("cargo:rerun-if-changed=configs");
     let mut out = String::from("pub static BUILTINS: &[(&str, &str, &str)] = &[\n");
-    for kind in ["gpus", "interconnects", "systems", "models", "measured"] {
+    for kind in [
+        "gpus",
+        "interconnects",
+        "systems",
+        "models",
+        "measured",
+        "engines",
+        "clients",
+    ] {
         let dir = root.join(kind);
         println!("cargo:rerun-if-changed={}", dir.display());
         let Ok(entries) = fs::read_dir(&dir) else {

@@ -116,7 +116,7 @@ pub fn predict_observation(
                 .parse()
                 .map_err(|e: String| Error::Scenario(format!("{} (at {})", e, o.origin.file)))?;
             let ops = crate::ops::gemm_ops(
-                &sc.system.spec.engine.unfused_dequant,
+                &sc.system.engine.unfused_dequant,
                 *m as f64,
                 *n as f64,
                 *k as f64,
@@ -202,7 +202,7 @@ fn candidate_params(s: &Scenario) -> Vec<ParamKind> {
         v.push(ParamKind::LinkEfficiency);
         v.push(ParamKind::CollectiveLatencyScale);
     }
-    v.push(if s.system.spec.engine.cuda_graphs {
+    v.push(if s.system.engine.cuda_graphs {
         ParamKind::KernelGap
     } else {
         ParamKind::KernelLaunch

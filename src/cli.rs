@@ -33,6 +33,10 @@ pub struct ScenarioArgs {
     /// System: a built-in name (see `rooftop list systems`) or a path to a system TOML.
     #[arg(long, default_value = "8x-rtx-pro-6000-pcie")]
     pub system: String,
+    /// Serving engine in place of the system's default: a built-in (see `rooftop list
+    /// engines`: vllm-v1, vllm-v1-async, sglang, trtllm) or a path to an engine TOML.
+    #[arg(long)]
+    pub engine: Option<String>,
     /// Tensor-parallel degree (default: the system's GPUs / (pp × dp)).
     #[arg(long)]
     pub tp: Option<u32>,
@@ -344,8 +348,8 @@ pub struct ExploreArgs {
 /// Arguments of `Command::List`.
 #[derive(Debug, Args, Clone)]
 pub struct ListArgs {
-    /// gpus, interconnects, systems, models or measured.
-    #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "measured"])]
+    /// gpus, interconnects, systems, models, engines, clients or measured.
+    #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "engines", "clients", "measured"])]
     pub kind: String,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,

@@ -6,7 +6,7 @@
 //! costed once inside it); the batch × context grid is split into chunks that worker
 //! threads take in turn, and the writer emits chunks in order, so output is deterministic.
 
-use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::memory::{cache_footprint_per_gpu, weight_bytes_per_gpu, CacheFootprint};
 use crate::cost::{CostParams, Evaluator, Parallel};
 use crate::error::Result;
 use crate::spec::{ModelSpec, System, WeightFormat};
@@ -57,9 +57,9 @@ pub struct ExploreSummary {
 struct Prepared<'a> {
     ev: Evaluator<'a>,
     gpus: f64,
-    /// KV budget per GPU and KV bytes per token per GPU: fit test per point.
+    /// KV budget per GPU and the cache one sequence holds per GPU: fit test per point.
     kv_budget: f64,
-    kv_tok: f64,
+    cache: CacheFootprint,
     dp: f64,
 }
 
@@ -142,7 +142,7 @@ pub fn explore(
                     .unwrap_or_else(|| "as-shipped".into());
                 match Evaluator::new(m, sys, par, CostParams::default_for(sys)) {
                     Ok(ev) => {
-                        let eng = &sys.spec.engine;
+                        let eng = &sys.engine;
                         let budget = sys.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0
                             - weight_bytes_per_gpu(m, &par)
                             - eng.activation_reserve.0;
@@ -156,7 +156,7 @@ pub fn explore(
                             ev,
                             gpus: par.gpus() as f64,
                             kv_budget: budget,
-                            kv_tok: kv_bytes_per_token_per_gpu(m, &par),
+                            cache: cache_footprint_per_gpu(m, &par, f64::INFINITY),
                             dp: par.dp as f64,
                         });
                     }
@@ -219,7 +219,7 @@ pub fn explore(
                             throughput_tok_s: thr,
                             throughput_per_gpu_tok_s: thr / pr.gpus,
                             fits: pr.kv_budget > 0.0
-                                && b as f64 / pr.dp * (ctx as f64 + 1.0) * pr.kv_tok
+                                && b as f64 / pr.dp * pr.cache.bytes_per_sequence(ctx as f64 + 1.0)
                                     <= pr.kv_budget,
                         };
                         if pareto {

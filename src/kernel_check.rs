@@ -199,10 +199,10 @@ pub fn implausible(rows: &[KernelCheckRow]) -> Vec<(&str, f64, f64)> {
 fn system_for_row(system: &System, shape: &KernelShape) -> System {
     let mut s = system.clone();
     match shape {
-        KernelShape::Nccl { .. } => s.spec.engine.allreduce = AllReduceImpl::Nccl,
+        KernelShape::Nccl { .. } => s.engine.allreduce = AllReduceImpl::Nccl,
         KernelShape::VllmCustomAllreduce { graph, .. } => {
-            s.spec.engine.allreduce = AllReduceImpl::Custom;
-            s.spec.engine.cuda_graphs = *graph;
+            s.engine.allreduce = AllReduceImpl::Custom;
+            s.engine.cuda_graphs = *graph;
         }
         _ => {}
     }
@@ -249,6 +249,7 @@ fn bare_model(config: ModelConfig, quant: QuantSpec) -> ModelSpec {
         quantization: quant,
         routing: Default::default(),
         eagle_head: None,
+        vision: None,
         sources: BTreeMap::new(),
     }
 }
@@ -274,7 +275,7 @@ pub fn operators(
     system: &System,
     mla_model: Option<&ModelSpec>,
 ) -> Result<Vec<Operator>> {
-    let unfused = &system.spec.engine.unfused_dequant;
+    let unfused = &system.engine.unfused_dequant;
     Ok(match *shape {
         KernelShape::Gemm { m, n, k, dtype } => {
             gemm_ops(unfused, m as f64, n as f64, k as f64, gemm_format(dtype))
@@ -344,7 +345,18 @@ pub fn operators(
             let cx = BuildContext::new(&model, Parallel::tp(1), unfused, pass);
             let w = (window > 0).then_some(window as u32);
             let mut v = Vec::new();
-            cx.block_ops(BlockKind::Attention { window: w }, &mut v);
+            let (kv_heads, head_dim) = model.gqa_shape_of_layer(0);
+            cx.block_ops(
+                BlockKind::Attention {
+                    window: w,
+                    chunked: false,
+                    kv_heads,
+                    head_dim,
+                    indexer: false,
+                    compress: 0,
+                },
+                &mut v,
+            );
             v.retain(|o| o.category == Category::Attention);
             v
         }
@@ -370,7 +382,7 @@ pub fn operators(
             let pass = Pass::decode(batch as f64, (context as f64 - 1.0).max(0.0));
             let cx = BuildContext::new(&model, Parallel::tp(all / heads), unfused, pass);
             let mut v = Vec::new();
-            cx.block_ops(BlockKind::Attention { window: None }, &mut v);
+            cx.block_ops(BlockKind::mixer(&model, 0), &mut v);
             // Projections and the latent attention: not the layer's norm or all-reduce.
             v.retain(|o| o.category != Category::Allreduce && o.name != "input_layernorm");
             v

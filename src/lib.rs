@@ -9,6 +9,7 @@ pub mod calibration;
 pub mod cli;
 pub mod commands;
 pub mod cost;
+pub mod e2e;
 pub mod error;
 pub mod explore;
 pub mod spec;

@@ -3,7 +3,10 @@
 //! exports as JSON and the plots consume.
 
 use crate::calibration::Calibration;
-use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+use crate::cost::memory::{
+    cache_footprint_per_gpu, count_params, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu,
+    ParamCount,
+};
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
 use crate::error::Result;
@@ -109,6 +112,8 @@ pub struct MemoryReport {
     pub kv_bytes_per_token_per_gpu: f64,
     /// KV cache the scenario needs per GPU (batch × context), GB.
     pub kv_needed_gb: f64,
+    /// Fixed recurrent state one sequence holds on one GPU (linear-attention / SSM layers).
+    pub state_bytes_per_sequence_per_gpu: f64,
     /// Tokens of KV cache the budget holds (whole server).
     pub max_kv_tokens: f64,
     /// Sequences of the given context that fit at once.
@@ -120,21 +125,25 @@ pub struct MemoryReport {
 impl MemoryReport {
     pub fn new(s: &Scenario, batch: f64, context: f64) -> MemoryReport {
         let gpu = &s.system.gpu;
-        let eng = &s.system.spec.engine;
+        let eng = &s.system.engine;
         let cap = gpu.memory_capacity.0;
         let usable = cap * eng.gpu_memory_utilization.0;
         let w = weight_bytes_per_gpu(s.model, &s.parallel);
         let act = eng.activation_reserve.0;
         let budget = usable - w - act;
         let kv_tok = kv_bytes_per_token_per_gpu(s.model, &s.parallel);
+        // What one sequence of this context holds: growing caches, windows, fixed state.
+        let cache = cache_footprint_per_gpu(s.model, &s.parallel, context + 1.0);
+        let per_seq = cache.bytes_per_sequence(context + 1.0);
         // Data-parallel attention replicas each cache only their own sequences.
         let dp = s.parallel.dp as f64;
-        let max_tokens = if budget > 0.0 && kv_tok > 0.0 {
-            (budget / kv_tok).floor() * dp
+        let max_tokens = if budget > 0.0 && per_seq > 0.0 {
+            // Tokens of context the budget holds: at this context's per-token footprint.
+            (budget / (per_seq / (context + 1.0))).floor() * dp
         } else {
             0.0
         };
-        let needed = batch / dp * (context + 1.0) * kv_tok;
+        let needed = batch / dp * per_seq;
         MemoryReport {
             capacity_gb: cap / 1e9,
             usable_gb: usable / 1e9,
@@ -144,6 +153,7 @@ impl MemoryReport {
             kv_bytes_per_token_per_gpu: kv_tok,
             kv_needed_gb: needed / 1e9,
             max_kv_tokens: max_tokens,
+            state_bytes_per_sequence_per_gpu: cache.state_bytes_per_seq,
             max_sequences_at_context: (max_tokens / (context + 1.0)).floor(),
             fits: budget > 0.0 && needed <= budget,
         }
@@ -213,6 +223,8 @@ pub struct Prediction {
     pub allreduces_per_step: u32,
     pub allreduce_bytes: f64,
     pub kernels_per_step: u32,
+    /// Parameters counted from the description (MTP and vision apart) and weight bytes.
+    pub model_params: ParamCount,
     pub memory: MemoryReport,
     /// 95 % interval of `tpot_ms` from the calibration's covariance (with `--calibration`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -227,7 +239,10 @@ pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
         .map(|(block, op, o, n)| OpRow {
             block: match block {
                 Some(BlockKind::Attention { .. }) => "attention",
-                Some(BlockKind::DenseMlp) => "dense-mlp",
+                Some(BlockKind::LinearAttention) => "linear-attention",
+                Some(BlockKind::Mamba) => "mamba",
+                Some(BlockKind::Empty) => "empty",
+                Some(BlockKind::DenseMlp { .. }) => "dense-mlp",
                 Some(BlockKind::Moe) => "moe",
                 None => "head",
             },
@@ -264,10 +279,11 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
                 index: i,
                 kind: match step.blocks[f].kind {
                     BlockKind::Moe => "moe",
-                    _ => "dense",
+                    BlockKind::DenseMlp { .. } => "dense",
+                    _ => "none",
                 },
                 window: match step.blocks[a].kind {
-                    BlockKind::Attention { window } => window,
+                    BlockKind::Attention { window, .. } => window,
                     _ => None,
                 },
                 time_ms: b.total() * 1e3,
@@ -306,6 +322,7 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             * s.model.config.hidden_size as f64
             * 2.0,
         kernels_per_step: kernels,
+        model_params: count_params(s.model),
         memory: s.memory(batch as f64, context as f64),
         tpot_ci95_ms: s.interval(|q| {
             q.evaluator()

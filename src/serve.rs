@@ -136,7 +136,7 @@ impl Costs<'_> {
 
 /// Evaluate the serving curve at each concurrency.
 pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
-    let eng = &s.system.spec.engine;
+    let eng = &s.system.engine;
     let costs = Costs {
         ev: s.evaluator()?,
         sol: s.sol_evaluator()?,

@@ -423,15 +423,15 @@ pub fn sensitivity(
     };
     try_alt(
         "custom one-shot/two-shot all-reduce instead of NCCL",
-        &|s, _| s.spec.engine.allreduce = AllReduceImpl::Custom,
+        &|s, _| s.engine.allreduce = AllReduceImpl::Custom,
     )?;
     try_alt("NCCL tree algorithm", &|s, _| {
-        s.spec.engine.nccl_algorithm = NcclAlgorithm::Tree
+        s.engine.nccl_algorithm = NcclAlgorithm::Tree
     })?;
-    try_alt("CUDA graphs off", &|s, _| s.spec.engine.cuda_graphs = false)?;
-    try_alt("CUDA graphs on", &|s, _| s.spec.engine.cuda_graphs = true)?;
+    try_alt("CUDA graphs off", &|s, _| s.engine.cuda_graphs = false)?;
+    try_alt("CUDA graphs on", &|s, _| s.engine.cuda_graphs = true)?;
     try_alt("dequantization fused into every GEMM", &|s, _| {
-        s.spec.engine.unfused_dequant.clear()
+        s.engine.unfused_dequant.clear()
     })?;
     Ok(SensitivityReport {
         model: model.name.clone(),

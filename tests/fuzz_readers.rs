@@ -35,6 +35,7 @@ use rooftop::predict::{predict, Scenario};
 use rooftop::serve::{sweep, TpotDef, Workload};
 use rooftop::spec::overrides::Override;
 use rooftop::spec::registry::{self, load_gpu, load_interconnect, load_model, load_system_spec};
+use rooftop::spec::system::{EngineRef, EngineSpec};
 use rooftop::spec::{GpuSpec, InterconnectSpec, ModelSpec, System, SystemSpec, WeightFormat};
 use rooftop::specdec::Acceptance;
 use rooftop::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz, Seconds};
@@ -965,8 +966,14 @@ fn check_link(l: &InterconnectSpec) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn check_system_spec(s: &SystemSpec) -> Result<(), TestCaseError> {
-    let e = &s.engine;
+fn check_system_spec(s: &SystemSpec, e: Option<&EngineSpec>) -> Result<(), TestCaseError> {
+    let inline = match &s.engine {
+        EngineRef::Inline(e) => Some(&**e),
+        EngineRef::Name(_) => None,
+    };
+    let Some(e) = e.or(inline) else {
+        return check_efficiencies(s);
+    };
     for (w, x) in [
         ("custom_allreduce_max", e.custom_allreduce_max.0),
         ("one_shot_max", e.one_shot_max.0),
@@ -977,9 +984,14 @@ fn check_system_spec(s: &SystemSpec) -> Result<(), TestCaseError> {
     ] {
         non_negative(w, x)?;
     }
+    let u = e.gpu_memory_utilization.0;
+    check(u > 0.0 && u <= 1.0, || format!("fraction {u}"))?;
+    check_efficiencies(s)
+}
+
+fn check_efficiencies(s: &SystemSpec) -> Result<(), TestCaseError> {
     let f = &s.efficiency;
     for x in [
-        e.gpu_memory_utilization.0,
         f.memory.0,
         f.attention.0,
         f.link.0,
@@ -1152,7 +1164,7 @@ fn description_target(long: bool, kind: &'static str) {
                     Err(e) => check_error(&e, label, &text),
                     Ok(spec) => {
                         accepted();
-                        check_system_spec(&spec)?;
+                        check_system_spec(&spec, None)?;
                         // Evaluate with the built-in parts it names, when they are built-ins.
                         let mut s = h200_system().clone();
                         if let Ok(g) = load_gpu(&spec.gpu) {
@@ -1160,6 +1172,9 @@ fn description_target(long: bool, kind: &'static str) {
                         }
                         if let Ok(l) = load_interconnect(&spec.interconnect) {
                             s.link = l;
+                        }
+                        if let EngineRef::Inline(e) = &spec.engine {
+                            s.engine = (**e).clone();
                         }
                         s.spec = spec;
                         no_panic("evaluate", || evaluate(llama8b(), &s))??;
@@ -1443,6 +1458,7 @@ fn overrides(long: bool) {
         let args = ScenarioArgs {
             model: model.into(),
             system: system.into(),
+            engine: None,
             tp: None,
             ep: None,
             pp: None,
@@ -1459,7 +1475,7 @@ fn overrides(long: bool) {
                     accepted();
                     check_gpu(&l.system.gpu)?;
                     check_link(&l.system.link)?;
-                    check_system_spec(&l.system.spec)?;
+                    check_system_spec(&l.system.spec, Some(&l.system.engine))?;
                     check_model_spec(&l.model)?;
                     let sc = l
                         .scenario()

@@ -43,6 +43,7 @@ fn args() -> ScenarioArgs {
         ep: None,
         pp: None,
         dp: None,
+        engine: None,
         calibration: None,
         set: Vec::new(),
     }

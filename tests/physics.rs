@@ -240,7 +240,7 @@ fn unfused_dequantization_adds_a_cast_pass() {
     let m = load_model("glm-5-nvfp4").unwrap();
     let s = System::load("8x-rtx-pro-6000-pcie").unwrap();
     let mut fused = s.clone();
-    fused.spec.engine.unfused_dequant.clear();
+    fused.engine.unfused_dequant.clear();
     let d = |sys: &System| {
         Evaluator::new(&m, sys, Parallel::tp(8), CostParams::default_for(sys))
             .unwrap()

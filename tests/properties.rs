@@ -253,14 +253,19 @@ fn system() -> impl Strategy<Value = System> {
                     sockets,
                     p2p,
                     price_per_gpu_hour_usd: None,
-                    engine,
+                    engine: rooftop::spec::system::EngineRef::Inline(Box::new(engine.clone())),
                     efficiency,
                     sources: BTreeMap::new(),
                 };
                 assert_eq!(spec.validate(), Ok(()));
                 assert_eq!(gpu.validate(), Ok(()));
                 assert_eq!(link.validate(), Ok(()));
-                System { spec, gpu, link }
+                System {
+                    spec,
+                    gpu,
+                    link,
+                    engine,
+                }
             },
         )
 }
@@ -503,6 +508,7 @@ fn build_model(d: &ModelDraw) -> ModelSpec {
         name: "prop-model".into(),
         full_name: "property-test model".into(),
         architecture: "PropForCausalLM".into(),
+        vision: None,
         published_total_params: None,
         published_active_params: None,
         config: c,
@@ -788,7 +794,7 @@ proptest! {
             // rides at least one full step, so it holds. Without it, a short prompt's prefill
             // runs as a pass of its own and can be quicker than a long-context decode step of
             // the whole batch: TTFT < ITL is then physical, not an error, and not asserted.
-            if c.system.spec.engine.chunked_prefill {
+            if c.system.engine.chunked_prefill {
                 prop_assert!(
                     p.tpot_e2e_ms >= p.tpot_itl_ms * (1.0 - EPS),
                     "C={}: TPOT e2e {} ms < itl {} ms (ttft {} ms, running {}, in {input_len} out {output_len})",

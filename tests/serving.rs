@@ -57,7 +57,7 @@ fn throughput_rises_and_tpot_grows_with_concurrency() {
                     // beyond the KV limit the server runs no more sequences: flat
                     assert_eq!(
                         w[1].running,
-                        r.kv_max_concurrency.min(sys.spec.engine.max_num_seqs)
+                        r.kv_max_concurrency.min(sys.engine.max_num_seqs)
                     );
                 }
             }

@@ -34,8 +34,8 @@ fn better_everywhere(s: &System) -> System {
         c.0 *= 1.3;
     }
     b.link.p2p_latency.0 *= 0.7;
-    b.spec.engine.kernel_gap.0 *= 0.7;
-    b.spec.engine.step_overhead.0 *= 0.7;
+    b.engine.kernel_gap.0 *= 0.7;
+    b.engine.step_overhead.0 *= 0.7;
     b
 }
 

@@ -322,6 +322,13 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
 
 pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
     let (args, m, format) = (&a.scenario, &a.measured, a.format);
+    // End-to-end serving runs name their own model and system: a path of their own.
+    if m.measured
+        .iter()
+        .any(|f| crate::commands::validate_e2e::e2e_text(f).is_some())
+    {
+        return crate::commands::validate_e2e::run(&m.measured, format);
+    }
     if let Some((tables, skipped)) = crate::commands::kernel_validate::kernel_tables(&m.measured)? {
         return crate::commands::kernel_validate::run(args, &tables, skipped, format);
     }

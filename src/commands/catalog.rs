@@ -23,7 +23,8 @@ fn describe(kind: Kind, name: &str) -> String {
         }),
         Kind::System => System::load(name).map(|s| s.spec.description),
         Kind::Model => registry::load_model(name).map(|m| m.full_name),
-        Kind::Measured => Ok(String::new()),
+        Kind::Engine => registry::load_engine(name).map(|e| e.description),
+        Kind::Measured | Kind::Client => Ok(String::new()),
     };
     d.unwrap_or_else(|e| format!("(invalid: {e})"))
 }
@@ -35,6 +36,8 @@ pub fn list(a: &ListArgs) -> Result<Vec<u8>> {
         "interconnects" => Kind::Interconnect,
         "systems" => Kind::System,
         "models" => Kind::Model,
+        "engines" => Kind::Engine,
+        "clients" => Kind::Client,
         _ => Kind::Measured,
     };
     let entries: Vec<CatalogRow> = builtin_names(k)
@@ -60,6 +63,22 @@ impl Tabular for Vec<CatalogRow> {
     }
 }
 
+/// `model_params` of a built-in model as trailing TOML comments: counted from the
+/// description (`cost::memory::count_params`), MTP and vision apart, and the weight bytes.
+fn model_params_note(name: &str) -> Result<String> {
+    let m = crate::spec::registry::load_model(name)?;
+    let p = crate::cost::memory::count_params(&m);
+    Ok(format!(
+        "\n# model_params (counted from this description): total {:.2}B, active {:.2}B (embedding {:.2}B within both), mtp {:.2}B, vision {:.2}B; weights {:.1} GB as stored\n",
+        p.total / 1e9,
+        p.active / 1e9,
+        p.embedding / 1e9,
+        p.mtp / 1e9,
+        p.vision / 1e9,
+        p.weight_bytes / 1e9
+    ))
+}
+
 pub fn show(a: &ShowArgs) -> Result<String> {
     let name = a.name.as_str();
     for k in [
@@ -67,10 +86,16 @@ pub fn show(a: &ShowArgs) -> Result<String> {
         Kind::Model,
         Kind::Gpu,
         Kind::Interconnect,
+        Kind::Engine,
+        Kind::Client,
         Kind::Measured,
     ] {
         if let Some(t) = builtin_text(k, name) {
-            return Ok(t.to_string());
+            let mut t = t.to_string();
+            if k == Kind::Model {
+                t.push_str(&model_params_note(name)?);
+            }
+            return Ok(t);
         }
     }
     let all: Vec<&str> = [
@@ -78,6 +103,8 @@ pub fn show(a: &ShowArgs) -> Result<String> {
         Kind::Model,
         Kind::Gpu,
         Kind::Interconnect,
+        Kind::Engine,
+        Kind::Client,
         Kind::Measured,
     ]
     .iter()

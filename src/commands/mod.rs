@@ -10,6 +10,7 @@ pub mod plot;
 pub mod predict;
 pub mod specdec;
 pub mod sweep;
+pub mod validate_e2e;
 pub mod whatif;
 
 use crate::calibrate::Calibration;
@@ -63,7 +64,7 @@ pub fn load_model(args: &ScenarioArgs) -> Result<ModelSpec> {
 pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
     let sets = crate::spec::overrides::parse_all(&args.set)?;
     let model = load_model(args)?;
-    let system = System::load_with(&args.system, &sets)?;
+    let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
     parallel.validate(&model, &system)?;
     let calibration = args

@@ -220,7 +220,7 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
                 ));
             }
             let list = gemm_ops(
-                &sys.spec.engine.unfused_dequant,
+                &sys.engine.unfused_dequant,
                 *m as f64,
                 *n as f64,
                 *k as f64,

@@ -222,6 +222,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     let args = ScenarioArgs {
         model: "kimi-k2.5-int4".into(),
         system: "8x-rtx-pro-6000-pcie".into(),
+        engine: None,
         tp: None,
         ep: None,
         pp: None,

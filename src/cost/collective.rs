@@ -100,7 +100,7 @@ fn hop_latency(system: &System) -> f64 {
 
 fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
     let steps = 2.0 * (n as f64 - 1.0);
-    let algos: &[NcclAlgorithm] = match system.spec.engine.nccl_algorithm {
+    let algos: &[NcclAlgorithm] = match system.engine.nccl_algorithm {
         NcclAlgorithm::Auto => &[NcclAlgorithm::Ring, NcclAlgorithm::Tree],
         NcclAlgorithm::Ring => &[NcclAlgorithm::Ring],
         NcclAlgorithm::Tree => &[NcclAlgorithm::Tree],
@@ -119,7 +119,7 @@ fn nccl_best(
     n: u32,
     p: &CostParams,
 ) -> CollectiveCost {
-    let eng = &system.spec.engine;
+    let eng = &system.engine;
     let link = &system.link;
     let bw = link_bandwidth(system, n) * p.link_efficiency;
     let mut best = CollectiveCost {
@@ -165,7 +165,7 @@ fn nccl_best(
 }
 
 fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
-    let eng = &system.spec.engine;
+    let eng = &system.engine;
     let bw = link_bandwidth(system, n) * p.link_efficiency;
     let hop = hop_latency(system);
     let nf = n as f64;
@@ -194,7 +194,7 @@ pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collect
     if p.is_sol() {
         return ideal_allreduce(system, bytes, n);
     }
-    let eng = &system.spec.engine;
+    let eng = &system.engine;
     let custom_allowed = match eng.allreduce {
         AllReduceImpl::Nccl => false,
         AllReduceImpl::Custom => true,

@@ -117,7 +117,7 @@ impl<'a> Device<'a> {
     pub fn overhead(&self, kernels: u32, time: f64) -> f64 {
         let p = &self.params;
         let gaps = kernels as f64 * p.kernel_gap;
-        if self.system.spec.engine.cuda_graphs {
+        if self.system.engine.cuda_graphs {
             gaps
         } else {
             gaps.max(kernels as f64 * p.kernel_launch - time)

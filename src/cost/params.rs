@@ -58,7 +58,7 @@ impl CostParams {
     pub fn default_for(system: &System) -> CostParams {
         let e = &system.spec.efficiency;
         let g = &e.gemm;
-        let eng = &system.spec.engine;
+        let eng = &system.engine;
         CostParams {
             provenance: Provenance::Default,
             memory_efficiency: e.memory.0,

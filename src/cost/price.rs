@@ -157,6 +157,9 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 _ => (flops, bytes, t, b, Some(MathDtype::Bf16), None),
             }
         }
+        Op::Recurrent { flops, bytes, .. } => {
+            plain(flops, bytes, dev.attention_rate, Some(MathDtype::Bf16))
+        }
         Op::Elementwise { flops, bytes, .. } => plain(flops, bytes, dev.bf16_peak, None),
         Op::Embedding { rows, hidden, .. } => {
             plain(0.0, rows * hidden * 2.0 * 2.0, dev.bf16_peak, None)

@@ -161,7 +161,7 @@ impl<'a> Evaluator<'a> {
             plan,
             // The same operators at every parameter set: at the speed of light a cast pass
             // is priced as fused (free).
-            unfused: system.spec.engine.unfused_dequant.clone(),
+            unfused: system.engine.unfused_dequant.clone(),
             layer_kinds,
         })
     }

@@ -10,7 +10,7 @@
 
 use super::quant::Group;
 use crate::error::{Error, Result};
-use crate::spec::model::ModelConfig;
+use crate::spec::model::{ModelConfig, LAYER_TYPES};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
@@ -19,16 +19,34 @@ use std::collections::BTreeSet;
 pub const SUPPORTED: &[&str] = &[
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekV4ForCausalLM",
     "KimiK25ForConditionalGeneration",
     "KimiVLForConditionalGeneration",
     "Glm4MoeForCausalLM",
     "GlmMoeDsaForCausalLM",
     "Qwen3MoeForCausalLM",
     "Qwen3ForCausalLM",
+    "Qwen2ForCausalLM",
+    "MiMoForCausalLM",
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
     "LlamaForCausalLM",
     "MistralForCausalLM",
     "MixtralForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "Llama4ForCausalLM",
     "GptOssForCausalLM",
+    "MiniMaxM2ForCausalLM",
+    "Gemma4ForConditionalGeneration",
+    "Gemma4ForCausalLM",
+    "NemotronHForCausalLM",
+    "Step3p5ForCausalLM",
+    "Step3p7FlashForCausalLM",
+    "DeciLMForCausalLM",
 ];
 
 /// `config.json` fields that do not change the shapes or bytes of a decode step: numerics
@@ -135,21 +153,97 @@ pub const IRRELEVANT: &[&str] = &[
     "prefix",
     "task_specific_params",
     "problem_type",
+    // multimodal token ids and wrappers' bookkeeping
+    "image_token_id",
+    "video_token_id",
+    "audio_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "boa_token_id",
+    "boi_token_id",
+    "eoa_token_id",
+    "eoi_token_id",
+    "eoa_token_index",
+    "vision_soft_tokens_per_image",
+    "audio_config",
+    "use_bidirectional_attention",
+    "use_mrope",
+    // numerics, norms and positional details of the newer families
+    "rotary_dim",
+    "qk_norm_type",
+    "use_routing_bias",
+    "use_moe_router_bias",
+    "moe_router_scaling_factor",
+    "router_jitter_noise",
+    "final_logit_softcapping",
+    "hidden_activation",
+    "compress_rope_theta",
+    "no_rope_layer_interval",
+    "attn_temperature_tuning",
+    "floor_scale",
+    "attn_scale",
+    "hidden_dropout",
+    "layer_norm_epsilon",
+    "norm_eps",
+    "rescale_prenorm_residual",
+    "residual_in_fp32",
+    "time_step_floor",
+    "time_step_max",
+    "time_step_min",
+    "time_step_limit",
+    "use_bias",
+    "use_conv_bias",
+    "use_mamba_kernels",
+    "mamba_hidden_act",
+    "mamba_proj_bias",
+    "mamba_chunk_size",
+    "chunk_size",
+    "expand",
+    "num_logits_to_keep",
+    "indexer_rope_interleave",
+    "index_topk_pattern",
+    "index_skip_topk_offset",
+    "index_share_for_mtp_iteration",
+    "index_topk_freq",
+    "mtp_transformer_layers",
+    "mtp_use_dedicated_embeddings",
+    "full_attention_interval",
+    "num_hash_layers",
+    "moe_layers",
 ];
 
 /// Architecture families: which field names carry the experts, and how layers are named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Family {
-    /// DeepSeek-V2/V3 and the Kimi models built on them (MLA, shared experts, leading dense).
+    /// DeepSeek-V2/V3/V3.2 and the Kimi models built on them (MLA, shared experts, leading
+    /// dense).
     DeepSeek,
+    /// DeepSeek-V4: one shared K/V head, compressed KV per layer, low-rank grouped output.
+    DeepSeekV4,
     /// GLM-4.5 (GQA) and GLM-5 (MLA + DSA): DeepSeek field names.
     GlmMoe,
     Qwen3Moe,
+    /// Qwen3 / Qwen2 / MiMo / Qwen3-VL dense.
     Qwen3,
+    /// Qwen3-Next and Qwen3.5/3.6: Gated DeltaNet and gated full attention, dense or MoE
+    /// with a shared expert.
+    Qwen35,
     /// Llama and Mistral: dense GQA.
     Llama,
+    /// Llama-4: chunked and global attention, MoE with a shared expert at a stride.
+    Llama4,
     Mixtral,
     GptOss,
+    /// MiniMax-M2: GQA, every layer MoE (`num_local_experts`, `block_sparse_moe`).
+    MiniMax,
+    /// Gemma-4: sliding / global attention, a dense MLP beside the experts in every layer.
+    Gemma4,
+    /// Nemotron-H: Mamba-2, attention, MLP and MoE layers from `hybrid_override_pattern`.
+    NemotronH,
+    /// StepFun Step-3.5/3.7 Flash: sliding / full attention, leading dense, shared expert.
+    Step,
+    /// DeciLM (Nemotron-Super): per-layer FFN width and skipped attention.
+    DeciLm,
 }
 
 impl Family {
@@ -157,13 +251,27 @@ impl Family {
         Some(match arch {
             "DeepseekV2ForCausalLM"
             | "DeepseekV3ForCausalLM"
+            | "DeepseekV32ForCausalLM"
             | "KimiK25ForConditionalGeneration"
             | "KimiVLForConditionalGeneration" => Family::DeepSeek,
-            "Qwen3MoeForCausalLM" => Family::Qwen3Moe,
-            "Qwen3ForCausalLM" => Family::Qwen3,
+            "DeepseekV4ForCausalLM" => Family::DeepSeekV4,
+            "Qwen3MoeForCausalLM" | "Qwen3VLMoeForConditionalGeneration" => Family::Qwen3Moe,
+            "Qwen3ForCausalLM"
+            | "Qwen2ForCausalLM"
+            | "MiMoForCausalLM"
+            | "Qwen3VLForConditionalGeneration" => Family::Qwen3,
+            "Qwen3NextForCausalLM"
+            | "Qwen3_5ForConditionalGeneration"
+            | "Qwen3_5MoeForConditionalGeneration" => Family::Qwen35,
             "LlamaForCausalLM" | "MistralForCausalLM" => Family::Llama,
+            "Llama4ForConditionalGeneration" | "Llama4ForCausalLM" => Family::Llama4,
             "MixtralForCausalLM" => Family::Mixtral,
             "GptOssForCausalLM" => Family::GptOss,
+            "MiniMaxM2ForCausalLM" => Family::MiniMax,
+            "Gemma4ForConditionalGeneration" | "Gemma4ForCausalLM" => Family::Gemma4,
+            "NemotronHForCausalLM" => Family::NemotronH,
+            "Step3p5ForCausalLM" | "Step3p7FlashForCausalLM" => Family::Step,
+            "DeciLMForCausalLM" => Family::DeciLm,
             a if a.contains("Glm") && a.contains("Moe") => Family::GlmMoe,
             _ => return None,
         })
@@ -172,21 +280,60 @@ impl Family {
     /// The `config.json` name of the routed-expert count (None: a dense family).
     fn experts_key(self) -> Option<&'static str> {
         match self {
-            Family::DeepSeek | Family::GlmMoe => Some("n_routed_experts"),
-            Family::Qwen3Moe => Some("num_experts"),
-            Family::Mixtral | Family::GptOss => Some("num_local_experts"),
-            Family::Qwen3 | Family::Llama => None,
+            Family::DeepSeek | Family::GlmMoe | Family::DeepSeekV4 | Family::NemotronH => {
+                Some("n_routed_experts")
+            }
+            Family::Qwen3Moe | Family::Qwen35 | Family::Gemma4 | Family::Step => {
+                Some("num_experts")
+            }
+            Family::Mixtral | Family::GptOss | Family::MiniMax | Family::Llama4 => {
+                Some("num_local_experts")
+            }
+            Family::Qwen3 | Family::Llama | Family::DeciLm => None,
         }
+    }
+
+    /// Families with dense and MoE members under one class: the expert count may be absent.
+    fn experts_optional(self) -> bool {
+        matches!(self, Family::Qwen35 | Family::Gemma4)
     }
 
     /// Families whose expert width is `moe_intermediate_size` (else `intermediate_size`).
     fn has_moe_intermediate(self) -> bool {
-        matches!(self, Family::DeepSeek | Family::GlmMoe | Family::Qwen3Moe)
+        matches!(
+            self,
+            Family::DeepSeek
+                | Family::GlmMoe
+                | Family::Qwen3Moe
+                | Family::Qwen35
+                | Family::Gemma4
+                | Family::NemotronH
+                | Family::Step
+                | Family::DeepSeekV4
+        )
     }
 
     /// DeepSeek-style leading dense layers and shared experts.
     fn deepseek_style(self) -> bool {
-        matches!(self, Family::DeepSeek | Family::GlmMoe)
+        matches!(
+            self,
+            Family::DeepSeek | Family::GlmMoe | Family::DeepSeekV4 | Family::Step
+        )
+    }
+
+    /// The decoder's module prefix in checkpoints: `model`, `backbone` (Nemotron-H), or the
+    /// vision-language wrappers' `model.language_model` (transformers >= 4.52: Qwen3-VL,
+    /// Qwen3.5, Gemma-4, Llama-4) / `language_model.model` (Kimi).
+    fn module_prefix(self, nested: bool) -> (&'static str, &'static str) {
+        match (self, nested) {
+            (Family::NemotronH, _) => ("backbone", "lm_head"),
+            (
+                Family::Qwen3 | Family::Qwen3Moe | Family::Qwen35 | Family::Gemma4 | Family::Llama4,
+                true,
+            ) => ("model.language_model", "lm_head"),
+            (_, true) => ("language_model.model", "language_model.lm_head"),
+            (_, false) => ("model", "lm_head"),
+        }
     }
 }
 
@@ -259,7 +406,7 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn field(&self, key: &str) -> String {
+    pub(super) fn field(&self, key: &str) -> String {
         format!("{}{key}", self.path)
     }
 
@@ -269,7 +416,7 @@ impl<'a> Obj<'a> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
-    fn u32(&mut self, cx: &Ctx, key: &str) -> Result<Option<u32>> {
+    pub(super) fn u32(&mut self, cx: &Ctx, key: &str) -> Result<Option<u32>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => as_u32(v).map(Some).ok_or_else(|| {
@@ -278,12 +425,12 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn req_u32(&mut self, cx: &Ctx, key: &str, what: &str) -> Result<u32> {
+    pub(super) fn req_u32(&mut self, cx: &Ctx, key: &str, what: &str) -> Result<u32> {
         self.u32(cx, key)?
             .ok_or_else(|| cx.missing(&self.field(key), what))
     }
 
-    fn bool(&mut self, cx: &Ctx, key: &str) -> Result<Option<bool>> {
+    pub(super) fn bool(&mut self, cx: &Ctx, key: &str) -> Result<Option<bool>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -306,7 +453,7 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn u32s(&mut self, cx: &Ctx, key: &str) -> Result<Option<Vec<u32>>> {
+    pub(super) fn u32s(&mut self, cx: &Ctx, key: &str) -> Result<Option<Vec<u32>>> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Array(a)) => a
@@ -357,12 +504,60 @@ pub(super) fn preview(v: &Value) -> String {
     }
 }
 
-/// A JSON file's text as a value; `label` names the file in the error.
+/// A JSON file's text as a value; `label` names the file in the error. Reads JSON as
+/// Hugging Face writes it: Python's `json` emits `Infinity`, `-Infinity` and `NaN` for
+/// non-finite floats (and reads them back), so they are accepted here as the largest finite
+/// doubles and null.
 pub(super) fn parse_json(text: &str, label: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| Error::Parse {
+    let text = non_finite_literals(text);
+    serde_json::from_str(&text).map_err(|e| Error::Parse {
         file: label.to_string(),
         message: format!("not valid JSON: {e}"),
     })
+}
+
+/// `Infinity`, `-Infinity` and `NaN` outside strings, rewritten as JSON numbers / null.
+fn non_finite_literals(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("Infinity") && !text.contains("NaN") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut in_str, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let (lit, with) = if rest.starts_with("-Infinity") {
+            ("-Infinity", "-1.7976931348623157e308")
+        } else if rest.starts_with("Infinity") {
+            ("Infinity", "1.7976931348623157e308")
+        } else if rest.starts_with("NaN") {
+            ("NaN", "null")
+        } else {
+            ("", "")
+        };
+        if !lit.is_empty() {
+            out.push_str(with);
+            rest = &rest[lit.len()..];
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `architectures[0]` and its family; a second class listed is a warning.
@@ -425,12 +620,7 @@ pub(super) fn language_model<'a>(
             "the language model's config (a vision-language wrapper keeps it there)",
         ));
     }
-    if top.get("vision_config").is_some() {
-        warnings.push(
-            "vision_config: the vision encoder is not modelled; predictions and weight memory cover the language model only"
-                .into(),
-        );
-    }
+    let _ = warnings;
     Ok(nested)
 }
 
@@ -455,17 +645,35 @@ pub(super) struct Keys {
     pub first_k_note: Option<String>,
 }
 
+/// What one layer runs, as the quantization resolver names its modules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LayerMixer {
+    Attention,
+    Linear,
+    Mamba,
+    None,
+}
+
+/// A layer's feed-forward, for module names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LayerFfn {
+    Dense,
+    Moe,
+    None,
+}
+
 /// What the quantization resolver needs to name modules.
 pub(super) struct Layout {
     family: Family,
-    /// Module prefix of the decoder: `model` or `language_model.model`.
+    /// Module prefix of the decoder: `model`, `backbone`, `model.language_model` or
+    /// `language_model.model`.
     prefix: String,
     lm_head: String,
-    layers: u32,
-    /// Layers that are MoE (true) or dense (false), in the order rooftop models them.
-    moe: Vec<bool>,
+    /// Per layer, in order: token mixer and feed-forward.
+    mixers: Vec<LayerMixer>,
+    ffns: Vec<LayerFfn>,
     experts: u32,
-    shared: u32,
+    shared: bool,
     mla: bool,
     q_lora: bool,
 }
@@ -500,10 +708,12 @@ pub(super) fn read_config(
         first_k_note: None,
     };
     let mlp = read_mlp(cx, family, t, &mut keys, warnings)?;
-    let (moe, first_k) = moe_layers(cx, family, t, layers, &mlp, &mut keys, warnings)?;
+    let kinds = super::layers::read_layer_kinds(cx, family, t, layers, warnings)?;
+    let (moe, first_k, mlp_types) =
+        moe_layers(cx, family, t, layers, &mlp, &kinds, &mut keys, warnings)?;
     let tie = read_tie(cx, t, top, warnings)?;
-    let nextn = t.u32(cx, "num_nextn_predict_layers")?;
-    let (sliding, layer_types) = read_windows(cx, family, t, layers, warnings)?;
+    let nextn = super::layers::read_mtp(cx, family, t, warnings)?;
+    let (sliding, layer_types) = read_windows(cx, family, t, layers, kinds.layer_types, warnings)?;
     // DeepSeek sparse attention.
     let index_topk = t.u32(cx, "index_topk")?;
     let index_n_heads = t.u32(cx, "index_n_heads")?;
@@ -511,7 +721,7 @@ pub(super) fn read_config(
     warn_dtype(t, warnings);
 
     let experts = mlp.experts;
-    let config = ModelConfig {
+    let mut config = ModelConfig {
         num_hidden_layers: layers,
         hidden_size: hidden,
         num_attention_heads: heads,
@@ -527,16 +737,23 @@ pub(super) fn read_config(
         n_routed_experts: experts,
         num_experts_per_tok: mlp.top_k.filter(|_| experts.is_some()),
         n_shared_experts: mlp.shared,
+        shared_expert_intermediate_size: mlp.shared_width.filter(|_| experts.is_some()),
         first_k_dense_replace: first_k,
         vocab_size: vocab,
         tie_word_embeddings: tie,
         num_nextn_predict_layers: nextn,
         sliding_window: sliding,
         layer_types,
+        mlp_layer_types: mlp_types,
+        layer_intermediate_sizes: kinds.layer_intermediate_sizes,
+        layer_num_key_value_heads: kinds.layer_kv_heads,
+        attention_chunk_size: kinds.chunk,
         index_topk,
         index_n_heads,
         index_head_dim,
+        ..ModelConfig::default()
     };
+    super::layers::read_mixer_dims(cx, family, t, &mut config, warnings)?;
     if experts.is_none() {
         // Dense families: these keys mean nothing here; leave them to the leftovers check.
         for k in ["moe_intermediate_size", "num_experts_per_tok"] {
@@ -546,22 +763,37 @@ pub(super) fn read_config(
         }
     }
     let nested = t.path == "text_config.";
+    let (prefix, lm_head) = family.module_prefix(nested);
+    let mixers = (0..layers)
+        .map(|i| {
+            match config
+                .layer_types
+                .as_ref()
+                .and_then(|v| v.get(i as usize))
+                .map(String::as_str)
+            {
+                Some("linear_attention") => LayerMixer::Linear,
+                Some("mamba") => LayerMixer::Mamba,
+                Some("none") => LayerMixer::None,
+                _ => LayerMixer::Attention,
+            }
+        })
+        .collect();
+    let ffns = (0..layers as usize)
+        .map(|i| match (&config.mlp_layer_types, moe[i]) {
+            (Some(t), _) if t[i] == "none" => LayerFfn::None,
+            (_, true) => LayerFfn::Moe,
+            _ => LayerFfn::Dense,
+        })
+        .collect();
     let layout = Layout {
         family,
-        prefix: if nested {
-            "language_model.model".into()
-        } else {
-            "model".into()
-        },
-        lm_head: if nested {
-            "language_model.lm_head".into()
-        } else {
-            "lm_head".into()
-        },
-        layers,
-        moe,
+        prefix: prefix.into(),
+        lm_head: lm_head.into(),
+        mixers,
+        ffns,
         experts: experts.unwrap_or(0),
-        shared: mlp.shared.unwrap_or(0),
+        shared: mlp.shared.unwrap_or(0) > 0 || mlp.shared_width.unwrap_or(0) > 0,
         mla: mla.kv_lora.is_some(),
         q_lora: mla.q_lora.is_some(),
     };
@@ -583,6 +815,17 @@ fn read_mla(cx: &Ctx, family: Family, t: &mut Obj, warnings: &mut Vec<String>) -
     let (mut nope, mut rope, mut v_dim) = (None, None, None);
     if family == Family::DeepSeek && kv_lora.is_none() {
         return Err(cx.missing(&t.field("kv_lora_rank"), "the MLA latent rank"));
+    }
+    if family == Family::DeepSeekV4 {
+        // Read as its own attention form (spec::Attention::Compressed).
+        t.get("qk_rope_head_dim");
+        return Ok(Mla {
+            q_lora,
+            kv_lora: None,
+            nope,
+            rope,
+            v_dim,
+        });
     }
     if kv_lora.is_some() {
         nope = Some(t.req_u32(cx, "qk_nope_head_dim", "the MLA non-rotary head dimension")?);
@@ -609,12 +852,15 @@ fn read_mla(cx: &Ctx, family: Family, t: &mut Obj, warnings: &mut Vec<String>) -
 
 /// MLP widths and routed experts, read under the family's key names.
 struct Mlp {
+    /// Dense MLP width.
     intermediate: Option<u32>,
     moe_intermediate: Option<u32>,
     /// Routed experts; None for a dense model (absent or 0).
     experts: Option<u32>,
     top_k: Option<u32>,
     shared: Option<u32>,
+    /// Width of the shared expert path where the family states it as a width.
+    shared_width: Option<u32>,
 }
 
 fn read_mlp(
@@ -624,30 +870,88 @@ fn read_mlp(
     keys: &mut Keys,
     warnings: &mut Vec<String>,
 ) -> Result<Mlp> {
-    let intermediate = t.u32(cx, "intermediate_size")?;
-    let moe_intermediate = t.u32(cx, "moe_intermediate_size")?;
+    let mut intermediate = t.u32(cx, "intermediate_size")?;
+    let mut moe_intermediate = t.u32(cx, "moe_intermediate_size")?;
+    let enabled = match family {
+        Family::Gemma4 => t.bool(cx, "enable_moe_block")?.unwrap_or(true),
+        _ => true,
+    };
     let experts = match family.experts_key() {
         Some(k) => {
             keys.experts = k;
-            Some(t.req_u32(cx, k, "the number of routed experts")?)
+            if family.experts_optional() {
+                t.u32(cx, k)?
+            } else {
+                Some(t.req_u32(cx, k, "the number of routed experts")?)
+            }
         }
         None => None,
     }
-    .filter(|e| *e > 0);
+    .filter(|e| *e > 0 && enabled);
+    if family == Family::GlmMoe {
+        // GLM-5.2 repeats the count as num_experts.
+        if let (Some(a), Some(b)) = (experts, t.u32(cx, "num_experts")?) {
+            if a != b {
+                warnings.push(format!(
+                    "{0}n_routed_experts = {a} and {0}num_experts = {b} disagree; used n_routed_experts",
+                    t.path
+                ));
+            }
+        }
+    }
     let mut top_k = t.u32(cx, "num_experts_per_tok")?;
-    if family == Family::GptOss {
-        let alt = t.u32(cx, "experts_per_token")?;
+    let alt_key = match family {
+        Family::GptOss => Some("experts_per_token"),
+        Family::Gemma4 => Some("top_k_experts"),
+        _ => None,
+    };
+    if let Some(alt_key) = alt_key {
+        let alt = t.u32(cx, alt_key)?;
         match (top_k, alt) {
             (Some(a), Some(b)) if a != b => warnings.push(format!(
-                "{0}num_experts_per_tok = {a} and {0}experts_per_token = {b} disagree; used num_experts_per_tok",
+                "{0}num_experts_per_tok = {a} and {0}{alt_key} = {b} disagree; used num_experts_per_tok",
                 t.path
             )),
             (None, Some(b)) => {
                 top_k = Some(b);
-                keys.top_k = "experts_per_token";
+                keys.top_k = alt_key;
             }
             _ => {}
         }
+    }
+    let mut shared = if family.deepseek_style() || family == Family::NemotronH {
+        t.u32(cx, "n_shared_experts")?
+    } else {
+        None
+    };
+    let mut shared_width = match family {
+        Family::Qwen35 | Family::Qwen3Moe => t.u32(cx, "shared_expert_intermediate_size")?,
+        Family::NemotronH => t.u32(cx, "moe_shared_expert_intermediate_size")?,
+        Family::Step => t
+            .u32(cx, "share_expert_dim")?
+            .map(|d| d * shared.unwrap_or(1).max(1)),
+        Family::MiniMax => t.u32(cx, "shared_intermediate_size")?,
+        _ => None,
+    }
+    .filter(|w| *w > 0);
+    match family {
+        // Llama-4: experts and the shared expert are intermediate_size wide; dense layers
+        // intermediate_size_mlp.
+        Family::Llama4 => {
+            moe_intermediate = intermediate;
+            shared_width = intermediate;
+            intermediate = t.u32(cx, "intermediate_size_mlp")?.or(intermediate);
+        }
+        // Gemma-4: a dense MLP of intermediate_size runs beside the experts in every layer:
+        // an always-on shared path.
+        Family::Gemma4 if experts.is_some() => {
+            shared_width = intermediate;
+        }
+        _ => {}
+    }
+    if shared_width.is_some() {
+        // The width says it all (Step's already counts n_shared_experts).
+        shared = None;
     }
     if experts.is_some() && top_k.is_none() {
         return Err(cx.missing(
@@ -658,89 +962,143 @@ fn read_mlp(
     if experts.is_some() && family.has_moe_intermediate() && moe_intermediate.is_none() {
         return Err(cx.missing(&t.field("moe_intermediate_size"), "the expert MLP width"));
     }
-    if experts.is_none() && intermediate.is_none() {
+    if experts.is_none() && intermediate.is_none() && family != Family::DeciLm {
         return Err(cx.missing(&t.field("intermediate_size"), "the MLP width"));
     }
     if experts.is_some() && !family.has_moe_intermediate() && intermediate.is_none() {
         return Err(cx.missing(&t.field("intermediate_size"), "the expert MLP width"));
     }
-    let shared = if family.deepseek_style() {
-        t.u32(cx, "n_shared_experts")?
-    } else {
-        None
-    };
     Ok(Mlp {
         intermediate,
         moe_intermediate,
         experts,
         top_k,
         shared,
+        shared_width,
     })
 }
 
-/// Which layers are MoE (as the Hugging Face modeling code decides it), rearranged as rooftop
-/// models them: the dense ones first. Returns the layers and `first_k_dense_replace`; a
-/// count derived rather than read gets a note in `keys`.
+/// Which layers are MoE (as the Hugging Face modeling code decides it). A leading dense
+/// block is written as `first_k_dense_replace`; any other pattern as `mlp_layer_types`.
+/// Returns the per-layer MoE flags, `first_k_dense_replace` and `mlp_layer_types`; a count
+/// derived rather than read gets a note in `keys`.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn moe_layers(
     cx: &Ctx,
     family: Family,
     t: &mut Obj,
     layers: u32,
     mlp: &Mlp,
+    kinds: &super::layers::LayerKinds,
     keys: &mut Keys,
     warnings: &mut Vec<String>,
-) -> Result<(Vec<bool>, Option<u32>)> {
+) -> Result<(Vec<bool>, Option<u32>, Option<Vec<String>>)> {
     let experts = mlp.experts;
     let mut first_k = None;
+    let given = t.strings(cx, "mlp_layer_types")?;
     let moe: Vec<bool> = match (family, experts) {
         (_, None) => vec![false; layers as usize],
-        (Family::DeepSeek | Family::GlmMoe, Some(_)) => {
+        (_, Some(_)) if given.is_some() => {
+            let g = given.as_ref().expect("checked");
+            if g.len() != layers as usize {
+                return Err(cx.invalid(
+                    &t.field("mlp_layer_types"),
+                    format!("one entry per layer ({layers}), got {}", g.len()),
+                ));
+            }
+            t.u32(cx, "first_k_dense_replace")?;
+            t.u32(cx, "moe_layer_freq")?;
+            g.iter().map(|x| x == "sparse" || x == "moe").collect()
+        }
+        (_, Some(_)) if kinds.ffn_pattern.is_some() => kinds
+            .ffn_pattern
+            .as_ref()
+            .expect("checked")
+            .iter()
+            .map(|x| x == "sparse")
+            .collect(),
+        (Family::DeepSeek | Family::GlmMoe | Family::Step, Some(_)) => {
             first_k = t.u32(cx, "first_k_dense_replace")?;
             let freq = t.u32(cx, "moe_layer_freq")?.unwrap_or(1).max(1);
             let k = first_k.unwrap_or(0);
             (0..layers).map(|i| i >= k && i % freq == 0).collect()
         }
-        (Family::Qwen3Moe, Some(_)) => {
+        (Family::Qwen3Moe | Family::Qwen35, Some(_)) => {
             let only = t.u32s(cx, "mlp_only_layers")?.unwrap_or_default();
             let step = t.u32(cx, "decoder_sparse_step")?.unwrap_or(1).max(1);
             (0..layers)
                 .map(|i| !only.contains(&i) && (i + 1) % step == 0)
                 .collect()
         }
+        (Family::Llama4, Some(_)) => {
+            let step = t.u32(cx, "interleave_moe_layer_step")?.unwrap_or(1).max(1);
+            match t.u32s(cx, "moe_layers")? {
+                Some(l) => (0..layers).map(|i| l.contains(&i)).collect(),
+                None => (0..layers).map(|i| (i + 1) % step == 0).collect(),
+            }
+        }
         (_, Some(_)) => vec![true; layers as usize],
     };
     let dense = moe.iter().filter(|m| !**m).count() as u32;
     let leading = moe.iter().take_while(|m| !**m).count() as u32;
-    if experts.is_some() && dense != first_k.unwrap_or(0) {
-        let which: Vec<String> = moe
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| !**m)
-            .map(|(i, _)| i.to_string())
-            .collect();
+    // Layers without a feed-forward at all (Nemotron-H mixer-only layers, "none").
+    let none: Vec<bool> = match (&given, &kinds.ffn_pattern) {
+        (Some(g), _) | (None, Some(g)) => g.iter().map(|x| x == "none").collect(),
+        _ => vec![false; layers as usize],
+    };
+    let mut types = None;
+    if kinds.ffn_pattern.is_some() || given.is_some() || none.iter().any(|n| *n) {
+        types = Some(
+            (0..layers as usize)
+                .map(|i| {
+                    if none[i] {
+                        "none"
+                    } else if moe[i] {
+                        "sparse"
+                    } else {
+                        "dense"
+                    }
+                    .to_string()
+                })
+                .collect(),
+        );
+    } else if experts.is_some() && dense != first_k.unwrap_or(0) {
         if dense != leading {
+            let which: Vec<String> = moe
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| !**m)
+                .map(|(i, _)| i.to_string())
+                .collect();
             warnings.push(format!(
-                "layers {} have a dense MLP, not only a leading block; rooftop models dense layers as the first ones, so first_k_dense_replace = {dense} (same per-step totals; a pipeline split may differ)",
+                "layers {} have a dense MLP, not only a leading block; written as mlp_layer_types",
                 which.join(", ")
             ));
+            types = Some(
+                moe.iter()
+                    .map(|m| if *m { "sparse" } else { "dense" }.to_string())
+                    .collect(),
+            );
+        } else {
+            keys.first_k_note = Some(format!(
+                "derived: {dense} dense layer(s) from {}",
+                match family {
+                    Family::Qwen3Moe | Family::Qwen35 => "mlp_only_layers / decoder_sparse_step",
+                    Family::Llama4 => "interleave_moe_layer_step",
+                    _ => "first_k_dense_replace / moe_layer_freq",
+                }
+            ));
+            first_k = Some(dense);
         }
-        keys.first_k_note = Some(format!(
-            "derived: {dense} dense layer(s) from {}",
-            if family == Family::Qwen3Moe {
-                "mlp_only_layers / decoder_sparse_step"
-            } else {
-                "first_k_dense_replace / moe_layer_freq"
-            }
-        ));
-        first_k = Some(dense);
     }
-    let moe: Vec<bool> = (0..layers)
-        .map(|i| experts.is_some() && i >= first_k.unwrap_or(0))
-        .collect();
-    if dense > 0 && mlp.intermediate.is_none() {
+    if types.is_some() {
+        first_k = None;
+    }
+    let dense_somewhere = (0..layers as usize).any(|i| !moe[i] && !none[i]);
+    if dense_somewhere && mlp.intermediate.is_none() && kinds.layer_intermediate_sizes.is_none() {
         return Err(cx.missing(&t.field("intermediate_size"), "the dense MLP width"));
     }
-    Ok((moe, first_k))
+    Ok((moe, first_k, types))
 }
 
 /// `tie_word_embeddings`, in the language model's fields or at the top level; absent reads
@@ -778,16 +1136,19 @@ fn warn_dtype(t: &Obj, warnings: &mut Vec<String>) {
     }
 }
 
-/// `sliding_window` and `layer_types`, normalised: no window when no layer uses one.
+/// `sliding_window` and the per-layer mixer list, normalised: no window when no layer uses
+/// one. `derived` is a list built from a family's own fields (Llama-4 chunking, Nemotron-H's
+/// pattern), used when the file has no `layer_types`.
 fn read_windows(
     cx: &Ctx,
     family: Family,
     t: &mut Obj,
     layers: u32,
+    derived: Option<Vec<String>>,
     warnings: &mut Vec<String>,
 ) -> Result<(Option<u32>, Option<Vec<String>>)> {
     let window = t.u32(cx, "sliding_window")?;
-    let mut types = t.strings(cx, "layer_types")?;
+    let mut types = t.strings(cx, "layer_types")?.or(derived);
     if matches!(family, Family::Qwen3 | Family::Qwen3Moe) {
         // Qwen3 carries a window length that is off unless use_sliding_window is true; then
         // the layers from max_window_layers on use it.
@@ -811,70 +1172,162 @@ fn read_windows(
         }
     }
     if let Some(ts) = &types {
-        if let Some(bad) = ts
-            .iter()
-            .find(|s| s.as_str() != "sliding_attention" && s.as_str() != "full_attention")
-        {
+        if ts.len() != layers as usize {
             return Err(cx.invalid(
                 &t.field("layer_types"),
-                format!("\"sliding_attention\" or \"full_attention\" per layer (rooftop models no other kind), got \"{bad}\""),
+                format!("one entry per layer ({layers}), got {}", ts.len()),
+            ));
+        }
+        if let Some(bad) = ts.iter().find(|s| !LAYER_TYPES.contains(&s.as_str())) {
+            return Err(cx.invalid(
+                &t.field("layer_types"),
+                format!(
+                    "one of {} per layer (the mixers rooftop models), got \"{bad}\"",
+                    LAYER_TYPES.join(", ")
+                ),
             ));
         }
     }
-    let any_sliding = |ts: &Option<Vec<String>>| {
+    let sliding = |ts: &Option<Vec<String>>| {
         ts.as_ref()
-            .is_none_or(|v| v.iter().any(|s| s == "sliding_attention"))
+            .is_some_and(|v| v.iter().any(|s| s == "sliding_attention"))
+    };
+    // A list that says nothing beyond "full attention everywhere" is dropped.
+    let trivial = |ts: &Option<Vec<String>>| {
+        ts.as_ref().is_some_and(|v| {
+            v.iter()
+                .all(|s| s == "full_attention" || s == "deepseek_sparse_attention")
+        })
     };
     match window {
         None => {
-            if types
-                .as_ref()
-                .is_some_and(|v| v.iter().any(|s| s == "sliding_attention"))
-            {
+            if sliding(&types) {
                 warnings.push(format!(
                     "{}layer_types has sliding_attention layers but sliding_window is absent; read as full attention",
                     t.path
                 ));
             }
-            Ok((None, None))
+            if trivial(&types) {
+                return Ok((None, None));
+            }
+            Ok((None, types))
         }
-        Some(_) if !any_sliding(&types) => Ok((None, None)),
+        Some(_) if types.is_some() && !sliding(&types) => {
+            if trivial(&types) {
+                Ok((None, None))
+            } else {
+                Ok((None, types))
+            }
+        }
         Some(w) => Ok((Some(w), types)),
     }
 }
 
+/// Module names of one family's layers.
+struct Names {
+    attn: &'static str,
+    mlp: &'static str,
+    /// gate, up, down of an expert and of a dense MLP.
+    expert: [&'static str; 3],
+    shared: &'static str,
+}
+
 impl Layout {
+    fn names(&self) -> Names {
+        match self.family {
+            Family::Mixtral | Family::MiniMax => Names {
+                attn: "self_attn",
+                mlp: "block_sparse_moe",
+                expert: ["w1", "w3", "w2"],
+                shared: "shared_experts",
+            },
+            Family::NemotronH => Names {
+                attn: "mixer",
+                mlp: "mixer",
+                expert: ["up_proj", "up_proj", "down_proj"],
+                shared: "shared_experts",
+            },
+            Family::Llama4 => Names {
+                attn: "self_attn",
+                mlp: "feed_forward",
+                expert: ["gate_proj", "up_proj", "down_proj"],
+                shared: "shared_expert",
+            },
+            Family::Qwen35 | Family::Qwen3Moe => Names {
+                attn: "self_attn",
+                mlp: "mlp",
+                expert: ["gate_proj", "up_proj", "down_proj"],
+                shared: "shared_expert",
+            },
+            _ => Names {
+                attn: "self_attn",
+                mlp: "mlp",
+                expert: ["gate_proj", "up_proj", "down_proj"],
+                shared: "shared_experts",
+            },
+        }
+    }
+
     /// The Linear modules of a group, named as the Hugging Face modeling code names them
     /// (experts: the first and the last one of each layer). Empty: the model lacks the group.
     pub(super) fn modules(&self, g: Group) -> Vec<String> {
         let p = &self.prefix;
+        let n = self.names();
         let mut out = Vec::new();
-        let proj3 = ["gate_proj", "up_proj", "down_proj"];
-        for i in 0..self.layers {
+        for (i, (&mixer, &ffn)) in self.mixers.iter().zip(&self.ffns).enumerate() {
             let l = format!("{p}.layers.{i}");
-            let moe = self.moe[i as usize];
             match g {
                 Group::Attention => {
-                    let projs: &[&str] = match (self.mla, self.q_lora) {
-                        (true, true) => &[
-                            "q_a_proj",
-                            "q_b_proj",
-                            "kv_a_proj_with_mqa",
-                            "kv_b_proj",
-                            "o_proj",
-                        ],
-                        (true, false) => &["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
-                        (false, _) => &["q_proj", "k_proj", "v_proj", "o_proj"],
+                    let (sub, projs): (&str, &[&str]) = match mixer {
+                        LayerMixer::Linear => {
+                            ("linear_attn", &["in_proj_qkvz", "in_proj_ba", "out_proj"])
+                        }
+                        LayerMixer::Mamba => ("mixer", &["in_proj", "out_proj"]),
+                        LayerMixer::None => ("", &[]),
+                        LayerMixer::Attention => match (self.mla, self.q_lora) {
+                            (true, true) => (
+                                n.attn,
+                                &[
+                                    "q_a_proj",
+                                    "q_b_proj",
+                                    "kv_a_proj_with_mqa",
+                                    "kv_b_proj",
+                                    "o_proj",
+                                ],
+                            ),
+                            (true, false) => (
+                                n.attn,
+                                &["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"],
+                            ),
+                            (false, _) => (n.attn, &["q_proj", "k_proj", "v_proj", "o_proj"]),
+                        },
                     };
-                    out.extend(projs.iter().map(|x| format!("{l}.self_attn.{x}")));
+                    out.extend(projs.iter().map(|x| format!("{l}.{sub}.{x}")));
                 }
-                Group::DenseMlp if !moe => {
-                    out.extend(proj3.iter().map(|x| format!("{l}.mlp.{x}")));
+                Group::DenseMlp if ffn == LayerFfn::Dense => {
+                    let e = &n.expert;
+                    let mats: &[&str] = if e[0] == e[1] { &e[1..] } else { e };
+                    let sub = match self.family {
+                        Family::Mixtral | Family::MiniMax => "mlp",
+                        _ => n.mlp,
+                    };
+                    out.extend(mats.iter().map(|x| format!("{l}.{sub}.{x}")));
                 }
-                Group::SharedExperts if moe && self.shared > 0 => {
-                    out.extend(proj3.iter().map(|x| format!("{l}.mlp.shared_experts.{x}")));
+                Group::SharedExperts if ffn == LayerFfn::Moe && self.shared => {
+                    let e = &n.expert;
+                    let mats: &[&str] = if e[0] == e[1] { &e[1..] } else { e };
+                    let mats: Vec<&str> =
+                        if matches!(self.family, Family::Mixtral | Family::MiniMax) {
+                            vec!["gate_proj", "up_proj", "down_proj"]
+                        } else {
+                            mats.to_vec()
+                        };
+                    out.extend(
+                        mats.iter()
+                            .map(|x| format!("{l}.{}.{}.{x}", n.mlp, n.shared)),
+                    );
                 }
-                Group::RoutedExperts if moe => {
+                Group::RoutedExperts if ffn == LayerFfn::Moe => {
                     let ends = [0, self.experts.saturating_sub(1)];
                     let ends = if ends[0] == ends[1] {
                         &ends[..1]
@@ -882,24 +1335,18 @@ impl Layout {
                         &ends[..]
                     };
                     match self.family {
-                        Family::GptOss => out.extend(
+                        Family::GptOss | Family::Llama4 => out.extend(
                             ["gate_up_proj", "down_proj"]
                                 .iter()
-                                .map(|x| format!("{l}.mlp.experts.{x}")),
+                                .map(|x| format!("{l}.{}.experts.{x}", n.mlp)),
                         ),
-                        Family::Mixtral => {
-                            for e in ends {
-                                out.extend(
-                                    ["w1", "w2", "w3"]
-                                        .iter()
-                                        .map(|x| format!("{l}.block_sparse_moe.experts.{e}.{x}")),
-                                );
-                            }
-                        }
                         _ => {
+                            let e = &n.expert;
+                            let mats: &[&str] = if e[0] == e[1] { &e[1..] } else { e };
                             for e in ends {
                                 out.extend(
-                                    proj3.iter().map(|x| format!("{l}.mlp.experts.{e}.{x}")),
+                                    mats.iter()
+                                        .map(|x| format!("{l}.{}.experts.{e}.{x}", n.mlp)),
                                 );
                             }
                         }

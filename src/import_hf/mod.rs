@@ -16,6 +16,7 @@
 //! (quantization schemes → a format per weight group) and `render` (the TOML text).
 
 mod config;
+mod layers;
 mod quant;
 mod render;
 
@@ -75,8 +76,22 @@ pub fn import(
         None => Obj::new(root, ""),
     };
     let (config, keys, layout) = config::read_config(&cx, family, &mut t, &mut top, &mut warnings)?;
-    let storage =
+    let mut storage =
         quant::read_quantization(&cx, &mut t, &mut top, quant_text, &layout, &mut warnings)?;
+    quant::expert_dtype(&cx, &mut t, &mut storage, &mut warnings)?;
+    let vision = match top.get("vision_config") {
+        Some(v) if !v.is_null() => {
+            let spec = layers::read_vision(v, config.hidden_size);
+            if spec.is_none() {
+                warnings.push(
+                    "vision_config: its sizes (depth, hidden_size, intermediate_size, heads, patch_size) are incomplete; the vision encoder is not modelled: predictions and weight memory cover the language model only"
+                        .into(),
+                );
+            }
+            spec
+        }
+        _ => None,
+    };
     config::report_leftovers(&mut t, &top, &mut warnings);
 
     let model = ModelSpec {
@@ -92,6 +107,7 @@ pub fn import(
         quantization: storage.spec,
         routing: Default::default(),
         eagle_head: None,
+        vision,
     };
     model.validate().map_err(|(f, e)| {
         cx.invalid(&format!("{}{}", t.path, f.trim_start_matches("config.")), e)

@@ -107,6 +107,40 @@ pub(super) fn read_quantization<'a>(
     })
 }
 
+/// DeepSeek-V4's `expert_dtype`: the routed experts stored apart from the scheme of the
+/// other Linear layers. `"fp4"` with `scale_fmt` ue8m0 is e2m1 with one E8M0 scale per 32
+/// weights: rooftop's `mxfp4`.
+pub(super) fn expert_dtype(
+    cx: &Ctx,
+    t: &mut Obj,
+    storage: &mut Storage,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let Some(v) = t.get("expert_dtype") else {
+        return Ok(());
+    };
+    let f = match v.as_str() {
+        Some("fp4") | Some("mxfp4") => parse_fmt("mxfp4"),
+        Some("fp8") => parse_fmt("fp8-block128"),
+        Some("bf16") | Some("bfloat16") => WeightFormat::BF16,
+        _ => {
+            return Err(cx.invalid(
+                &t.field("expert_dtype"),
+                format!("fp4, fp8 or bf16, got {}", preview(v)),
+            ))
+        }
+    };
+    if f.kind == crate::spec::FormatKind::Mxfp4 {
+        warnings.push(format!(
+            "{}expert_dtype = \"fp4\": routed experts read as mxfp4 (e2m1 + one E8M0 scale per 32 weights)",
+            t.path
+        ));
+    }
+    storage.spec.routed_experts = Some(f).filter(|f| *f != storage.spec.default);
+    storage.described = format!("{}; routed experts {f} (expert_dtype)", storage.described);
+    Ok(())
+}
+
 /// Weight groups rooftop stores one format for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Group {
@@ -295,6 +329,7 @@ fn kv_name(k: KvDtype) -> &'static str {
     match k {
         KvDtype::Bf16 => "bf16",
         KvDtype::Fp16 => "fp16",
+        KvDtype::Fp32 => "fp32",
         KvDtype::Fp8 => "fp8",
     }
 }
@@ -348,7 +383,7 @@ fn parse_scheme(cx: &Ctx, v: &Value, path: &str, warnings: &mut Vec<String>) -> 
         .ok_or_else(|| {
             cx.invalid(
                 &f("quant_method"),
-                "the quantization method (compressed-tensors, fp8, fbgemm_fp8, modelopt, mxfp4)",
+                "the quantization method (compressed-tensors, fp8, fbgemm_fp8, modelopt, mxfp4, gptq, awq)",
             )
         })?;
     match method {
@@ -388,6 +423,7 @@ fn parse_scheme(cx: &Ctx, v: &Value, path: &str, warnings: &mut Vec<String>) -> 
             })
         }
         "modelopt" => modelopt(cx, m, path, warnings),
+        "gptq" | "awq" => gptq_awq(cx, m, method, path, warnings),
         "mxfp4" => {
             let exclude = patterns(cx, m.get("modules_to_not_convert"), &f("modules_to_not_convert"))?;
             Ok(Scheme {
@@ -405,10 +441,82 @@ fn parse_scheme(cx: &Ctx, v: &Value, path: &str, warnings: &mut Vec<String>) -> 
         other => Err(cx.invalid(
             &f("quant_method"),
             format!(
-                "a quantization method rooftop can import (compressed-tensors, fp8, fbgemm_fp8, modelopt, mxfp4); got \"{other}\""
+                "a quantization method rooftop can import (compressed-tensors, fp8, fbgemm_fp8, modelopt, mxfp4, gptq, awq); got \"{other}\""
             ),
         )),
     }
+}
+
+/// GPTQ and AWQ: `bits`-bit integer weights with a scale per `group_size` (-1: one per
+/// output channel) on every decoder Linear not in `modules_to_not_convert`; lm_head BF16.
+/// Asymmetric groups (`sym: false`, AWQ's `zero_point: true`) add a packed zero point per
+/// group; `desc_act` (GPTQ act-order) reorders the input channels and stores one index per
+/// input channel, which does not change the bytes read per weight.
+fn gptq_awq(
+    cx: &Ctx,
+    m: &Map<String, Value>,
+    method: &str,
+    path: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Scheme> {
+    let f = |k: &str| field_in(path, k);
+    let bits = m
+        .get("bits")
+        .or_else(|| m.get("w_bit"))
+        .and_then(as_u32)
+        .ok_or_else(|| cx.invalid(&f("bits"), "the weight bit width (4 or 8)"))?;
+    let group = m
+        .get("group_size")
+        .or_else(|| m.get("q_group_size"))
+        .and_then(Value::as_i64)
+        .unwrap_or(128);
+    let zero = match method {
+        "awq" => m.get("zero_point").and_then(Value::as_bool).unwrap_or(true),
+        _ => !m.get("sym").and_then(Value::as_bool).unwrap_or(true),
+    };
+    let format = match (bits, group) {
+        (4, g) if g > 0 => WeightFormat {
+            kind: crate::spec::FormatKind::Int4,
+            group_size: g as u32,
+            scale_bits: if zero { 16 + 4 } else { 16 },
+        },
+        (4, _) => WeightFormat {
+            kind: crate::spec::FormatKind::Int4,
+            group_size: 0,
+            scale_bits: 0,
+        },
+        (8, _) => parse_fmt("int8"),
+        _ => {
+            return Err(cx.invalid(
+                &f("bits"),
+                format!("4 or 8 bits (the integer formats rooftop models), got {bits}"),
+            ))
+        }
+    };
+    if m.get("desc_act").and_then(Value::as_bool).unwrap_or(false) {
+        warnings.push(format!(
+            "{}: desc_act (act-order) reorders input channels; the kernel gathers them, the bytes per weight are unchanged",
+            f("desc_act")
+        ));
+    }
+    let exclude = patterns(
+        cx,
+        m.get("modules_to_not_convert"),
+        &f("modules_to_not_convert"),
+    )?;
+    Ok(Scheme {
+        rule: Rule::AllLinear {
+            format,
+            exclude,
+            lm_head_bf16: true,
+        },
+        kv_cache: KvDtype::Bf16,
+        summary: format!(
+            "{} quant_method \"{method}\": {bits}-bit integer weights, group size {group}{}, on the decoder's Linear layers not in modules_to_not_convert; lm_head and embedding BF16",
+            cx.label,
+            if zero { " with zero points" } else { "" }
+        ),
+    })
 }
 
 /// ModelOpt: `quant_algo` on every Linear not in `exclude_modules` (or `ignore`).
@@ -762,13 +870,54 @@ mod tests {
     #[test]
     fn unknown_quant_method_is_an_error() {
         let e = import(
-            &llama(r#", "quantization_config": {"quant_method": "awq"}"#),
+            &llama(r#", "quantization_config": {"quant_method": "eetq"}"#),
             "l.json",
             None,
             None,
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("awq") && e.contains("quant_method"), "{e}");
+        assert!(e.contains("eetq") && e.contains("quant_method"), "{e}");
+    }
+
+    #[test]
+    fn gptq_and_awq_read_bits_group_zero_points_and_exclusions() {
+        let q = r#", "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128,
+            "desc_act": true, "sym": true}"#;
+        let i = import(&llama(q), "l.json", None, None).unwrap();
+        assert_eq!(i.model.quantization.default.to_string(), "int4-g128");
+        assert_eq!(i.model.quantization.lm_head(), WeightFormat::BF16);
+        assert!(
+            i.warnings.iter().any(|w| w.contains("desc_act")),
+            "{:?}",
+            i.warnings
+        );
+        let q = r#", "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64,
+            "zero_point": true, "modules_to_not_convert": ["self_attn"]}"#;
+        let i = import(&llama(q), "l.json", None, None).unwrap();
+        let qs = &i.model.quantization;
+        assert_eq!(qs.dense_mlp().to_string(), "int4-g64-zp");
+        assert_eq!(qs.dense_mlp().bits_per_weight(), 4.0 + 20.0 / 64.0);
+        assert_eq!(qs.attention(), WeightFormat::BF16);
+        let q = r#", "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": -1}"#;
+        let i = import(&llama(q), "l.json", None, None).unwrap();
+        assert_eq!(i.model.quantization.default.to_string(), "int4-channel");
+        let back: crate::spec::ModelSpec = crate::spec::registry::parse_toml(&i.toml, "t").unwrap();
+        assert_eq!(back, i.model);
+        let q =
+            r#", "quantization_config": {"quant_method": "gptq", "bits": 3, "group_size": 128}"#;
+        let e = import(&llama(q), "l.json", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bits") && e.contains('3'), "{e}");
+    }
+
+    #[test]
+    fn non_finite_json_literals_are_read_as_hf_writes_them() {
+        let q = r#", "router_aux_loss_coef": Infinity, "initializer_range": -Infinity,
+            "attention_dropout": NaN, "tokenizer_class": "Infinity NaN""#;
+        let i = import(&llama(q), "l.json", None, None).unwrap();
+        assert!(i.warnings.is_empty(), "{:?}", i.warnings);
+        assert_eq!(i.model.config.hidden_size, 4096);
     }
 }

@@ -9,7 +9,7 @@
 //! as aliases. Touches no files.
 
 use super::config::Keys;
-use crate::spec::model::{ModelConfig, ModelSpec, QuantSpec};
+use crate::spec::model::{ModelConfig, ModelSpec, QuantSpec, VisionSpec};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -24,6 +24,8 @@ struct Document<'a> {
     architecture: &'a str,
     config: Config<'a>,
     quantization: &'a QuantSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vision: Option<&'a VisionSpec>,
     sources: &'a BTreeMap<String, String>,
 }
 
@@ -60,6 +62,7 @@ pub(super) fn render_toml(m: &ModelSpec, keys: &Keys) -> String {
             renamed,
         },
         quantization: &m.quantization,
+        vision: m.vision.as_ref(),
         sources: &m.sources,
     };
     let body = toml::to_string_pretty(&doc).expect("a model spec serializes to TOML");

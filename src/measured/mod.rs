@@ -5,6 +5,7 @@
 //! columns) and fails with the file and line when a required field is missing or malformed.
 //! Every observation remembers where it came from, so residuals can be reported per point.
 
+pub mod e2e_csv;
 pub mod gemm_csv;
 pub mod kernel_table;
 pub mod macro_log;

@@ -14,11 +14,25 @@
 use crate::ops::collective::tp_allreduce;
 use crate::ops::layers::BuildContext;
 use crate::ops::Category;
-use crate::ops::{elementwise, norm, push_gemm, push_weight_gemm, AttentionKind, Op, Operator};
-use crate::spec::Attention;
+use crate::ops::{
+    elementwise, norm, push_gemm, push_weight_gemm, AttentionKind, BlockKind, Op, Operator,
+};
+use crate::spec::{Attention, WeightFormat};
 
-/// Norm, attention and its all-reduce, for one layer with `window` (if sliding).
-pub fn attention_block(cx: &BuildContext, window: Option<u32>, out: &mut Vec<Operator>) {
+/// Norm, attention and its all-reduce, for one layer of block `kind`
+/// ([`BlockKind::Attention`]).
+pub fn attention_block(cx: &BuildContext, kind: BlockKind, out: &mut Vec<Operator>) {
+    let BlockKind::Attention {
+        window,
+        chunked,
+        kv_heads,
+        head_dim,
+        indexer,
+        compress,
+    } = kind
+    else {
+        return;
+    };
     out.push(norm("input_layernorm", cx.tokens, cx.hidden));
     match cx.model.attention() {
         Attention::Mla {
@@ -36,11 +50,37 @@ pub fn attention_block(cx: &BuildContext, window: Option<u32>, out: &mut Vec<Ope
                 rope: rope as f64,
                 v: v as f64,
             },
+            indexer,
             out,
         ),
-        Attention::Gqa { kv_heads, head_dim } => {
-            gqa_ops(cx, kv_heads as f64, head_dim as f64, window, out)
-        }
+        Attention::Gqa { .. } => gqa_ops(
+            cx,
+            GqaLayer {
+                kv_heads: kv_heads as f64,
+                d: head_dim as f64,
+                window,
+                chunked,
+            },
+            out,
+        ),
+        Attention::Compressed {
+            q_lora_rank,
+            head_dim,
+            o_lora_rank,
+            o_groups,
+        } => compressed_ops(
+            cx,
+            CompressedLayer {
+                q_rank: q_lora_rank as f64,
+                d: head_dim as f64,
+                o_rank: o_lora_rank as f64,
+                groups: o_groups as f64,
+                window: window.or(cx.model.config.sliding_window),
+                compress,
+                indexer,
+            },
+            out,
+        ),
     }
     tp_allreduce(cx, "allreduce_attn", out);
 }
@@ -56,8 +96,76 @@ pub struct MlaDims {
     pub v: f64,
 }
 
-/// MLA projections and kernels.
-pub fn mla_ops(cx: &BuildContext, d: MlaDims, out: &mut Vec<Operator>) {
+/// DeepSeek sparse attention's indexer for one layer: its projections (replicated on every
+/// rank, as vLLM and SGLang run them: `wq_b` from the query latent of rank `q_in`, `wk` and
+/// `weights_proj` from the hidden state), the scoring kernel over every cached position, and
+/// its key cache (FP8 keys plus one FP32 scale per token). Returns the (span, cached)
+/// positions the attention then reads: at most `index_topk`.
+fn dsa_indexer(cx: &BuildContext, q_in: f64, ratio: f64, out: &mut Vec<Operator>) -> (f64, f64) {
+    let c = &cx.model.config;
+    let Some(k) = c.index_topk else {
+        return (cx.span, cx.cached);
+    };
+    let k = k as f64;
+    let (own, mixed, tokens, seqs) = (cx.own, cx.mixed, cx.tokens, cx.seqs);
+    let ih = c.index_n_heads.unwrap_or(64) as f64;
+    let id = c.index_head_dim.unwrap_or(128) as f64;
+    let fmt = cx.model.quantization.attention();
+    let u = cx.unfused;
+    push_gemm(
+        out,
+        u,
+        "indexer_wq_b",
+        Category::Gemm,
+        tokens,
+        ih * id,
+        q_in,
+        fmt,
+    );
+    push_gemm(
+        out,
+        u,
+        "indexer_wk",
+        Category::Gemm,
+        tokens,
+        id,
+        cx.hidden,
+        fmt,
+    );
+    push_gemm(
+        out,
+        u,
+        "indexer_weights_proj",
+        Category::Gemm,
+        tokens,
+        ih,
+        cx.hidden,
+        WeightFormat::BF16,
+    );
+    let cached = cx.cached / ratio;
+    // FP8 keys plus one FP32 scale per token, whatever the KV dtype (vLLM's and SGLang's
+    // DSA indexer cache).
+    let key_bytes = match c.index_head_dim {
+        None => 0.0,
+        Some(_) => id + 4.0,
+    };
+    let flops = 2.0 * own * ih * cached * id + 2.0 * mixed * ih * cx.mixed_span / ratio * id;
+    let bytes = seqs * cached * key_bytes + mixed * key_bytes + tokens * ih * id * 2.0;
+    out.push(attention_kernel(
+        "dsa_indexer",
+        AttentionKind::SparseIndexer,
+        (own, ih, cached),
+        (seqs, 1.0),
+        flops,
+        bytes,
+        (key_bytes / ratio, None),
+    ));
+    (cx.span.min(k), cx.cached.min(k + cx.new))
+}
+
+/// MLA projections and kernels; `indexer`: this layer runs its own DSA indexer (a layer of a
+/// DSA model without one reuses the previous indexer's top-k).
+pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Operator>) {
     let c = &cx.model.config;
     let q = &cx.model.quantization;
     let fmt = q.attention();
@@ -128,28 +236,8 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, out: &mut Vec<Operator>) {
     let seqs = cx.seqs;
     // DSA: attend only to the indexer's top-k positions, after the indexer scores all.
     let (span_eff, cached_eff) = match c.index_topk {
-        Some(k) => {
-            let k = k as f64;
-            let ih = c.index_n_heads.unwrap_or(64) as f64;
-            let id = c.index_head_dim.unwrap_or(128) as f64;
-            let flops = 2.0 * own * ih * cached * id + 2.0 * mixed * ih * cx.mixed_span * id;
-            let bytes = seqs * cached * id * kvb + mixed * id * kvb + tokens * ih * id * 2.0;
-            // The indexer's keys are cached at the KV dtype beside the latent cache.
-            let key_bytes = match c.index_head_dim {
-                Some(d) => d as f64 * kvb,
-                None => 0.0,
-            };
-            out.push(attention_kernel(
-                "dsa_indexer",
-                AttentionKind::SparseIndexer,
-                (own, ih, cached),
-                (seqs, 1.0),
-                flops,
-                bytes,
-                key_bytes,
-            ));
-            (span.min(k), cached.min(k + cx.new))
-        }
+        Some(_) if indexer => dsa_indexer(cx, d.q_rank.unwrap_or(h), 1.0, out),
+        Some(k) => (span.min(k as f64), cached.min(k as f64 + cx.new)),
         None => (span, cached),
     };
     let latent_bytes = (kv + rope) * kvb;
@@ -185,6 +273,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, out: &mut Vec<Operator>) {
                     flops,
                     bytes,
                     kv_bytes_per_token: latent_bytes,
+                    kv_window: None,
                 },
             ));
             push_gemm(
@@ -219,7 +308,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, out: &mut Vec<Operator>) {
                     (mixed, 1.0),
                     flops,
                     bytes,
-                    0.0,
+                    (0.0, None),
                 ));
             }
         }
@@ -247,33 +336,54 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, out: &mut Vec<Operator>) {
                 (seqs, 1.0),
                 flops,
                 bytes,
-                latent_bytes,
+                (latent_bytes, None),
             ));
         }
     }
     push_gemm(out, u, "o_proj", Category::Gemm, tokens, h, heads * v, fmt);
 }
 
-/// GQA projections and kernel with `kv_heads` K/V heads of `d` dimensions.
-pub fn gqa_ops(
-    cx: &BuildContext,
-    kv_heads: f64,
-    d: f64,
-    window: Option<u32>,
-    out: &mut Vec<Operator>,
-) {
+/// One GQA layer's shape: K/V heads and head width, and the window bounding its span (a
+/// chunk when `chunked`).
+#[derive(Debug, Clone, Copy)]
+pub struct GqaLayer {
+    pub kv_heads: f64,
+    pub d: f64,
+    pub window: Option<u32>,
+    pub chunked: bool,
+}
+
+/// GQA projections and kernel. Sliding layers attend to at most their window; chunked
+/// layers (Llama-4) are priced as a window of the chunk length, an upper bound of the
+/// in-chunk span (its mean over a long sequence is half a chunk). Full layers with
+/// `attention_k_eq_v` (Gemma-4) project and cache one tensor as both keys and values; an
+/// `attn_output_gate` (Qwen3.5) doubles the query projection and adds a sigmoid gate.
+pub fn gqa_ops(cx: &BuildContext, l: GqaLayer, out: &mut Vec<Operator>) {
+    let GqaLayer {
+        kv_heads,
+        d,
+        window,
+        chunked,
+    } = l;
+    let c = &cx.model.config;
     let q = &cx.model.quantization;
     let fmt = q.attention();
     let kvb = q.kv_cache.bytes();
     let (h, heads, tokens, own, mixed) = (cx.hidden, cx.heads, cx.tokens, cx.own, cx.mixed);
     let kv_local = (kv_heads / cx.par.tp as f64).max(1.0);
+    let tensors = if c.attention_k_eq_v && window.is_none() {
+        1.0
+    } else {
+        2.0
+    };
+    let q_width = if c.attn_output_gate { 2.0 } else { 1.0 } * heads;
     push_gemm(
         out,
         cx.unfused,
         "qkv_proj",
         Category::Gemm,
         tokens,
-        (heads + 2.0 * kv_local) * d,
+        (q_width + tensors * kv_local) * d,
         h,
         fmt,
     );
@@ -294,19 +404,22 @@ pub fn gqa_ops(
         None => cx.mixed_span,
     };
     let flops = 4.0 * own * heads * span_eff * d + 4.0 * mixed * heads * mixed_eff * d;
-    let bytes = cx.seqs * cached_eff * 2.0 * kv_local * d * kvb
-        + tokens * 2.0 * kv_local * d * kvb
+    let bytes = cx.seqs * cached_eff * tensors * kv_local * d * kvb
+        + tokens * tensors * kv_local * d * kvb
         + tokens * heads * d * 2.0 * 2.0;
     let name = match cx.pass.phase {
         crate::ops::Phase::Decode => "decode_attention",
         crate::ops::Phase::Prefill => "prefill_attention",
     };
     let kind = match window {
+        Some(_) if chunked => AttentionKind::Chunked,
         Some(_) => AttentionKind::SlidingWindow,
         None => AttentionKind::Gqa,
     };
-    // Sliding layers are charged a full-context cache, as the engine allocates one.
-    let kv_bytes = 2.0 * kv_local * d * kvb;
+    // A sliding or chunked layer keeps at most its window of keys and values per sequence
+    // (vLLM's hybrid KV-cache manager frees the blocks that fall out of the window).
+    let kv_window = window.map(|w| w as f64);
+    let kv_bytes = tensors * kv_local * d * kvb;
     out.push(attention_kernel(
         name,
         kind,
@@ -314,8 +427,18 @@ pub fn gqa_ops(
         (cx.seqs, kv_local),
         flops,
         bytes,
-        kv_bytes,
+        (kv_bytes, kv_window),
     ));
+    if c.attn_output_gate {
+        out.push(elementwise(
+            "attn_output_gate",
+            Category::Other,
+            (tokens, heads * d),
+            tokens * heads * d * 2.0 * 3.0,
+            tokens * heads * d * 4.0,
+            1,
+        ));
+    }
     push_gemm(
         out,
         cx.unfused,
@@ -328,6 +451,130 @@ pub fn gqa_ops(
     );
 }
 
+/// One DeepSeek-V4 layer's attention shape.
+#[derive(Debug, Clone, Copy)]
+pub struct CompressedLayer {
+    pub q_rank: f64,
+    /// Width of the one shared K/V head (rotary part included).
+    pub d: f64,
+    pub o_rank: f64,
+    pub groups: f64,
+    /// Uncompressed local window.
+    pub window: Option<u32>,
+    /// KV compression ratio (0: the local window only).
+    pub compress: u32,
+    pub indexer: bool,
+}
+
+/// DeepSeek-V4-style attention, built from its `config.json` fields. Assumptions (the
+/// modeling code was not available to check them; each is a named approximation):
+/// - one K/V head of `head_dim` shared by every query head (MQA; K and V one tensor), its
+///   projection `wkv` (hidden → head_dim) replicated on every rank;
+/// - the query is low-rank: `wq_a` (hidden → q_lora_rank, replicated), `wq_b`
+///   (q_lora_rank → heads × head_dim, split by heads);
+/// - the output is grouped low-rank: `wo_a` (each of `o_groups` head groups →
+///   o_lora_rank, split by groups), `wo_b` (o_groups × o_lora_rank → hidden, split by rows);
+/// - every layer keeps the last `sliding_window` tokens uncompressed; a layer with
+///   compression ratio r also keeps one compressed entry of head_dim per r tokens, produced
+///   by a compressor of 2 × head_dim outputs (entry and gate) from the hidden state; ratios
+///   below 16 (4 in V4-Flash) select `index_topk` entries with a DSA indexer over the
+///   compressed entries, larger ratios (128) attend to all of them;
+/// - hyper-connections (`hc_mult`) are left out: mixing matrices of a few hidden × hc_mult
+///   weights per layer.
+pub fn compressed_ops(cx: &BuildContext, l: CompressedLayer, out: &mut Vec<Operator>) {
+    let q = &cx.model.quantization;
+    let fmt = q.attention();
+    let kvb = q.kv_cache.bytes();
+    let u = cx.unfused;
+    let (h, heads, tokens, own, mixed) = (cx.hidden, cx.heads, cx.tokens, cx.own, cx.mixed);
+    let d = l.d;
+    let tp = cx.par.tp as f64;
+    push_gemm(out, u, "wq_a", Category::Gemm, tokens, l.q_rank, h, fmt);
+    push_gemm(
+        out,
+        u,
+        "wq_b",
+        Category::Gemm,
+        tokens,
+        heads * d,
+        l.q_rank,
+        fmt,
+    );
+    push_gemm(out, u, "wkv", Category::Gemm, tokens, d, h, fmt);
+    out.push(elementwise(
+        "rotary_emb",
+        Category::Other,
+        (tokens, (heads + 1.0) * d),
+        tokens * (heads + 1.0) * d * 2.0 * 2.0,
+        tokens * (heads + 1.0) * d * 3.0,
+        1,
+    ));
+    let w = l.window.unwrap_or(0) as f64;
+    let local_span = cx.span.min(w);
+    let flops = 4.0 * own * heads * local_span * d + 4.0 * mixed * heads * cx.mixed_span.min(w) * d;
+    let bytes = cx.seqs * cx.cached.min(w + cx.new) * d * kvb + tokens * heads * d * 2.0 * 2.0;
+    out.push(attention_kernel(
+        "local_attention",
+        AttentionKind::SlidingWindow,
+        (own, heads, local_span),
+        (cx.seqs, 1.0),
+        flops,
+        bytes,
+        (d * kvb, Some(w)),
+    ));
+    if l.compress > 0 {
+        let r = l.compress as f64;
+        push_gemm(
+            out,
+            u,
+            "compressor",
+            Category::Gemm,
+            tokens,
+            2.0 * d,
+            h,
+            fmt,
+        );
+        let (span, cached) = if l.indexer {
+            let (s, c) = dsa_indexer(cx, l.q_rank, r, out);
+            (s.min(cx.span / r), c.min(cx.cached / r))
+        } else {
+            (cx.span / r, cx.cached / r)
+        };
+        let flops = 4.0 * own * heads * span * d + 4.0 * mixed * heads * cx.mixed_span / r * d;
+        let bytes = cx.seqs * cached * d * kvb + tokens * heads * d * 2.0;
+        out.push(attention_kernel(
+            "compressed_attention",
+            AttentionKind::Compressed,
+            (own, heads, span),
+            (cx.seqs, 1.0),
+            flops,
+            bytes,
+            (d * kvb / r, None),
+        ));
+    }
+    let groups_local = (l.groups / tp).max(1.0);
+    push_gemm(
+        out,
+        u,
+        "wo_a",
+        Category::Gemm,
+        tokens,
+        groups_local * l.o_rank,
+        heads * d / groups_local,
+        fmt,
+    );
+    push_gemm(
+        out,
+        u,
+        "wo_b",
+        Category::Gemm,
+        tokens,
+        h,
+        groups_local * l.o_rank,
+        fmt,
+    );
+}
+
 /// An attention kernel (2 kernels: the main pass and its reduction).
 fn attention_kernel(
     name: &'static str,
@@ -336,7 +583,7 @@ fn attention_kernel(
     (sequences, kv_heads): (f64, f64),
     flops: f64,
     bytes: f64,
-    kv_bytes_per_token: f64,
+    (kv_bytes_per_token, kv_window): (f64, Option<f64>),
 ) -> Operator {
     Operator::new(
         name,
@@ -352,6 +599,7 @@ fn attention_kernel(
             flops,
             bytes,
             kv_bytes_per_token,
+            kv_window,
         },
     )
 }

@@ -1,14 +1,18 @@
 //! How a model's layers group into blocks, and the per-pass quantities every builder reads.
 //!
-//! Identical blocks are built (and priced) once: a model of 61 layers has one attention block
-//! kind per window length and two feed-forward kinds (dense, MoE). [`LayerPlan`] is compiled
-//! once per (model, layout) and lists, for every layer, which attention and which
-//! feed-forward block it runs. [`BuildContext`] turns one pass into the row counts one GPU
+//! A layer's blocks come from the model's per-layer description (`layer_types`,
+//! `mlp_layer_types`, per-layer widths: see [`ModelSpec::mixer_of_layer`] and
+//! [`ModelSpec::ffn_of_layer`]), so a hybrid of linear attention, SSM, sliding, chunked and
+//! full attention, with MoE at any stride, is data and not code. Identical blocks are built
+//! (and priced) once: [`LayerPlan`] is compiled once per (model, layout) and lists, for every
+//! layer, which token-mixer block and which feed-forward block it runs (either may be
+//! [`BlockKind::Empty`]). [`BuildContext`] turns one pass into the row counts one GPU
 //! sees (its data-parallel share of the tokens, the mixed-in prompt tokens, the attended
 //! span), so every builder reads the same numbers.
 
 use crate::ops::scenario::{Parallel, Pass};
-use crate::ops::{attention, head, mlp, moe, Operator};
+use crate::ops::{attention, head, mlp, moe, recurrent, Operator};
+use crate::spec::model::{Ffn, Mixer};
 use crate::spec::{FormatKind, ModelSpec};
 use serde::Serialize;
 
@@ -16,12 +20,65 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "block", rename_all = "kebab-case")]
 pub enum BlockKind {
-    /// Norm, attention (with its sliding window, if any) and its all-reduce.
-    Attention { window: Option<u32> },
-    /// Norm, dense gated MLP and its all-reduce.
-    DenseMlp,
+    /// Norm, softmax attention in the model's form (GQA / MLA / compressed) and its
+    /// all-reduce. `window` bounds the attended and cached span (sliding, or a chunk when
+    /// `chunked`); `kv_heads` and `head_dim` are this layer's GQA shape (0 for MLA);
+    /// `indexer`: the layer runs its own DSA indexer; `compress`: DeepSeek-V4 KV
+    /// compression ratio (0: none).
+    Attention {
+        window: Option<u32>,
+        chunked: bool,
+        kv_heads: u32,
+        head_dim: u32,
+        indexer: bool,
+        compress: u32,
+    },
+    /// Norm, Gated DeltaNet linear attention (fixed state per sequence) and its all-reduce.
+    LinearAttention,
+    /// Norm, Mamba-2 mixer (fixed state per sequence) and its all-reduce.
+    Mamba,
+    /// Norm, dense MLP of `width` and its all-reduce.
+    DenseMlp { width: u32 },
     /// Norm, router, routed and shared experts and their collective.
     Moe,
+    /// Nothing: a layer without this half (skipped attention, mixer-only layers).
+    Empty,
+}
+
+impl BlockKind {
+    /// The attention block of layer `i`, as the model describes it.
+    pub fn mixer(model: &ModelSpec, i: u32) -> BlockKind {
+        match model.mixer_of_layer(i) {
+            Mixer::Attention { window, chunked } => {
+                let (kv_heads, head_dim) = model.gqa_shape_of_layer(i);
+                BlockKind::Attention {
+                    window,
+                    chunked,
+                    kv_heads,
+                    head_dim,
+                    indexer: model.runs_indexer(i),
+                    compress: model.compress_ratio(i),
+                }
+            }
+            Mixer::Linear => BlockKind::LinearAttention,
+            Mixer::Mamba => BlockKind::Mamba,
+            Mixer::None => BlockKind::Empty,
+        }
+    }
+
+    /// The feed-forward block of layer `i`.
+    pub fn ffn(model: &ModelSpec, i: u32) -> BlockKind {
+        match model.ffn_of_layer(i) {
+            Ffn::Dense { width } => BlockKind::DenseMlp { width },
+            Ffn::Moe => BlockKind::Moe,
+            Ffn::None => BlockKind::Empty,
+        }
+    }
+
+    /// Whether the block's work depends on the cached context.
+    pub fn reads_context(&self) -> bool {
+        matches!(self, BlockKind::Attention { .. })
+    }
 }
 
 /// Which blocks every layer runs, compiled once per (model, layout).
@@ -43,17 +100,10 @@ impl LayerPlan {
                 blocks.len() - 1
             }
         };
-        let dense = model.dense_layers();
         let layers = (0..model.config.num_hidden_layers)
             .map(|i| {
-                let a = index_of(BlockKind::Attention {
-                    window: model.window_of_layer(i),
-                });
-                let f = index_of(if i >= dense && model.moe().is_some() {
-                    BlockKind::Moe
-                } else {
-                    BlockKind::DenseMlp
-                });
+                let a = index_of(BlockKind::mixer(model, i));
+                let f = index_of(BlockKind::ffn(model, i));
                 (a, f)
             })
             .collect();
@@ -128,9 +178,12 @@ impl<'a> BuildContext<'a> {
     /// The operators of block `kind` for this pass, appended to `out`.
     pub fn block_ops(&self, kind: BlockKind, out: &mut Vec<Operator>) {
         match kind {
-            BlockKind::Attention { window } => attention::attention_block(self, window, out),
-            BlockKind::DenseMlp => mlp::mlp_block(self, out),
+            BlockKind::Attention { .. } => attention::attention_block(self, kind, out),
+            BlockKind::LinearAttention => recurrent::gated_deltanet_block(self, out),
+            BlockKind::Mamba => recurrent::mamba2_block(self, out),
+            BlockKind::DenseMlp { width } => mlp::mlp_block(self, width, out),
             BlockKind::Moe => moe::moe_block(self, out),
+            BlockKind::Empty => {}
         }
     }
 

@@ -1,50 +1,67 @@
-//! The dense feed-forward block: norm, gated MLP (gate and up fused, activation, down) split
-//! by columns across tensor-parallel ranks, and its all-reduce.
+//! The dense feed-forward block: norm, MLP split by columns across tensor-parallel ranks, and
+//! its all-reduce. Gated (gate and up fused, activation, down) unless the model's activation
+//! is ungated (`relu2`: up, activation, down).
 
 use crate::ops::collective::tp_allreduce;
 use crate::ops::layers::BuildContext;
 use crate::ops::Category;
 use crate::ops::{elementwise, norm, push_gemm, Operator};
+use crate::spec::WeightFormat;
 
-/// Norm, dense MLP and its all-reduce for one layer.
-pub fn mlp_block(cx: &BuildContext, out: &mut Vec<Operator>) {
+/// Norm, dense MLP of `width` and its all-reduce for one layer.
+pub fn mlp_block(cx: &BuildContext, width: u32, out: &mut Vec<Operator>) {
     out.push(norm("post_attention_layernorm", cx.tokens, cx.hidden));
-    mlp_ops(cx, out);
+    let fmt = cx.model.quantization.dense_mlp();
+    mlp_ops(
+        cx,
+        width as f64 / cx.par.tp as f64,
+        fmt,
+        MlpNames::DENSE,
+        out,
+    );
     tp_allreduce(cx, "allreduce_mlp", out);
 }
 
-/// The gated MLP of the model's dense width on one GPU.
-pub fn mlp_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
-    let c = &cx.model.config;
-    let i = c.intermediate_size.unwrap_or(0) as f64 / cx.par.tp as f64;
-    let fmt = cx.model.quantization.dense_mlp();
+/// Operator names and category of one MLP.
+#[derive(Debug, Clone, Copy)]
+pub struct MlpNames {
+    pub up: &'static str,
+    pub act: &'static str,
+    pub down: &'static str,
+    /// Category of the GEMMs and of the activation.
+    pub category: Category,
+    pub act_category: Category,
+}
+
+impl MlpNames {
+    pub const DENSE: MlpNames = MlpNames {
+        up: "gate_up_proj",
+        act: "act_and_mul",
+        down: "down_proj",
+        category: Category::Gemm,
+        act_category: Category::Other,
+    };
+    pub const SHARED: MlpNames = MlpNames {
+        up: "shared_gate_up",
+        act: "shared_act",
+        down: "shared_down",
+        category: Category::Moe,
+        act_category: Category::Moe,
+    };
+}
+
+/// One MLP of width `i` on one GPU, stored as `fmt`.
+pub fn mlp_ops(cx: &BuildContext, i: f64, fmt: WeightFormat, n: MlpNames, out: &mut Vec<Operator>) {
     let (h, tokens) = (cx.hidden, cx.tokens);
-    push_gemm(
-        out,
-        cx.unfused,
-        "gate_up_proj",
-        Category::Gemm,
-        tokens,
-        2.0 * i,
-        h,
-        fmt,
-    );
+    let ups = cx.model.mlp_matrices() as f64 - 1.0;
+    push_gemm(out, cx.unfused, n.up, n.category, tokens, ups * i, h, fmt);
     out.push(elementwise(
-        "act_and_mul",
-        Category::Other,
+        n.act,
+        n.act_category,
         (tokens, i),
-        tokens * i * 2.0 * 3.0,
+        tokens * i * 2.0 * (ups + 1.0),
         tokens * i * 4.0,
         1,
     ));
-    push_gemm(
-        out,
-        cx.unfused,
-        "down_proj",
-        Category::Gemm,
-        tokens,
-        h,
-        i,
-        fmt,
-    );
+    push_gemm(out, cx.unfused, n.down, n.category, tokens, h, i, fmt);
 }

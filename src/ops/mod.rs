@@ -22,6 +22,7 @@ pub mod head;
 pub mod layers;
 pub mod mlp;
 pub mod moe;
+pub mod recurrent;
 pub mod routing;
 pub mod scenario;
 
@@ -64,6 +65,20 @@ pub enum AttentionKind {
     SlidingWindow,
     /// DeepSeek sparse attention's indexer, scoring every cached position.
     SparseIndexer,
+    /// Attention within fixed chunks of the sequence (Llama-4 local layers).
+    Chunked,
+    /// Single-head (MQA) attention over compressed KV entries (DeepSeek-V4).
+    Compressed,
+}
+
+/// Which recurrent (fixed-state) token mixer runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecurrentKind {
+    /// Gated DeltaNet (Qwen3-Next, Qwen3.5): delta-rule update of a d_k × d_v state per head.
+    GatedDeltaNet,
+    /// Mamba-2 selective scan (Nemotron-H): a head_dim × d_state state per head.
+    Mamba2,
 }
 
 /// An operator's shape and the work it implies on one GPU.
@@ -132,6 +147,23 @@ pub enum Op {
         /// Cache bytes one cached token occupies on this GPU for this layer (0 when the
         /// kernel reads a cache another operator holds).
         kv_bytes_per_token: f64,
+        /// Positions per sequence the cache keeps at most (sliding window, chunk); absent:
+        /// the whole context.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kv_window: Option<f64>,
+    },
+    /// A recurrent token mixer's scan (linear attention, SSM): work per token independent of
+    /// the context, a fixed state per sequence read and written each step.
+    Recurrent {
+        kind: RecurrentKind,
+        /// Tokens scanned.
+        tokens: f64,
+        /// Heads on this GPU.
+        heads: f64,
+        flops: f64,
+        bytes: f64,
+        /// State one sequence holds on this GPU for this layer, bytes.
+        state_bytes_per_seq: f64,
     },
     /// A memory-bound elementwise kernel over `rows × width` (norm, activation, rotary,
     /// top-k).
@@ -209,6 +241,19 @@ impl Op {
                 n(queries),
                 n(heads),
                 n(span)
+            ),
+            Op::Recurrent {
+                kind,
+                tokens,
+                heads,
+                state_bytes_per_seq,
+                ..
+            } => format!(
+                "{} {} tokens x {} heads, state {} B per sequence",
+                serde_name(&kind),
+                n(tokens),
+                n(heads),
+                n(state_bytes_per_seq)
             ),
             Op::Elementwise { rows, width, .. } => format!("[{} x {}]", n(rows), n(width)),
             Op::Embedding {
@@ -314,12 +359,38 @@ impl Operator {
             .map_or(0.0, |(e, w)| e * w.bytes_per_weight())
     }
 
-    /// Cache bytes one token occupies on this GPU for this operator.
+    /// Cache bytes one token occupies on this GPU for this operator (whole-context caches
+    /// only; a windowed cache is [`Operator::windowed_kv`]).
     pub fn kv_bytes_per_token(&self) -> f64 {
         match self.op {
             Op::Attention {
-                kv_bytes_per_token, ..
+                kv_bytes_per_token,
+                kv_window: None,
+                ..
             } => kv_bytes_per_token,
+            _ => 0.0,
+        }
+    }
+
+    /// A cache bounded by a window: (bytes per cached token, positions kept).
+    pub fn windowed_kv(&self) -> Option<(f64, f64)> {
+        match self.op {
+            Op::Attention {
+                kv_bytes_per_token,
+                kv_window: Some(w),
+                ..
+            } if kv_bytes_per_token > 0.0 => Some((kv_bytes_per_token, w)),
+            _ => None,
+        }
+    }
+
+    /// Recurrent state one sequence holds on this GPU for this operator, bytes.
+    pub fn state_bytes_per_seq(&self) -> f64 {
+        match self.op {
+            Op::Recurrent {
+                state_bytes_per_seq,
+                ..
+            } => state_bytes_per_seq,
             _ => 0.0,
         }
     }

@@ -9,6 +9,7 @@
 
 use crate::ops::collective::{ep_all_to_all, tp_allreduce};
 use crate::ops::layers::BuildContext;
+use crate::ops::mlp::{mlp_ops, MlpNames};
 use crate::ops::routing::expected_experts_touched;
 use crate::ops::Category;
 use crate::ops::{casts, elementwise, norm, push_gemm, Op, Operator};
@@ -62,7 +63,7 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let local_experts = e / ep;
     let touched = expected_experts_touched(e, k, all_tokens) / ep;
     let fmt = q.routed_experts();
-    let expert_elems = 3.0 * h * ie / moe_tp;
+    let expert_elems = cx.model.mlp_matrices() as f64 * h * ie / moe_tp;
     let after_cast = casts(cx.unfused, fmt);
     let touched = touched.min(local_experts);
     if after_cast {
@@ -97,36 +98,9 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
             after_cast,
         },
     ));
-    if moe.shared > 0 {
-        let si = ie * moe.shared as f64 / par.tp as f64;
-        let sfmt = q.shared_experts();
-        push_gemm(
-            out,
-            cx.unfused,
-            "shared_gate_up",
-            Category::Moe,
-            tokens,
-            2.0 * si,
-            h,
-            sfmt,
-        );
-        out.push(elementwise(
-            "shared_act",
-            Category::Moe,
-            (tokens, si),
-            tokens * si * 2.0 * 3.0,
-            tokens * si * 4.0,
-            1,
-        ));
-        push_gemm(
-            out,
-            cx.unfused,
-            "shared_down",
-            Category::Moe,
-            tokens,
-            h,
-            si,
-            sfmt,
-        );
+    let shared = cx.model.shared_expert_width() as f64;
+    if shared > 0.0 {
+        let si = shared / par.tp as f64;
+        mlp_ops(cx, si, q.shared_experts(), MlpNames::SHARED, out);
     }
 }

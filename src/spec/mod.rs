@@ -1,6 +1,7 @@
 //! Descriptions as data: GPUs, interconnects, systems and models, read from TOML with units
 //! in the text, validated, and resolved into the [`System`] the cost model evaluates.
 
+pub mod engine;
 pub mod gpu;
 pub mod interconnect;
 pub mod model;
@@ -14,6 +15,19 @@ pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, Weigh
 pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, SystemSpec, Topology};
 
 use crate::error::Result;
+use engine::{EngineRef, EngineSpec};
+
+/// An engine description resolved for `gpu_count` of `gpu`; errors name the engine file.
+fn resolve_engine(name: &str, gpu: &GpuSpec, gpu_count: u32) -> Result<EngineSpec> {
+    let file = registry::load_engine(name)?;
+    file.resolve(gpu, gpu_count)
+        .map_err(|(field, expected)| crate::error::Error::Invalid {
+            file: format!("engine {name} on {gpu_count} x {}", gpu.name),
+            line: None,
+            field,
+            expected,
+        })
+}
 
 /// A system with its GPU and interconnect descriptions resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +35,18 @@ pub struct System {
     pub spec: SystemSpec,
     pub gpu: GpuSpec,
     pub link: InterconnectSpec,
+    /// The engine the system serves with, resolved for its GPUs.
+    pub engine: EngineSpec,
+}
+
+/// A field error of a description after `--set` overrides, labelled with the description.
+fn after_set(label: &str, (field, expected): (String, String)) -> crate::error::Error {
+    crate::error::Error::Invalid {
+        file: format!("{label} (after --set)"),
+        line: None,
+        field,
+        expected,
+    }
 }
 
 impl System {
@@ -32,34 +58,40 @@ impl System {
     /// Load with `--set` overrides applied (system first, so `system.gpu` or
     /// `system.interconnect` can swap the parts, then the parts).
     pub fn load_with(name: &str, sets: &[overrides::Override]) -> Result<System> {
+        System::load_with_engine(name, None, sets)
+    }
+
+    /// Load with the engine named by `engine` (a built-in or a path) in place of the system's
+    /// default, and `--set` overrides applied (`engine.*` to the resolved engine).
+    pub fn load_with_engine(
+        name: &str,
+        engine: Option<&str>,
+        sets: &[overrides::Override],
+    ) -> Result<System> {
         use overrides::{apply, Target};
         let spec = registry::load_system_spec(name)?;
         let spec: SystemSpec = apply(&spec, Target::System, sets, name)?;
-        spec.validate()
-            .map_err(|(f, e)| crate::error::Error::Invalid {
-                file: format!("{name} (after --set)"),
-                line: None,
-                field: f,
-                expected: e,
-            })?;
+        spec.validate().map_err(|fe| after_set(name, fe))?;
         let gpu = registry::load_gpu(&spec.gpu)?;
         let gpu: GpuSpec = apply(&gpu, Target::Gpu, sets, &spec.gpu)?;
-        gpu.validate()
-            .map_err(|(f, e)| crate::error::Error::Invalid {
-                file: format!("{} (after --set)", spec.gpu),
-                line: None,
-                field: f,
-                expected: e,
-            })?;
+        gpu.validate().map_err(|fe| after_set(&spec.gpu, fe))?;
         let link = registry::load_interconnect(&spec.interconnect)?;
         let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;
         link.validate()
-            .map_err(|(f, e)| crate::error::Error::Invalid {
-                file: format!("{} (after --set)", spec.interconnect),
-                line: None,
-                field: f,
-                expected: e,
-            })?;
-        Ok(System { spec, gpu, link })
+            .map_err(|fe| after_set(&spec.interconnect, fe))?;
+        let resolved = match (engine, &spec.engine) {
+            (Some(e), _) => resolve_engine(e, &gpu, spec.gpu_count)?,
+            (None, EngineRef::Name(e)) => resolve_engine(e, &gpu, spec.gpu_count)?,
+            (None, EngineRef::Inline(e)) => (**e).clone(),
+        };
+        let label = resolved.name.clone();
+        let engine: EngineSpec = apply(&resolved, Target::Engine, sets, &label)?;
+        engine.validate().map_err(|fe| after_set(&label, fe))?;
+        Ok(System {
+            spec,
+            gpu,
+            link,
+            engine,
+        })
     }
 }

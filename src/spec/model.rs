@@ -73,6 +73,84 @@ pub struct ModelConfig {
     pub index_n_heads: Option<u32>,
     #[serde(default)]
     pub index_head_dim: Option<u32>,
+    /// DSA per layer (GLM-5.2 `indexer_types`): `"full"` runs its own indexer, `"shared"`
+    /// reuses the previous indexer's top-k (no indexer weights, work or cache).
+    #[serde(default)]
+    pub indexer_types: Option<Vec<String>>,
+    /// Per-layer feed-forward (GLM-5.2 `mlp_layer_types`): `"dense"`, `"sparse"` (MoE) or
+    /// `"none"`. Absent: the first `first_k_dense_replace` layers dense, the rest MoE.
+    #[serde(default)]
+    pub mlp_layer_types: Option<Vec<String>>,
+    /// Per-layer dense MLP width (DeciLM `block_configs`); 0 = no feed-forward in that layer.
+    #[serde(default)]
+    pub layer_intermediate_sizes: Option<Vec<u32>>,
+    /// Per-layer K/V heads (DeciLM `n_heads_in_group`).
+    #[serde(default)]
+    pub layer_num_key_value_heads: Option<Vec<u32>>,
+    /// Activation of the MLPs: `"relu2"` (Nemotron-H) is an ungated MLP (up, down); anything
+    /// else (absent: SiLU) a gated one (gate, up, down).
+    #[serde(default)]
+    pub mlp_hidden_act: Option<String>,
+    /// Width of the always-on shared expert(s) (Qwen `shared_expert_intermediate_size`,
+    /// Nemotron-H `moe_shared_expert_intermediate_size`, Step `share_expert_dim`, Gemma-4's
+    /// dense MLP beside its experts). Absent: `n_shared_experts × moe_intermediate_size`.
+    #[serde(default)]
+    pub shared_expert_intermediate_size: Option<u32>,
+    /// Chunked-attention length of `chunked_attention` layers (Llama-4 `attention_chunk_size`).
+    #[serde(default)]
+    pub attention_chunk_size: Option<u32>,
+    /// Queries carry an output gate (Qwen3.5/Qwen3-Next `attn_output_gate`): q_proj twice as wide.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attn_output_gate: bool,
+    /// Full-attention layers' head width where it differs from the sliding ones (Gemma-4).
+    #[serde(default)]
+    pub global_head_dim: Option<u32>,
+    /// Full-attention layers' K/V heads where they differ (Gemma-4).
+    #[serde(default)]
+    pub num_global_key_value_heads: Option<u32>,
+    /// Full-attention layers use one tensor as both keys and values (Gemma-4): no v_proj,
+    /// one cached tensor.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_k_eq_v: bool,
+    /// Gated DeltaNet (`linear_attention` layers): key heads, value heads and their widths,
+    /// and the causal convolution's length.
+    #[serde(default)]
+    pub linear_num_key_heads: Option<u32>,
+    #[serde(default)]
+    pub linear_num_value_heads: Option<u32>,
+    #[serde(default)]
+    pub linear_key_head_dim: Option<u32>,
+    #[serde(default)]
+    pub linear_value_head_dim: Option<u32>,
+    #[serde(default)]
+    pub linear_conv_kernel_dim: Option<u32>,
+    /// Mamba-2 (`mamba` layers): SSM heads, head width, state size, B/C groups, conv length.
+    #[serde(default)]
+    pub mamba_num_heads: Option<u32>,
+    #[serde(default)]
+    pub mamba_head_dim: Option<u32>,
+    #[serde(default)]
+    pub ssm_state_size: Option<u32>,
+    #[serde(default)]
+    pub n_groups: Option<u32>,
+    #[serde(default)]
+    pub conv_kernel: Option<u32>,
+    /// Element type of the recurrent state (`mamba_ssm_dtype` / `mamba_ssm_cache_dtype`;
+    /// absent: fp32, what vLLM and the reference kernels keep).
+    #[serde(default)]
+    pub ssm_state_dtype: Option<KvDtype>,
+    /// DeepSeek-V4: low-rank grouped output projection (`o_lora_rank`, `o_groups`) and the
+    /// per-layer KV compression ratio (`compress_ratios`: 0 = sliding window only).
+    #[serde(default)]
+    pub o_lora_rank: Option<u32>,
+    #[serde(default)]
+    pub o_groups: Option<u32>,
+    #[serde(default)]
+    pub compress_ratios: Option<Vec<u32>>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Storage format families of a weight group.
@@ -206,7 +284,8 @@ impl WeightFormat {
 impl FromStr for WeightFormat {
     type Err = String;
     /// `bf16`, `fp16`, `fp8`, `fp8-block128` (128×128 FP32 block scales), `int8`, `int4-gN`
-    /// (W4A16, BF16 scale per N weights), `nvfp4`, `mxfp4`.
+    /// (W4A16, BF16 scale per N weights), `int4-gN-zp` (plus a 4-bit zero point per group:
+    /// GPTQ asymmetric, AWQ), `int4-channel` (one scale per output channel), `nvfp4`, `mxfp4`.
     fn from_str(s: &str) -> Result<Self, String> {
         let t = s.trim().to_ascii_lowercase();
         let f = |kind, group_size, scale_bits| WeightFormat {
@@ -221,8 +300,15 @@ impl FromStr for WeightFormat {
             "int8" => f(FormatKind::Int8, 0, 0),
             "nvfp4" => f(FormatKind::Nvfp4, 16, 8),
             "mxfp4" => f(FormatKind::Mxfp4, 32, 8),
+            "int4-channel" => f(FormatKind::Int4, 0, 0),
             _ => {
-                if let Some(g) = t.strip_prefix("int4-g") {
+                if let Some(g) = t.strip_prefix("int4-g").and_then(|g| g.strip_suffix("-zp")) {
+                    let g: u32 =
+                        g.parse().ok().filter(|g| *g > 0).ok_or_else(|| {
+                            format!("\"{s}\": group size must be a positive integer")
+                        })?;
+                    f(FormatKind::Int4, g, 20)
+                } else if let Some(g) = t.strip_prefix("int4-g") {
                     let g: u32 =
                         g.parse().ok().filter(|g| *g > 0).ok_or_else(|| {
                             format!("\"{s}\": group size must be a positive integer")
@@ -241,6 +327,10 @@ impl FromStr for WeightFormat {
 impl fmt::Display for WeightFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
+            FormatKind::Int4 if self.group_size == 0 => write!(f, "int4-channel"),
+            FormatKind::Int4 if self.scale_bits > 16 => {
+                write!(f, "int4-g{}-zp", self.group_size)
+            }
             FormatKind::Int4 => write!(f, "int4-g{}", self.group_size),
             FormatKind::Fp8 if self.group_size > 0 => write!(f, "fp8-block128"),
             k => write!(f, "{}", k.name()),
@@ -268,6 +358,8 @@ pub enum KvDtype {
     Bf16,
     Fp16,
     Fp8,
+    /// 32-bit float (recurrent state of linear-attention and SSM layers).
+    Fp32,
 }
 
 impl KvDtype {
@@ -275,6 +367,7 @@ impl KvDtype {
         match self {
             KvDtype::Bf16 | KvDtype::Fp16 => 2.0,
             KvDtype::Fp8 => 1.0,
+            KvDtype::Fp32 => 4.0,
         }
     }
 }
@@ -343,6 +436,18 @@ pub struct DraftHeadSpec {
     pub draft_vocab_size: u32,
 }
 
+/// Token-mixer kinds `layer_types` may name (`deepseek_sparse_attention` is full attention
+/// with the model's DSA indexer).
+pub const LAYER_TYPES: &[&str] = &[
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "deepseek_sparse_attention",
+    "linear_attention",
+    "mamba",
+    "none",
+];
+
 /// Most decoder layers a description may have (see [`ModelSpec::validate`]).
 pub const MAX_LAYERS: u32 = 10_000;
 
@@ -368,7 +473,62 @@ pub struct ModelSpec {
     pub routing: crate::ops::routing::Routing,
     #[serde(default)]
     pub eagle_head: Option<DraftHeadSpec>,
+    /// The vision encoder of a vision-language model (prefill-time cost only).
+    #[serde(default)]
+    pub vision: Option<VisionSpec>,
     pub sources: BTreeMap<String, String>,
+}
+
+/// A ViT-style vision encoder, field names as in the model's `vision_config`: what it costs
+/// at prefill time, per image. Decode never runs it.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VisionSpec {
+    /// Transformer blocks (`depth` / `num_hidden_layers`).
+    pub depth: u32,
+    pub hidden_size: u32,
+    pub intermediate_size: u32,
+    pub num_heads: u32,
+    pub patch_size: u32,
+    /// Patches merged into one language-model token per side (Qwen-VL 2; 1: none).
+    #[serde(default = "one")]
+    pub spatial_merge_size: u32,
+    /// Width the merger projects to (the language model's hidden size).
+    pub out_hidden_size: u32,
+    /// Frames per temporal patch (Qwen-VL video: 2; images repeat the frame).
+    #[serde(default = "one")]
+    pub temporal_patch_size: u32,
+    /// Extra mergers feeding intermediate features to the language model (Qwen3-VL
+    /// `deepstack_visual_indexes`).
+    #[serde(default)]
+    pub deepstack_mergers: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl VisionSpec {
+    /// Weight elements: per block attention (4 h²) and an ungated MLP (2 h × inter), the
+    /// patch embedding (3 channels × temporal × patch² × h) and the merger MLP (h m² → h m²
+    /// → out, once more per deepstack merger).
+    pub fn params(&self) -> f64 {
+        let h = self.hidden_size as f64;
+        let i = self.intermediate_size as f64;
+        let p = self.patch_size as f64;
+        let m2 = (self.spatial_merge_size as f64).powi(2);
+        let block = 4.0 * h * h + 2.0 * h * i;
+        let patch = 3.0 * self.temporal_patch_size as f64 * p * p * h;
+        let merger = (h * m2) * (h * m2) + h * m2 * self.out_hidden_size as f64;
+        self.depth as f64 * block + patch + merger * (1.0 + self.deepstack_mergers as f64)
+    }
+
+    /// FLOPs to encode one image of `patches` patches: the weights once per patch (2 FLOP
+    /// each) and full attention among the patches in every block.
+    pub fn flops_per_image(&self, patches: f64) -> f64 {
+        let h = self.hidden_size as f64;
+        2.0 * self.params() * patches + self.depth as f64 * 4.0 * patches * patches * h
+    }
 }
 
 /// Attention form, derived from which fields are present.
@@ -384,6 +544,36 @@ pub enum Attention {
     },
     /// Grouped-query (or multi-head when kv_heads = heads) attention.
     Gqa { kv_heads: u32, head_dim: u32 },
+    /// DeepSeek-V4 style: one shared K/V head of `head_dim` (rotary part included), a
+    /// low-rank query, a grouped low-rank output, and per-layer KV compression.
+    Compressed {
+        q_lora_rank: u32,
+        head_dim: u32,
+        o_lora_rank: u32,
+        o_groups: u32,
+    },
+}
+
+/// The token mixer of one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mixer {
+    /// Softmax attention (the model's form: GQA, MLA or compressed); `window` bounds the
+    /// attended and cached span (sliding window, or a chunk when `chunked`).
+    Attention { window: Option<u32>, chunked: bool },
+    /// Gated DeltaNet linear attention: a fixed-size state per sequence.
+    Linear,
+    /// Mamba-2 selective state space: a fixed-size state per sequence.
+    Mamba,
+    /// No token mixer (DeciLM skipped attention; Nemotron-H MLP-only layers).
+    None,
+}
+
+/// The feed-forward of one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ffn {
+    Dense { width: u32 },
+    Moe,
+    None,
 }
 
 /// MoE shape, when the model has routed experts.
@@ -398,6 +588,17 @@ pub struct Moe {
 impl ModelSpec {
     pub fn attention(&self) -> Attention {
         let c = &self.config;
+        if c.compress_ratios.is_some() {
+            let hd = c
+                .head_dim
+                .unwrap_or(c.hidden_size / c.num_attention_heads.max(1));
+            return Attention::Compressed {
+                q_lora_rank: c.q_lora_rank.unwrap_or(c.hidden_size),
+                head_dim: hd,
+                o_lora_rank: c.o_lora_rank.unwrap_or(c.hidden_size),
+                o_groups: c.o_groups.unwrap_or(1).max(1),
+            };
+        }
         match c.kv_lora_rank {
             Some(kv) => Attention::Mla {
                 q_lora_rank: c.q_lora_rank,
@@ -426,48 +627,255 @@ impl ModelSpec {
         })
     }
 
-    /// Leading dense layers (all layers when the model has no experts).
+    /// Layers with a dense MLP.
     pub fn dense_layers(&self) -> u32 {
-        match self.moe() {
-            None => self.config.num_hidden_layers,
-            Some(_) => self
-                .config
-                .first_k_dense_replace
-                .unwrap_or(0)
-                .min(self.config.num_hidden_layers),
-        }
+        (0..self.config.num_hidden_layers)
+            .filter(|i| matches!(self.ffn_of_layer(*i), Ffn::Dense { .. }))
+            .count() as u32
     }
 
     pub fn moe_layers(&self) -> u32 {
-        self.config.num_hidden_layers - self.dense_layers()
+        (0..self.config.num_hidden_layers)
+            .filter(|i| self.ffn_of_layer(*i) == Ffn::Moe)
+            .count() as u32
     }
 
-    /// Whether layer `i` uses a sliding window, and its length.
+    /// Whether layer `i` attends over a bounded span (sliding window or chunk), and its length.
     pub fn window_of_layer(&self, i: u32) -> Option<u32> {
-        let w = self.config.sliding_window?;
-        match &self.config.layer_types {
-            Some(types) => types
-                .get(i as usize)
-                .filter(|t| t.as_str() == "sliding_attention")
-                .map(|_| w),
-            None => Some(w),
+        match self.mixer_of_layer(i) {
+            Mixer::Attention { window, .. } => window,
+            _ => None,
         }
     }
 
-    /// KV-cache bytes one token occupies across all layers (on one replica of the cache).
+    /// The token mixer layer `i` runs, from `layer_types` (absent: every layer the model's
+    /// attention, sliding when `sliding_window` is given without a list, as Mistral does).
+    pub fn mixer_of_layer(&self, i: u32) -> Mixer {
+        let c = &self.config;
+        let t = c
+            .layer_types
+            .as_ref()
+            .and_then(|v| v.get(i as usize))
+            .map(String::as_str);
+        let full = Mixer::Attention {
+            window: None,
+            chunked: false,
+        };
+        match t {
+            None if c.layer_types.is_none() => match c.sliding_window {
+                Some(w) => Mixer::Attention {
+                    window: Some(w),
+                    chunked: false,
+                },
+                None => full,
+            },
+            Some("sliding_attention") => match c.sliding_window {
+                Some(w) => Mixer::Attention {
+                    window: Some(w),
+                    chunked: false,
+                },
+                None => full,
+            },
+            Some("chunked_attention") => match c.attention_chunk_size {
+                Some(w) => Mixer::Attention {
+                    window: Some(w),
+                    chunked: true,
+                },
+                None => full,
+            },
+            Some("linear_attention") => Mixer::Linear,
+            Some("mamba") => Mixer::Mamba,
+            Some("none") => Mixer::None,
+            _ => full,
+        }
+    }
+
+    /// Whether layer `i` is a full-attention layer with the global shapes (Gemma-4).
+    pub fn is_global_layer(&self, i: u32) -> bool {
+        self.config.layer_types.is_some()
+            && matches!(
+                self.mixer_of_layer(i),
+                Mixer::Attention { window: None, .. }
+            )
+    }
+
+    /// The feed-forward layer `i` runs, from `mlp_layer_types` / `layer_intermediate_sizes`
+    /// (absent: the first `first_k_dense_replace` layers dense, the rest MoE when the model
+    /// has experts).
+    pub fn ffn_of_layer(&self, i: u32) -> Ffn {
+        let c = &self.config;
+        let dense_width = c
+            .layer_intermediate_sizes
+            .as_ref()
+            .and_then(|v| v.get(i as usize).copied())
+            .or(c.intermediate_size)
+            .unwrap_or(0);
+        let dense = if dense_width == 0 {
+            Ffn::None
+        } else {
+            Ffn::Dense { width: dense_width }
+        };
+        if let Some(t) = c.mlp_layer_types.as_ref().and_then(|v| v.get(i as usize)) {
+            return match t.as_str() {
+                "sparse" | "moe" if self.moe().is_some() => Ffn::Moe,
+                "none" => Ffn::None,
+                _ => dense,
+            };
+        }
+        match self.moe() {
+            Some(_) if i >= c.first_k_dense_replace.unwrap_or(0) => Ffn::Moe,
+            _ => dense,
+        }
+    }
+
+    /// Whether layer `i` runs its own DSA indexer (false when it reuses another's top-k).
+    pub fn runs_indexer(&self, i: u32) -> bool {
+        let c = &self.config;
+        if c.index_topk.is_none() {
+            return false;
+        }
+        if let Some(r) = &c.compress_ratios {
+            // DeepSeek-V4: the indexer selects among compressed entries of ratio-4 layers.
+            return r.get(i as usize).is_some_and(|r| *r > 0 && *r < 16);
+        }
+        match c.indexer_types.as_ref().and_then(|v| v.get(i as usize)) {
+            Some(t) => t.as_str() != "shared",
+            None => true,
+        }
+    }
+
+    /// DeepSeek-V4 KV compression ratio of layer `i` (0: uncompressed / none).
+    pub fn compress_ratio(&self, i: u32) -> u32 {
+        self.config
+            .compress_ratios
+            .as_ref()
+            .and_then(|v| v.get(i as usize).copied())
+            .unwrap_or(0)
+    }
+
+    /// Multi-token-prediction layers shipped beside the decoder (weights, not per-token cost).
+    pub fn mtp_layers(&self) -> u32 {
+        self.config.num_nextn_predict_layers.unwrap_or(0)
+    }
+
+    /// Weight matrices of one MLP: 3 when gated (gate, up, down), 2 for `relu2` (up, down).
+    pub fn mlp_matrices(&self) -> u32 {
+        match self.config.mlp_hidden_act.as_deref() {
+            Some("relu2") | Some("relu") | Some("gelu_new") => 2,
+            _ => 3,
+        }
+    }
+
+    /// Width of the always-on shared expert path of an MoE layer (0: none).
+    pub fn shared_expert_width(&self) -> u32 {
+        let c = &self.config;
+        c.shared_expert_intermediate_size.unwrap_or_else(|| {
+            c.n_shared_experts.unwrap_or(0)
+                * c.moe_intermediate_size.or(c.intermediate_size).unwrap_or(0)
+        })
+    }
+
+    /// Gated DeltaNet: (key heads, value heads, key width, value width, conv length).
+    pub fn gdn_dims(&self) -> (f64, f64, f64, f64, f64) {
+        let c = &self.config;
+        let nk = c.linear_num_key_heads.unwrap_or(16) as f64;
+        (
+            nk,
+            c.linear_num_value_heads.map_or(nk, |v| v as f64),
+            c.linear_key_head_dim.unwrap_or(128) as f64,
+            c.linear_value_head_dim.unwrap_or(128) as f64,
+            c.linear_conv_kernel_dim.unwrap_or(4) as f64,
+        )
+    }
+
+    /// Mamba-2: (heads, head width, state size, B/C groups, conv length).
+    pub fn mamba_dims(&self) -> (f64, f64, f64, f64, f64) {
+        let c = &self.config;
+        (
+            c.mamba_num_heads.unwrap_or(0) as f64,
+            c.mamba_head_dim.unwrap_or(64) as f64,
+            c.ssm_state_size.unwrap_or(128) as f64,
+            c.n_groups.unwrap_or(1) as f64,
+            c.conv_kernel.unwrap_or(4) as f64,
+        )
+    }
+
+    /// (K/V heads, head width) of the GQA attention in layer `i`: the global shapes on
+    /// Gemma-4's full layers, DeciLM's per-layer K/V heads.
+    pub fn gqa_shape_of_layer(&self, i: u32) -> (u32, u32) {
+        let c = &self.config;
+        let (mut kv, mut hd) = match self.attention() {
+            Attention::Gqa { kv_heads, head_dim } => (kv_heads, head_dim),
+            _ => (0, 0),
+        };
+        if let Some(v) = c
+            .layer_num_key_value_heads
+            .as_ref()
+            .and_then(|v| v.get(i as usize))
+        {
+            kv = *v;
+        }
+        if self.is_global_layer(i) {
+            kv = c.num_global_key_value_heads.unwrap_or(kv);
+            hd = c.global_head_dim.unwrap_or(hd);
+        }
+        (kv, hd)
+    }
+
+    /// KV-cache bytes one token occupies across the attention layers whose cache grows with
+    /// the context (on one replica of the cache). Sliding and chunked layers hold at most
+    /// their window, linear-attention and SSM layers a fixed state: neither is counted here
+    /// (see `cost::memory` for the whole footprint).
     pub fn kv_bytes_per_token(&self) -> f64 {
         let b = self.quantization.kv_cache.bytes();
-        let per_layer = match self.attention() {
-            Attention::Mla {
-                kv_lora_rank, rope, ..
-            } => (kv_lora_rank + rope) as f64,
-            Attention::Gqa { kv_heads, head_dim } => 2.0 * kv_heads as f64 * head_dim as f64,
-        };
-        let index = match (self.config.index_topk, self.config.index_head_dim) {
-            (Some(_), Some(d)) => d as f64, // DSA indexer keys (counted at the KV dtype)
+        (0..self.config.num_hidden_layers)
+            .filter(|i| {
+                matches!(
+                    self.mixer_of_layer(*i),
+                    Mixer::Attention { window: None, .. }
+                )
+            })
+            .map(|i| {
+                let per_layer = match self.attention() {
+                    Attention::Mla {
+                        kv_lora_rank, rope, ..
+                    } => (kv_lora_rank + rope) as f64 * b,
+                    Attention::Gqa { .. } => {
+                        let (kv, d) = self.gqa_shape_of_layer(i);
+                        let tensors = if self.config.attention_k_eq_v && self.is_global_layer(i) {
+                            1.0
+                        } else {
+                            2.0
+                        };
+                        tensors * kv as f64 * d as f64 * b
+                    }
+                    Attention::Compressed { head_dim, .. } => {
+                        let r = self.compress_ratio(i);
+                        if r == 0 {
+                            0.0
+                        } else {
+                            head_dim as f64 * b / r as f64
+                        }
+                    }
+                };
+                per_layer + self.index_key_bytes(i)
+            })
+            .sum()
+    }
+
+    /// DSA indexer key bytes one token occupies in layer `i`: FP8 keys plus one FP32 scale
+    /// per token (vLLM's and SGLang's indexer cache layout), whatever the KV dtype.
+    pub fn index_key_bytes(&self, i: u32) -> f64 {
+        match self.config.index_head_dim {
+            Some(d) if self.runs_indexer(i) => {
+                let per = d as f64 + 4.0;
+                match self.compress_ratio(i) {
+                    0 => per,
+                    r => per / r as f64,
+                }
+            }
             _ => 0.0,
-        };
-        self.config.num_hidden_layers as f64 * (per_layer + index) * b
+        }
     }
 
     /// Check the constraints serde cannot express; returns (field, what was expected).
@@ -535,7 +943,13 @@ impl ModelSpec {
                 ));
             }
         }
-        if self.dense_layers() > 0 && c.intermediate_size.unwrap_or(0) == 0 {
+        if c.layer_intermediate_sizes.is_none()
+            && c.intermediate_size.unwrap_or(0) == 0
+            && (0..c.num_hidden_layers).any(|i| match &c.mlp_layer_types {
+                Some(t) => t.get(i as usize).is_some_and(|t| t == "dense"),
+                None => self.moe().is_none() || i < c.first_k_dense_replace.unwrap_or(0),
+            })
+        {
             return Err((
                 "config.intermediate_size".into(),
                 "the dense MLP width".into(),
@@ -549,20 +963,125 @@ impl ModelSpec {
                 ));
             }
         }
-        if let Some(types) = &c.layer_types {
-            if types.len() != c.num_hidden_layers as usize {
+        let per_layer = |name: &str, len: Option<usize>| -> Result<(), (String, String)> {
+            match len {
+                Some(n) if n != c.num_hidden_layers as usize => Err((
+                    format!("config.{name}"),
+                    format!("one entry per layer ({}), got {n}", c.num_hidden_layers),
+                )),
+                _ => Ok(()),
+            }
+        };
+        per_layer("layer_types", c.layer_types.as_ref().map(Vec::len))?;
+        per_layer("mlp_layer_types", c.mlp_layer_types.as_ref().map(Vec::len))?;
+        per_layer("indexer_types", c.indexer_types.as_ref().map(Vec::len))?;
+        per_layer(
+            "layer_intermediate_sizes",
+            c.layer_intermediate_sizes.as_ref().map(Vec::len),
+        )?;
+        per_layer(
+            "layer_num_key_value_heads",
+            c.layer_num_key_value_heads.as_ref().map(Vec::len),
+        )?;
+        // compress_ratios may carry one more entry, for the MTP layer.
+        if let Some(r) = &c.compress_ratios {
+            if r.len() < c.num_hidden_layers as usize {
                 return Err((
-                    "config.layer_types".into(),
-                    format!("one entry per layer ({})", c.num_hidden_layers),
+                    "config.compress_ratios".into(),
+                    format!("at least one entry per layer ({})", c.num_hidden_layers),
                 ));
             }
-            if let Some(bad) = types
+        }
+        let one_of = |name: &str, v: &Option<Vec<String>>, ok: &[&str]| match v
+            .as_ref()
+            .and_then(|v| v.iter().find(|t| !ok.contains(&t.as_str())))
+        {
+            Some(bad) => Err((
+                format!("config.{name}"),
+                format!("one of {} per layer, got \"{bad}\"", ok.join(", ")),
+            )),
+            None => Ok(()),
+        };
+        one_of("layer_types", &c.layer_types, LAYER_TYPES)?;
+        one_of(
+            "mlp_layer_types",
+            &c.mlp_layer_types,
+            &["dense", "sparse", "moe", "none"],
+        )?;
+        one_of("indexer_types", &c.indexer_types, &["full", "shared"])?;
+        if let Some(types) = &c.layer_types {
+            let has = |k: &str| types.iter().any(|t| t == k);
+            if has("linear_attention") {
+                for (v, f) in [
+                    (c.linear_num_key_heads, "linear_num_key_heads"),
+                    (c.linear_key_head_dim, "linear_key_head_dim"),
+                    (c.linear_value_head_dim, "linear_value_head_dim"),
+                ] {
+                    match v {
+                        Some(v) => pos(v, f)?,
+                        None => {
+                            return Err((
+                                format!("config.{f}"),
+                                "a Gated DeltaNet dimension (linear_attention layers need it)"
+                                    .into(),
+                            ))
+                        }
+                    }
+                }
+            }
+            if has("mamba") {
+                for (v, f) in [
+                    (c.mamba_num_heads, "mamba_num_heads"),
+                    (c.mamba_head_dim, "mamba_head_dim"),
+                    (c.ssm_state_size, "ssm_state_size"),
+                ] {
+                    match v {
+                        Some(v) => pos(v, f)?,
+                        None => {
+                            return Err((
+                                format!("config.{f}"),
+                                "a Mamba-2 dimension (mamba layers need it)".into(),
+                            ))
+                        }
+                    }
+                }
+            }
+            if has("chunked_attention") {
+                match c.attention_chunk_size {
+                    Some(v) => pos(v, "attention_chunk_size")?,
+                    None => {
+                        return Err((
+                            "config.attention_chunk_size".into(),
+                            "the chunk length (chunked_attention layers need it)".into(),
+                        ))
+                    }
+                }
+            }
+        }
+        for (v, f) in [
+            (c.linear_num_value_heads, "linear_num_value_heads"),
+            (c.global_head_dim, "global_head_dim"),
+            (c.num_global_key_value_heads, "num_global_key_value_heads"),
+            (c.o_lora_rank, "o_lora_rank"),
+            (c.o_groups, "o_groups"),
+            (c.n_groups, "n_groups"),
+            (c.sliding_window, "sliding_window"),
+        ] {
+            if let Some(v) = v {
+                pos(v, f)?;
+            }
+        }
+        if let Some(v) = &c.layer_num_key_value_heads {
+            if let Some(bad) = v
                 .iter()
-                .find(|t| t.as_str() != "sliding_attention" && t.as_str() != "full_attention")
+                .find(|k| **k == 0 || !c.num_attention_heads.is_multiple_of(**k))
             {
                 return Err((
-                    "config.layer_types".into(),
-                    format!("\"sliding_attention\" or \"full_attention\", got \"{bad}\""),
+                    "config.layer_num_key_value_heads".into(),
+                    format!(
+                        "divisors of num_attention_heads ({}), got {bad}",
+                        c.num_attention_heads
+                    ),
                 ));
             }
         }

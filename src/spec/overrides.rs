@@ -4,8 +4,9 @@
 //! The loaded description is turned back into its TOML form, the field is replaced, and the
 //! result is read again through the same typed, validated path as a file: units, ranges and
 //! unknown keys are checked exactly as in a file. Keys start with the description they
-//! change: `gpu.`, `interconnect.` (or `link.`), `system.` (with `engine.` and `efficiency.`
-//! as shortcuts for the system's tables), `model.`. A value that is not a TOML literal is
+//! change: `gpu.`, `interconnect.` (or `link.`), `system.` (with `efficiency.` as a shortcut
+//! for the system's table; `system.engine=NAME` swaps the engine), `engine.` (the resolved
+//! engine: `system.engine.X` and a bare `system.X` that the system lacks mean the same), `model.`. A value that is not a TOML literal is
 //! taken as a string, so `--set gpu.memory_bandwidth="2.4 TB/s"` and
 //! `--set system.cuda_graphs=false` both work. `interconnect.bandwidth` sets the raw
 //! per-direction rate and scales the achievable rates with it.
@@ -20,6 +21,7 @@ pub enum Target {
     Gpu,
     Interconnect,
     System,
+    Engine,
     Model,
 }
 
@@ -27,7 +29,7 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Override {
     pub target: Target,
-    /// Path inside the description (e.g. `["engine", "cuda_graphs"]`).
+    /// Path inside the description (e.g. `["efficiency", "memory"]`).
     pub path: Vec<String>,
     pub value: toml::Value,
     /// The text as given, for error messages.
@@ -66,19 +68,23 @@ impl std::str::FromStr for Override {
             "gpu" => (Target::Gpu, parts[1..].to_vec()),
             "interconnect" | "link" => (Target::Interconnect, parts[1..].to_vec()),
             "model" => (Target::Model, parts[1..].to_vec()),
-            "engine" | "efficiency" => (Target::System, parts.clone()),
+            "engine" => (Target::Engine, parts[1..].to_vec()),
+            "efficiency" => (Target::System, parts.clone()),
+            "system" if parts.len() > 2 && parts[1] == "engine" => {
+                (Target::Engine, parts[2..].to_vec())
+            }
             "system" => (Target::System, parts[1..].to_vec()),
             other => return Err(usage(&format!("unknown description \"{other}\""))),
         };
         // `system.cuda_graphs` means `system.engine.cuda_graphs` when the system has no
         // top-level key of that name.
+        let mut target = target;
         if target == Target::System && path.len() == 1 && !SYSTEM_TOP.contains(&path[0].as_str()) {
-            let table = if EFFICIENCY.contains(&path[0].as_str()) {
-                "efficiency"
+            if EFFICIENCY.contains(&path[0].as_str()) {
+                path.insert(0, "efficiency".to_string());
             } else {
-                "engine"
-            };
-            path.insert(0, table.to_string());
+                target = Target::Engine;
+            }
         }
         let v = value.trim();
         let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
@@ -203,9 +209,14 @@ mod tests {
     #[test]
     fn parses_keys_and_values() {
         let o: Override = "system.cuda_graphs=false".parse().unwrap();
-        assert_eq!(o.target, Target::System);
-        assert_eq!(o.path, vec!["engine", "cuda_graphs"]);
+        assert_eq!(o.target, Target::Engine);
+        assert_eq!(o.path, vec!["cuda_graphs"]);
         assert_eq!(o.value, toml::Value::Boolean(false));
+        let o: Override = "engine.max_num_seqs=128".parse().unwrap();
+        assert_eq!(
+            (o.target, o.path),
+            (Target::Engine, vec!["max_num_seqs".into()])
+        );
         let o: Override = "gpu.memory_bandwidth=2.4 TB/s".parse().unwrap();
         assert_eq!(o.value, toml::Value::String("2.4 TB/s".into()));
         let o: Override = "efficiency.memory=0.9".parse().unwrap();

@@ -6,6 +6,7 @@
 
 use crate::error::{line_of_field, Error, Result};
 use crate::import_hf::{self, Imported};
+use crate::spec::engine::EngineFile;
 use crate::spec::{GpuSpec, InterconnectSpec, ModelSpec, SystemSpec};
 use serde::de::DeserializeOwned;
 use std::path::Path;
@@ -20,6 +21,8 @@ pub enum Kind {
     System,
     Model,
     Measured,
+    Engine,
+    Client,
 }
 
 impl Kind {
@@ -30,6 +33,8 @@ impl Kind {
             Kind::System => "systems",
             Kind::Model => "models",
             Kind::Measured => "measured",
+            Kind::Engine => "engines",
+            Kind::Client => "clients",
         }
     }
     pub fn noun(self) -> &'static str {
@@ -39,6 +44,8 @@ impl Kind {
             Kind::System => "system",
             Kind::Model => "model",
             Kind::Measured => "measurement",
+            Kind::Engine => "engine",
+            Kind::Client => "client",
         }
     }
 }
@@ -123,6 +130,12 @@ pub fn load_system_spec(name: &str) -> Result<SystemSpec> {
     let s: SystemSpec = parse_toml(&text, &label)?;
     s.validate().map_err(|e| invalid(&label, &text, e))?;
     Ok(s)
+}
+
+/// An engine description by built-in name or path (rules not yet resolved for a system).
+pub fn load_engine(name: &str) -> Result<EngineFile> {
+    let (text, label) = load_text(Kind::Engine, name)?;
+    parse_toml(&text, &label)
 }
 
 /// A model by built-in name, TOML path, or Hugging Face `config.json` path (imported with

@@ -1,12 +1,14 @@
-//! System descriptions: GPUs, how many, how they are joined, and the serving engine's facts.
+//! System descriptions: GPUs, how many, how they are joined, and the engine they serve with.
 //!
 //! The same GPUs behave very differently under different engines and topologies (CUDA graphs
-//! on or off, NCCL vs a custom all-reduce, fused vs separate dequantization), so those facts
-//! live with the system, together with the default efficiencies the prediction uses. Every
-//! number carries its source in the file's `[sources]` table.
+//! on or off, NCCL vs a custom all-reduce, fused vs separate dequantization): a system names
+//! its default engine (`configs/engines/`, see `spec::engine`), and carries the default
+//! efficiencies the prediction uses. Every number carries its source in the file's
+//! `[sources]` table.
 
+pub use crate::spec::engine::{EngineRef, EngineSpec};
 use crate::spec::model::FormatKind;
-use crate::units::{Bytes, Fraction, Seconds};
+use crate::units::Fraction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -53,44 +55,6 @@ pub enum NcclProtocol {
     Simple,
     /// The fastest for each message, as NCCL's tuner picks.
     Auto,
-}
-
-/// Serving-engine facts the cost model reads.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct EngineSpec {
-    /// Engine and version, for the reader.
-    pub name: String,
-    /// Decode steps replayed from CUDA graphs (GPU-side gaps only) or launched eagerly.
-    pub cuda_graphs: bool,
-    pub allreduce: AllReduceImpl,
-    pub nccl_algorithm: NcclAlgorithm,
-    pub nccl_protocol: NcclProtocol,
-    /// Largest message the custom all-reduce takes (vLLM: 8 MB for 8 GPUs).
-    pub custom_allreduce_max: Bytes,
-    /// Below this size the custom kernel is one-shot, above it two-shot.
-    pub one_shot_max: Bytes,
-    /// GPU idle time between consecutive kernels inside a CUDA graph.
-    pub kernel_gap: Seconds,
-    /// CPU launch cost per kernel when CUDA graphs are off.
-    pub kernel_launch: Seconds,
-    /// Fixed cost of one decode step outside the GPU's kernels: scheduling, sampling,
-    /// output processing.
-    pub step_overhead: Seconds,
-    /// Fraction of each GPU's memory the engine takes (vLLM's `gpu_memory_utilization`).
-    pub gpu_memory_utilization: Fraction,
-    /// Memory per GPU held for activations, CUDA graphs and workspace.
-    pub activation_reserve: Bytes,
-    /// Most sequences the scheduler runs at once.
-    pub max_num_seqs: u32,
-    /// Token budget per step (decode tokens plus prefill chunks).
-    pub max_num_batched_tokens: u32,
-    /// Prefill split into chunks that share steps with decode.
-    pub chunked_prefill: bool,
-    /// Weight formats this engine's kernels dequantize in a separate, memory-bound cast pass
-    /// instead of inside the GEMM.
-    #[serde(default)]
-    pub unfused_dequant: Vec<FormatKind>,
 }
 
 /// Compute efficiency per weight format's GEMM path.
@@ -152,7 +116,9 @@ pub struct SystemSpec {
     /// Rental or amortised price, US dollars per GPU-hour, where known.
     #[serde(default)]
     pub price_per_gpu_hour_usd: Option<f64>,
-    pub engine: EngineSpec,
+    /// The engine the system serves with by default: a built-in or path under
+    /// `configs/engines/` (or, in older files, the resolved engine table inline).
+    pub engine: EngineRef,
     pub efficiency: EfficiencySpec,
     pub sources: BTreeMap<String, String>,
 }
@@ -169,31 +135,14 @@ impl SystemSpec {
         if self.sockets == 0 {
             return Err(("sockets".into(), "at least 1 socket".into()));
         }
-        if self.engine.max_num_seqs == 0 {
-            return Err(("engine.max_num_seqs".into(), "at least 1 sequence".into()));
-        }
-        if self.engine.max_num_batched_tokens == 0 {
-            return Err((
-                "engine.max_num_batched_tokens".into(),
-                "at least 1 token".into(),
-            ));
-        }
-        let e = &self.engine;
-        for (field, v) in [
-            ("engine.kernel_gap", e.kernel_gap),
-            ("engine.kernel_launch", e.kernel_launch),
-            ("engine.step_overhead", e.step_overhead),
-        ] {
-            if v.0.is_nan() || v.0 > 1.0 {
-                return Err((field.into(), "a time of at most 1 s".into()));
-            }
+        if let EngineRef::Inline(e) = &self.engine {
+            e.validate()?;
         }
         // Efficiencies divide peaks: one so small it is zero in all but name would turn
         // times infinite. No kernel reaches less than 0.1 % of its hardware's peak.
         let f = &self.efficiency;
         let g = &f.gemm;
         for (field, v) in [
-            ("engine.gpu_memory_utilization", e.gpu_memory_utilization),
             ("efficiency.memory", f.memory),
             ("efficiency.attention", f.attention),
             ("efficiency.link", f.link),

@@ -1,0 +1,128 @@
+//! `rooftop validate --measured <e2e serving CSV>`: every run of the file predicted with its
+//! own model, system and layout, and the TPOT/TTFT errors per backend × system × model. Kept
+//! apart from the kernel-table and single-scenario validation, which compare one scenario.
+
+use crate::e2e::{evaluate, E2eValidation, ErrorSummary, RunRow};
+use crate::error::{Error, Result};
+use crate::export::{self, table, Format, Table, Tabular};
+use crate::measured::e2e_csv::{is_e2e_csv, parse_e2e_csv};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The text of `path` when it is an e2e serving CSV.
+pub fn e2e_text(path: &str) -> Option<String> {
+    let p = Path::new(path);
+    if !p.is_file() {
+        return None;
+    }
+    let text = std::fs::read_to_string(p).ok()?;
+    is_e2e_csv(&text).then_some(text)
+}
+
+/// Validate against the e2e serving CSVs given with `--measured` (all must be e2e files).
+pub fn run(measured: &[String], format: Format) -> Result<Vec<u8>> {
+    let mut runs = Vec::new();
+    for m in measured {
+        let text = e2e_text(m).ok_or_else(|| {
+            Error::Scenario(format!(
+                "{m}: not an e2e serving CSV; give e2e files on their own (each run names its own model and system)"
+            ))
+        })?;
+        runs.extend(parse_e2e_csv(&text, m)?);
+    }
+    let v = evaluate(&runs, &measured.join(", "))?;
+    export::export(&v, format, text)
+}
+
+impl Tabular for E2eValidation {
+    type Row<'a> = &'a RunRow;
+    fn table(&self) -> Table<Self::Row<'_>> {
+        Table::flat(self.runs.iter().collect())
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1} %", x * 100.0)
+}
+
+fn signed(x: f64) -> String {
+    format!("{:+.1} %", x * 100.0)
+}
+
+fn summary_cells(s: &ErrorSummary) -> [String; 3] {
+    [pct(s.median_abs), pct(s.p90_abs), signed(s.bias)]
+}
+
+pub fn text(v: &E2eValidation) -> String {
+    let mut o = String::new();
+    let evaluated = v.overall_tpot.n;
+    let _ = writeln!(
+        o,
+        "{}: {} runs, {} evaluated, {} skipped",
+        v.source,
+        v.total_runs,
+        evaluated,
+        v.total_runs - evaluated
+    );
+    let _ = writeln!(
+        o,
+        "error = (predicted - measured) / measured; |error| median and p90, bias = median error"
+    );
+    let _ = writeln!(o);
+    let mut rows: Vec<Vec<String>> = v
+        .groups
+        .iter()
+        .map(|g| {
+            let mut r = vec![
+                g.backend.clone(),
+                g.system.clone(),
+                g.model.clone(),
+                g.tpot.n.to_string(),
+            ];
+            r.extend(summary_cells(&g.tpot));
+            r.extend(summary_cells(&g.ttft));
+            r
+        })
+        .collect();
+    let mut all = vec![
+        "all".into(),
+        String::new(),
+        String::new(),
+        v.overall_tpot.n.to_string(),
+    ];
+    all.extend(summary_cells(&v.overall_tpot));
+    all.extend(summary_cells(&v.overall_ttft));
+    rows.push(all);
+    o.push_str(&table(
+        &[
+            "backend",
+            "system",
+            "model",
+            "n",
+            "TPOT |err| med",
+            "p90",
+            "bias",
+            "TTFT |err| med",
+            "p90",
+            "bias",
+        ],
+        &rows,
+    ));
+    if !v.skipped.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "skipped:");
+        let rows: Vec<Vec<String>> = v
+            .skipped
+            .iter()
+            .map(|s| {
+                vec![
+                    s.runs.to_string(),
+                    format!("line {}", s.first_line),
+                    s.reason.clone(),
+                ]
+            })
+            .collect();
+        o.push_str(&table(&["runs", "first", "reason"], &rows));
+    }
+    o
+}

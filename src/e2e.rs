@@ -1,0 +1,434 @@
+//! End-to-end serving runs against the model: each run of an e2e serving CSV (its own engine,
+//! model, system, layout, request lengths and concurrency) predicted with rooftop's serving
+//! loop, and the errors of TPOT and TTFT summarised per backend × system × model.
+//!
+//! The mapping from the file's names to rooftop's descriptions is data
+//! (`configs/e2e/models.toml`): HF id → built-in model with the row's quant modes applied, the
+//! file's system name → a built-in system. A run that cannot be mapped (no description of its
+//! model, a quant mode or layout rooftop cannot express, a configuration that does not fit) is
+//! counted as skipped with its reason; nothing is guessed.
+
+use crate::cost::Parallel;
+use crate::error::{Error, Result};
+use crate::measured::e2e_csv::E2eRun;
+use crate::predict::Scenario;
+use crate::serve::{sweep, TpotDef, Workload};
+use crate::spec::overrides::{apply, Override, Target};
+use crate::spec::{registry, ModelSpec, System};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The mapping file embedded in the binary.
+pub const MODELS_TOML: &str = include_str!("../configs/e2e/models.toml");
+const MODELS_LABEL: &str = "configs/e2e/models.toml";
+
+/// `configs/e2e/models.toml`, read 1:1.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct E2eMap {
+    pub systems: BTreeMap<String, String>,
+    pub quant_modes: BTreeMap<String, String>,
+    pub models: Vec<ModelEntry>,
+}
+
+/// One HF id and the built-in that describes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub hf_id: String,
+    pub builtin: String,
+    /// Precisions at which the row ran the published checkpoint (built-in unchanged).
+    #[serde(default)]
+    pub native_precision: Vec<String>,
+    /// Quantization fields `gemm_quant_mode` sets.
+    #[serde(default = "default_gemm_fields")]
+    pub gemm_fields: Vec<String>,
+}
+
+fn default_gemm_fields() -> Vec<String> {
+    ["default", "attention", "dense_mlp", "shared_experts"]
+        .map(String::from)
+        .to_vec()
+}
+
+impl E2eMap {
+    pub fn builtin() -> Result<E2eMap> {
+        registry::parse_toml(MODELS_TOML, MODELS_LABEL)
+    }
+
+    /// The model description for a run, or why there is none.
+    pub fn model(&self, run: &E2eRun) -> std::result::Result<ModelSpec, String> {
+        let entry = self
+            .models
+            .iter()
+            .find(|m| m.hf_id == run.model_path)
+            .ok_or_else(|| {
+                format!(
+                    "no description of {} (add one to {MODELS_LABEL})",
+                    run.model_path
+                )
+            })?;
+        let model = registry::load_model(&entry.builtin).map_err(|e| e.to_string())?;
+        if entry.native_precision.contains(&run.precision) {
+            return Ok(model);
+        }
+        let fmt = |mode: &str| -> std::result::Result<Option<&String>, String> {
+            if mode.is_empty() {
+                return Ok(None);
+            }
+            self.quant_modes
+                .get(mode)
+                .map(Some)
+                .ok_or_else(|| format!("quant mode \"{mode}\" not in {MODELS_LABEL}"))
+        };
+        let mut sets = Vec::new();
+        if let Some(f) = fmt(&run.gemm_quant_mode)? {
+            for field in &entry.gemm_fields {
+                sets.push(format!("model.quantization.{field}={f}"));
+            }
+        }
+        if model.moe().is_some() {
+            if let Some(f) = fmt(&run.moe_quant_mode)? {
+                sets.push(format!("model.quantization.routed_experts={f}"));
+            }
+        }
+        let sets: Vec<Override> = sets
+            .iter()
+            .map(|s| s.parse())
+            .collect::<Result<_>>()
+            .map_err(|e| e.to_string())?;
+        let m: ModelSpec =
+            apply(&model, Target::Model, &sets, &entry.builtin).map_err(|e| e.to_string())?;
+        m.validate().map_err(|(f, e)| format!("{f}: {e}"))?;
+        Ok(m)
+    }
+
+    /// The built-in system name for the run's system column.
+    pub fn system(&self, run: &E2eRun) -> std::result::Result<&str, String> {
+        self.systems
+            .get(&run.system)
+            .map(String::as_str)
+            .ok_or_else(|| format!("system \"{}\" not in {MODELS_LABEL}", run.system))
+    }
+}
+
+/// The run's layout in rooftop's terms, or why rooftop cannot express it.
+///
+/// The file's degrees: `tp` (attention tensor parallel), `attention_dp`, `pp`, and the MoE
+/// layer's `moe_tp × moe_ep`, which must cover the stage's `tp × attention_dp` GPUs. Rooftop's
+/// layout is tp × dp × pp GPUs with `ep` expert groups each tensor-split over `tp × dp / ep`,
+/// so `moe_tp` must equal `tp × dp / moe_ep`. Dense models ignore the MoE degrees.
+pub fn layout(run: &E2eRun, moe: bool) -> std::result::Result<Parallel, String> {
+    let stage = run.tp * run.attention_dp;
+    let ep = if moe {
+        if run.moe_tp == 0 || run.moe_ep == 0 {
+            return Err(format!(
+                "MoE degrees moe_tp {} × moe_ep {}: 0 is not a degree",
+                run.moe_tp, run.moe_ep
+            ));
+        }
+        if run.moe_tp * run.moe_ep != stage {
+            return Err(format!(
+                "moe_tp {} × moe_ep {} does not cover tp {} × attention_dp {}: rooftop's expert layout spans the attention GPUs",
+                run.moe_tp, run.moe_ep, run.tp, run.attention_dp
+            ));
+        }
+        run.moe_ep
+    } else {
+        1
+    };
+    Ok(Parallel {
+        tp: run.tp,
+        ep,
+        pp: run.pp,
+        dp: run.attention_dp,
+    })
+}
+
+/// One run: measured and predicted.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    pub line: usize,
+    pub backend: String,
+    pub backend_version: String,
+    pub model_path: String,
+    pub model: String,
+    pub system: String,
+    pub parallel: String,
+    pub isl: u32,
+    pub osl: u32,
+    pub concurrency: u32,
+    pub measured_tpot_ms: f64,
+    pub predicted_tpot_ms: f64,
+    pub tpot_error: f64,
+    pub measured_ttft_ms: f64,
+    pub predicted_ttft_ms: f64,
+    pub ttft_error: f64,
+}
+
+/// Errors of one group of runs: relative, (predicted − measured) / measured.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ErrorSummary {
+    pub n: usize,
+    pub median_abs: f64,
+    pub p90_abs: f64,
+    /// Median signed error (positive: the model predicts slower).
+    pub bias: f64,
+}
+
+impl ErrorSummary {
+    pub fn of(errors: &[f64]) -> ErrorSummary {
+        let mut abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+        let mut signed = errors.to_vec();
+        abs.sort_by(f64::total_cmp);
+        signed.sort_by(f64::total_cmp);
+        ErrorSummary {
+            n: errors.len(),
+            median_abs: quantile(&abs, 0.5),
+            p90_abs: quantile(&abs, 0.9),
+            bias: quantile(&signed, 0.5),
+        }
+    }
+}
+
+/// Linear-interpolated quantile of sorted values (NaN when empty).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// One backend × system × model group.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupRow {
+    pub backend: String,
+    pub system: String,
+    pub model: String,
+    pub tpot: ErrorSummary,
+    pub ttft: ErrorSummary,
+}
+
+/// Runs not evaluated, by reason.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub reason: String,
+    pub runs: usize,
+    /// First line with this reason.
+    pub first_line: usize,
+}
+
+/// The e2e validation record.
+#[derive(Debug, Clone, Serialize)]
+pub struct E2eValidation {
+    pub source: String,
+    pub total_runs: usize,
+    pub overall_tpot: ErrorSummary,
+    pub overall_ttft: ErrorSummary,
+    pub groups: Vec<GroupRow>,
+    pub skipped: Vec<Skipped>,
+    pub runs: Vec<RunRow>,
+}
+
+/// Predicted (TPOT, TTFT) of one run, seconds, on a loaded scenario.
+fn predict(s: &Scenario, run: &E2eRun) -> Result<(f64, f64)> {
+    let mem = s.memory(1.0, (run.isl + run.osl) as f64);
+    if mem.max_sequences_at_context < 1.0 {
+        return Err(Error::Scenario(if mem.kv_budget_gb <= 0.0 {
+            format!(
+                "does not fit: weights {:.1} GB per GPU leave no KV cache in {:.1} GB usable",
+                mem.weights_per_gpu_gb, mem.usable_gb
+            )
+        } else {
+            "does not fit: not one sequence fits the KV cache".into()
+        }));
+    }
+    let w = Workload {
+        input_len: run.isl,
+        output_len: run.osl,
+        tpot_def: TpotDef::Itl,
+    };
+    let r = sweep(s, &[run.batch_size], w)?;
+    let p = &r.points[0];
+    Ok((p.tpot_itl_ms * 1e-3, p.ttft_ms * 1e-3))
+}
+
+/// Evaluate every run; `source` labels the record.
+pub fn evaluate(runs: &[E2eRun], source: &str) -> Result<E2eValidation> {
+    let map = E2eMap::builtin()?;
+    let mut systems: BTreeMap<String, System> = BTreeMap::new();
+    let mut models: BTreeMap<
+        (String, String, String, String),
+        std::result::Result<ModelSpec, String>,
+    > = BTreeMap::new();
+    let mut rows = Vec::new();
+    let mut skipped: BTreeMap<String, Skipped> = BTreeMap::new();
+    for run in runs {
+        let attempt = (|| -> std::result::Result<RunRow, String> {
+            let model = models
+                .entry((
+                    run.model_path.clone(),
+                    run.precision.clone(),
+                    run.gemm_quant_mode.clone(),
+                    run.moe_quant_mode.clone(),
+                ))
+                .or_insert_with(|| map.model(run))
+                .clone()?;
+            let sys_name = map.system(run)?;
+            if !systems.contains_key(sys_name) {
+                let sys = System::load(sys_name).map_err(|e| e.to_string())?;
+                systems.insert(sys_name.to_string(), sys);
+            }
+            let system = &systems[sys_name];
+            let parallel = layout(run, model.moe().is_some())?;
+            let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
+            let (tpot, ttft) = predict(&s, run).map_err(|e| e.to_string())?;
+            Ok(RunRow {
+                line: run.line,
+                backend: run.backend.clone(),
+                backend_version: run.backend_version.clone(),
+                model_path: run.model_path.clone(),
+                model: model.name.clone(),
+                system: system.spec.name.clone(),
+                parallel: parallel.to_string(),
+                isl: run.isl,
+                osl: run.osl,
+                concurrency: run.batch_size,
+                measured_tpot_ms: run.tpot * 1e3,
+                predicted_tpot_ms: tpot * 1e3,
+                tpot_error: (tpot - run.tpot) / run.tpot,
+                measured_ttft_ms: run.ttft * 1e3,
+                predicted_ttft_ms: ttft * 1e3,
+                ttft_error: (ttft - run.ttft) / run.ttft,
+            })
+        })();
+        match attempt {
+            Ok(r) => rows.push(r),
+            Err(reason) => {
+                let key = generalise(&reason);
+                skipped
+                    .entry(key.clone())
+                    .or_insert(Skipped {
+                        reason: key,
+                        runs: 0,
+                        first_line: run.line,
+                    })
+                    .runs += 1;
+            }
+        }
+    }
+    let mut grouped: BTreeMap<(String, String, String), Vec<&RunRow>> = BTreeMap::new();
+    for r in &rows {
+        grouped
+            .entry((r.backend.clone(), r.system.clone(), r.model_path.clone()))
+            .or_default()
+            .push(r);
+    }
+    let summary = |rs: &[&RunRow], f: fn(&RunRow) -> f64| {
+        ErrorSummary::of(&rs.iter().map(|r| f(r)).collect::<Vec<_>>())
+    };
+    let groups = grouped
+        .iter()
+        .map(|((b, s, m), rs)| GroupRow {
+            backend: b.clone(),
+            system: s.clone(),
+            model: m.clone(),
+            tpot: summary(rs, |r| r.tpot_error),
+            ttft: summary(rs, |r| r.ttft_error),
+        })
+        .collect();
+    let all: Vec<&RunRow> = rows.iter().collect();
+    let mut skipped: Vec<Skipped> = skipped.into_values().collect();
+    skipped.sort_by_key(|s| std::cmp::Reverse(s.runs));
+    Ok(E2eValidation {
+        source: source.to_string(),
+        total_runs: runs.len(),
+        overall_tpot: summary(&all, |r| r.tpot_error),
+        overall_ttft: summary(&all, |r| r.ttft_error),
+        groups,
+        skipped,
+        runs: rows,
+    })
+}
+
+/// A skip reason with the run's own figures replaced, so equal reasons count together.
+fn generalise(reason: &str) -> String {
+    if let Some(i) = reason.find("does not fit") {
+        return reason[i..]
+            .split(':')
+            .next()
+            .unwrap_or("does not fit")
+            .to_string()
+            + ": weights or one sequence's KV cache exceed the GPUs' memory";
+    }
+    reason.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(model: &str, precision: &str, tp: u32, dp: u32, moe_tp: u32, moe_ep: u32) -> E2eRun {
+        E2eRun {
+            line: 2,
+            backend: "vllm".into(),
+            backend_version: String::new(),
+            model_path: model.into(),
+            system: "b200".into(),
+            precision: precision.into(),
+            gemm_quant_mode: "nvfp4".into(),
+            moe_quant_mode: "nvfp4".into(),
+            isl: 1024,
+            osl: 128,
+            batch_size: 8,
+            tp,
+            pp: 1,
+            attention_dp: dp,
+            moe_tp,
+            moe_ep,
+            ttft: 0.1,
+            tpot: 0.01,
+        }
+    }
+
+    #[test]
+    fn layouts_rooftop_cannot_express_are_refused() {
+        assert!(layout(&run("x", "", 4, 1, 1, 4), true).is_ok_and(|p| p.ep == 4 && p.tp == 4));
+        assert!(layout(&run("x", "", 4, 1, 2, 4), true).is_err());
+        assert!(layout(&run("x", "", 4, 1, 0, 4), true).is_err());
+        // Dense models ignore the MoE degrees.
+        assert!(layout(&run("x", "", 8, 1, 1, 1), false).is_ok_and(|p| p.ep == 1));
+    }
+
+    #[test]
+    fn models_map_through_data_and_unknown_ones_are_refused() {
+        let map = E2eMap::builtin().unwrap();
+        let m = map
+            .model(&run("deepseek-ai/DeepSeek-V3", "fp4", 8, 1, 8, 1))
+            .unwrap();
+        assert_eq!(m.quantization.routed_experts().to_string(), "nvfp4");
+        assert_eq!(m.quantization.attention().to_string(), "nvfp4");
+        // The published gpt-oss checkpoint keeps its MXFP4 experts.
+        let g = map
+            .model(&run("openai/gpt-oss-120b", "fp4", 8, 1, 8, 1))
+            .unwrap();
+        assert_eq!(g.quantization.routed_experts().to_string(), "mxfp4");
+        let e = map
+            .model(&run("nvidia/Qwen3-32B-NVFP4", "fp4", 8, 1, 8, 1))
+            .unwrap_err();
+        assert!(
+            e.contains("no description of nvidia/Qwen3-32B-NVFP4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn summary_quantiles() {
+        let s = ErrorSummary::of(&[-0.1, 0.2, 0.3]);
+        assert_eq!(s.n, 3);
+        assert!((s.median_abs - 0.2).abs() < 1e-12);
+        assert!((s.bias - 0.2).abs() < 1e-12);
+    }
+}

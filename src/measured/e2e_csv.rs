@@ -1,0 +1,211 @@
+//! Reader for end-to-end serving runs in the `e2e_serving.csv` form (one row per benchmark
+//! run: engine and version, HF model id, system, precision and quant modes, request lengths,
+//! concurrency, parallel layout, measured TTFT and TPOT), as NVIDIA's aiconfigurator ships
+//! them (`systems/silicon_sample.csv`).
+//!
+//! Unlike the other readers these rows do not share one model or system: each run names its
+//! own, so they are kept as [`E2eRun`]s rather than [`super::Observation`]s of one scenario,
+//! and `rooftop validate` evaluates each against the description it maps to (`crate::e2e`).
+//!
+//! Numbers may be written as floats (`4.0`); counts must be whole and at least 1, except the
+//! MoE degrees, where the file writes 0 for "not applicable" on some dense runs (kept as 0 and
+//! refused by the layout mapping, not here). An empty `attention_dp_size` means no attention
+//! data parallelism (1). Latencies must be positive and finite.
+
+use super::measured_error;
+use crate::error::Result;
+use serde::Serialize;
+
+/// Columns every file must have.
+pub const COLUMNS: [&str; 17] = [
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "gemm_quant_mode",
+    "moe_quant_mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+];
+
+/// One measured serving run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct E2eRun {
+    /// 1-based line in the file.
+    pub line: usize,
+    /// `vllm`, `sglang` or `trtllm`.
+    pub backend: String,
+    /// Engine version; empty when the file does not say.
+    pub backend_version: String,
+    /// Hugging Face model id.
+    pub model_path: String,
+    /// The file's system name (`h100_sxm`, `b200`).
+    pub system: String,
+    pub precision: String,
+    pub gemm_quant_mode: String,
+    pub moe_quant_mode: String,
+    pub isl: u32,
+    pub osl: u32,
+    /// Concurrent requests.
+    pub batch_size: u32,
+    pub tp: u32,
+    pub pp: u32,
+    pub attention_dp: u32,
+    pub moe_tp: u32,
+    pub moe_ep: u32,
+    /// Measured time to first token, seconds.
+    pub ttft: f64,
+    /// Measured decode inter-token latency, seconds.
+    pub tpot: f64,
+}
+
+/// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
+/// `model_path`).
+pub fn is_e2e_csv(text: &str) -> bool {
+    let header = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    header.is_some_and(|h| {
+        let cols: Vec<&str> = h.split(',').map(|c| c.trim().trim_matches('"')).collect();
+        cols.contains(&"silicon_tpot_ms") && cols.contains(&"model_path")
+    })
+}
+
+/// Parse an e2e serving CSV. `file` labels errors.
+pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut rdr = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let headers = rdr
+        .headers()
+        .map_err(|e| measured_error(file, Some(1), format!("unreadable header: {e}")))?
+        .clone();
+    let mut idx = [0usize; COLUMNS.len()];
+    for (i, name) in COLUMNS.iter().enumerate() {
+        idx[i] = headers
+            .iter()
+            .position(|h| h.trim() == *name)
+            .ok_or_else(|| {
+                measured_error(
+                    file,
+                    Some(1),
+                    format!(
+                        "missing column `{name}` (an e2e serving CSV has: {})",
+                        COLUMNS.join(",")
+                    ),
+                )
+            })?;
+    }
+    let mut runs = Vec::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map(|p| p.line() as usize);
+            measured_error(file, line, format!("unreadable row: {e}"))
+        })?;
+        let line = rec.position().map_or(0, |p| p.line() as usize);
+        let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim();
+        let err = |c: usize, what: &str| {
+            measured_error(
+                file,
+                Some(line),
+                format!("`{}` = \"{}\": expected {what}", COLUMNS[c], get(c)),
+            )
+        };
+        let count = |c: usize, min: f64| -> Result<u32> {
+            let v: f64 = get(c).parse().map_err(|_| err(c, "a whole number"))?;
+            if !(v.is_finite() && v.fract() == 0.0 && v >= min && v <= u32::MAX as f64) {
+                return Err(err(c, &format!("a whole number of at least {min}")));
+            }
+            Ok(v as u32)
+        };
+        let ms = |c: usize| -> Result<f64> {
+            let v: f64 = get(c)
+                .parse()
+                .map_err(|_| err(c, "a time in milliseconds"))?;
+            if !(v.is_finite() && v * 1e-3 >= super::MIN_MEASURED_SECONDS) {
+                return Err(err(c, "a positive time in milliseconds"));
+            }
+            Ok(v * 1e-3)
+        };
+        let text_of = |c: usize| get(c).to_string();
+        if get(2).is_empty() {
+            return Err(err(2, "a Hugging Face model id"));
+        }
+        runs.push(E2eRun {
+            line,
+            backend: text_of(0),
+            backend_version: text_of(1),
+            model_path: text_of(2),
+            system: text_of(3),
+            precision: text_of(4),
+            gemm_quant_mode: text_of(5),
+            moe_quant_mode: text_of(6),
+            isl: count(7, 1.0)?,
+            osl: count(8, 1.0)?,
+            batch_size: count(9, 1.0)?,
+            tp: count(10, 1.0)?,
+            pp: count(11, 1.0)?,
+            attention_dp: if get(12).is_empty() {
+                1
+            } else {
+                count(12, 1.0)?
+            },
+            moe_tp: count(13, 0.0)?,
+            moe_ep: count(14, 0.0)?,
+            ttft: ms(15)?,
+            tpot: ms(16)?,
+        });
+    }
+    if runs.is_empty() {
+        return Err(measured_error(file, None, "no runs in the file"));
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "backend,backend_version,model_path,system,precision,gemm_quant_mode,moe_quant_mode,isl,osl,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms";
+
+    #[test]
+    fn reads_a_row() {
+        let t = format!(
+            "{HEAD}\nvllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,128,4.0,2.0,1.0,,2.0,1.0,61.2,7.5\n"
+        );
+        assert!(is_e2e_csv(&t));
+        let r = parse_e2e_csv(&t, "f.csv").unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].line, 2);
+        assert_eq!((r[0].batch_size, r[0].tp, r[0].attention_dp), (4, 2, 1));
+        assert!((r[0].ttft - 0.0612).abs() < 1e-12);
+    }
+
+    #[test]
+    fn refuses_bad_values_with_line_and_column() {
+        let t = format!("{HEAD}\nvllm,,m/x,b200,,,,1024,128,4.5,2,1,1,2,1,61.2,7.5\n");
+        let e = parse_e2e_csv(&t, "f.csv").unwrap_err().to_string();
+        assert!(e.contains("f.csv:2") && e.contains("batch_size"), "{e}");
+        let t = format!("{HEAD}\nvllm,,m/x,b200,,,,1024,128,4,2,1,1,2,1,61.2,-1\n");
+        let e = parse_e2e_csv(&t, "f.csv").unwrap_err().to_string();
+        assert!(e.contains("silicon_tpot_ms"), "{e}");
+        let e = parse_e2e_csv("backend,model_path\n", "f.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing column"), "{e}");
+        assert!(!is_e2e_csv("m,n,k,dtype,latency_ms\n1,2,3,bf16,1"));
+    }
+}

@@ -1,0 +1,203 @@
+//! Serving engines as descriptions (`configs/engines/<name>.toml`): what an engine version
+//! does that the cost model must know, apart from the hardware it runs on.
+//!
+//! An engine's defaults often depend on the hardware (vLLM picks `max_num_seqs` by GPU memory,
+//! its custom all-reduce switches from one-shot to two-shot at a size that depends on the
+//! world size, a kernel path exists only on one architecture), so the file holds those as
+//! rules and [`EngineFile::resolve`] turns them into the concrete [`EngineSpec`] for one
+//! system. The cost model reads only the resolved form.
+//!
+//! A system names its default engine; `--engine NAME|FILE` replaces it and `--set engine.X=…`
+//! changes a resolved field. Older system files that carry the resolved `[engine]` table inline
+//! still read.
+
+use crate::spec::gpu::GpuSpec;
+use crate::spec::model::FormatKind;
+use crate::spec::system::{AllReduceImpl, NcclAlgorithm, NcclProtocol};
+use crate::units::{Bytes, Fraction, Seconds};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Serving-engine facts the cost model reads, resolved for one system.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSpec {
+    /// Engine and version, for the reader.
+    pub name: String,
+    /// Decode steps replayed from CUDA graphs (GPU-side gaps only) or launched eagerly.
+    pub cuda_graphs: bool,
+    pub allreduce: AllReduceImpl,
+    pub nccl_algorithm: NcclAlgorithm,
+    pub nccl_protocol: NcclProtocol,
+    /// Largest message the custom all-reduce takes (vLLM: 8 MB for 8 GPUs).
+    pub custom_allreduce_max: Bytes,
+    /// Below this size the custom kernel is one-shot, above it two-shot.
+    pub one_shot_max: Bytes,
+    /// GPU idle time between consecutive kernels inside a CUDA graph.
+    pub kernel_gap: Seconds,
+    /// CPU launch cost per kernel when CUDA graphs are off.
+    pub kernel_launch: Seconds,
+    /// Fixed cost of one decode step outside the GPU's kernels: scheduling, sampling,
+    /// output processing.
+    pub step_overhead: Seconds,
+    /// Fraction of each GPU's memory the engine takes (vLLM's `gpu_memory_utilization`).
+    pub gpu_memory_utilization: Fraction,
+    /// Memory per GPU held for activations, CUDA graphs and workspace.
+    pub activation_reserve: Bytes,
+    /// Most sequences the scheduler runs at once.
+    pub max_num_seqs: u32,
+    /// Token budget per step (decode tokens plus prefill chunks).
+    pub max_num_batched_tokens: u32,
+    /// Prefill split into chunks that share steps with decode.
+    pub chunked_prefill: bool,
+    /// Weight formats this engine's kernels dequantize in a separate, memory-bound cast pass
+    /// instead of inside the GEMM.
+    #[serde(default)]
+    pub unfused_dequant: Vec<FormatKind>,
+}
+
+/// A system's engine: a name (built-in or path) or, in older files, the resolved table.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum EngineRef {
+    Name(String),
+    Inline(Box<EngineSpec>),
+}
+
+/// One size by world size: applies to systems of at most `max_gpus` GPUs.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorldSizeRule {
+    pub max_gpus: u32,
+    pub size: Bytes,
+}
+
+/// Scheduler limits by GPU memory: applies to GPUs of at least `min_gpu_memory`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRule {
+    pub min_gpu_memory: Bytes,
+    pub max_num_seqs: u32,
+    pub max_num_batched_tokens: u32,
+}
+
+/// Weight formats cast in a separate pass on GPUs whose architecture names `arch`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ArchRule {
+    /// Matched against the GPU description's `architecture` (e.g. `SM120`).
+    pub arch: String,
+    pub formats: Vec<FormatKind>,
+}
+
+/// One engine, read 1:1 from `configs/engines/<name>.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EngineFile {
+    pub name: String,
+    pub description: String,
+    /// Versions the description is for.
+    pub version: String,
+    pub cuda_graphs: bool,
+    pub allreduce: AllReduceImpl,
+    pub nccl_algorithm: NcclAlgorithm,
+    pub nccl_protocol: NcclProtocol,
+    pub custom_allreduce_max: Bytes,
+    /// One-shot limit of the custom all-reduce by world size; the first rule whose
+    /// `max_gpus` covers the system applies.
+    pub one_shot_max: Vec<WorldSizeRule>,
+    pub kernel_gap: Seconds,
+    pub kernel_launch: Seconds,
+    pub step_overhead: Seconds,
+    pub gpu_memory_utilization: Fraction,
+    pub activation_reserve: Bytes,
+    /// Scheduler defaults by GPU memory; the first rule the GPU reaches applies.
+    pub batch_defaults: Vec<BatchRule>,
+    pub chunked_prefill: bool,
+    #[serde(default)]
+    pub unfused_dequant: Vec<ArchRule>,
+    pub sources: BTreeMap<String, String>,
+}
+
+impl EngineFile {
+    /// The engine as it runs on `gpu_count` of `gpu`.
+    pub fn resolve(&self, gpu: &GpuSpec, gpu_count: u32) -> Result<EngineSpec, (String, String)> {
+        let one_shot = self
+            .one_shot_max
+            .iter()
+            .find(|r| gpu_count <= r.max_gpus)
+            .or(self.one_shot_max.last())
+            .ok_or_else(|| ("one_shot_max".to_string(), "at least one rule".to_string()))?;
+        let batch = self
+            .batch_defaults
+            .iter()
+            .find(|r| gpu.memory_capacity.0 >= r.min_gpu_memory.0)
+            .ok_or_else(|| {
+                (
+                    "batch_defaults".to_string(),
+                    format!(
+                        "a rule for a GPU of {:.1} GB (end with min_gpu_memory = \"0 B\")",
+                        gpu.memory_capacity.0 / 1e9
+                    ),
+                )
+            })?;
+        let mut unfused = Vec::new();
+        for r in &self.unfused_dequant {
+            if gpu.architecture.contains(&r.arch) {
+                unfused.extend(r.formats.iter().copied());
+            }
+        }
+        let e = EngineSpec {
+            name: self.name.clone(),
+            cuda_graphs: self.cuda_graphs,
+            allreduce: self.allreduce,
+            nccl_algorithm: self.nccl_algorithm,
+            nccl_protocol: self.nccl_protocol,
+            custom_allreduce_max: self.custom_allreduce_max,
+            one_shot_max: one_shot.size,
+            kernel_gap: self.kernel_gap,
+            kernel_launch: self.kernel_launch,
+            step_overhead: self.step_overhead,
+            gpu_memory_utilization: self.gpu_memory_utilization,
+            activation_reserve: self.activation_reserve,
+            max_num_seqs: batch.max_num_seqs,
+            max_num_batched_tokens: batch.max_num_batched_tokens,
+            chunked_prefill: self.chunked_prefill,
+            unfused_dequant: unfused,
+        };
+        e.validate()?;
+        Ok(e)
+    }
+}
+
+impl EngineSpec {
+    /// Field errors are named as `--set` and inline tables name them (`engine.<field>`).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.max_num_seqs == 0 {
+            return Err(("engine.max_num_seqs".into(), "at least 1 sequence".into()));
+        }
+        if self.max_num_batched_tokens == 0 {
+            return Err((
+                "engine.max_num_batched_tokens".into(),
+                "at least 1 token".into(),
+            ));
+        }
+        for (field, v) in [
+            ("engine.kernel_gap", self.kernel_gap),
+            ("engine.kernel_launch", self.kernel_launch),
+            ("engine.step_overhead", self.step_overhead),
+        ] {
+            if v.0.is_nan() || v.0 > 1.0 {
+                return Err((field.into(), "a time of at most 1 s".into()));
+            }
+        }
+        let u = self.gpu_memory_utilization.0;
+        if !(1e-3..=1.0).contains(&u) {
+            return Err((
+                "engine.gpu_memory_utilization".into(),
+                "a fraction between 0.001 and 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}

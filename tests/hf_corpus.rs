@@ -1,0 +1,449 @@
+//! The real-config corpus (`../shared/hf-configs`, one folder per published checkpoint, with
+//! ModelOpt's `hf_quant_config.json` where the publisher ships one): every config imports,
+//! predicts a decode step on 8x B200 at batch 1, and its parameter count matches the size
+//! its publisher states, in the name or the model card.
+//!
+//! Skipped, with a message, when the corpus folder is absent (a clean clone without
+//! `../shared`).
+
+use rooftop::cost::memory::count_params;
+use rooftop::cost::Parallel;
+use rooftop::predict::{predict, Scenario};
+use rooftop::spec::registry::read_hf;
+use rooftop::spec::{ModelSpec, System};
+use std::path::PathBuf;
+
+fn corpus() -> Option<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/hf-configs");
+    if d.is_dir() {
+        Some(d)
+    } else {
+        eprintln!(
+            "skipped: {} is absent (the shared config corpus is not checked out)",
+            d.display()
+        );
+        None
+    }
+}
+
+fn folders(d: &PathBuf) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("config.json").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+fn import(dir: &std::path::Path) -> ModelSpec {
+    read_hf(&dir.join("config.json"), None, None)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .model
+}
+
+/// The largest TP that divides the GPUs and that the model's heads allow.
+fn layout(m: &ModelSpec, s: &System) -> Parallel {
+    let mut tp = s.spec.gpu_count;
+    while tp > 0 {
+        let p = Parallel::tp(tp);
+        if p.validate(m, s).is_ok() {
+            return p;
+        }
+        tp /= 2;
+    }
+    panic!("no TP layout for {} on {}", m.name, s.spec.name)
+}
+
+#[test]
+fn every_corpus_config_imports_and_predicts_on_8x_b200() {
+    let Some(d) = corpus() else { return };
+    let sys = System::load("8x-b200-nvlink").unwrap();
+    let dirs = folders(&d);
+    assert!(dirs.len() >= 36, "corpus has {} configs", dirs.len());
+    for dir in &dirs {
+        let m = import(dir);
+        let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
+        let p = predict(&sc, 1, 1024).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        assert!(
+            p.tpot_ms.is_finite() && p.tpot_ms > 0.0,
+            "{}",
+            dir.display()
+        );
+        assert!(p.sol_tpot_ms <= p.tpot_ms, "{}", dir.display());
+        let sum: f64 = p.breakdown_ms.values().sum();
+        assert!(
+            (sum - p.tpot_ms).abs() <= 1e-9 * p.tpot_ms,
+            "{}",
+            dir.display()
+        );
+        assert!(p.memory.kv_bytes_per_token_per_gpu >= 0.0);
+        assert!(p.model_params.total > p.model_params.active * 0.999);
+    }
+}
+
+/// A size as publishers write it ("397B", "31.6B", "1.03T") and the tolerance it allows:
+/// 2 %, or half a unit of its last digit when that is wider (a name's "A3B" stands for
+/// anything that rounds to 3 B, e.g. Qwen3-30B-A3B's 3.3 B).
+fn stated(s: &str) -> (f64, f64) {
+    let (num, unit) = s.split_at(s.len() - 1);
+    let scale = match unit {
+        "B" => 1e9,
+        "T" => 1e12,
+        _ => panic!("size {s}"),
+    };
+    let v: f64 = num.parse().unwrap();
+    let decimals = num.split('.').nth(1).map_or(0, str::len) as i32;
+    let half_unit = 0.5 * 10f64.powi(-decimals) * scale;
+    (v * scale, (0.02 * v * scale).max(half_unit))
+}
+
+/// How the publisher counts: the total with or without the vision tower, the active count
+/// with or without the input embedding (a token reads one row of it; OpenAI and DeepSeek
+/// leave it out, Qwen and Meta count it).
+#[derive(Clone, Copy)]
+enum Count {
+    Text,
+    WithVision,
+}
+
+#[derive(Clone, Copy)]
+enum Active {
+    WithEmbedding,
+    WithoutEmbedding,
+}
+
+/// (corpus folder, stated total, how, stated active, how, where it is stated).
+type Stated = (
+    &'static str,
+    &'static str,
+    Count,
+    Option<&'static str>,
+    Active,
+    &'static str,
+);
+
+const STATED: &[Stated] = &[
+    (
+        "Qwen--Qwen3.5-397B-A17B",
+        "397B",
+        Count::WithVision,
+        Some("17B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "nvidia--Qwen3.5-397B-A17B-NVFP4",
+        "397B",
+        Count::WithVision,
+        Some("17B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "Qwen--Qwen3.5-35B-A3B",
+        "35B",
+        Count::WithVision,
+        Some("3B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "Qwen--Qwen3.5-27B",
+        "27B",
+        Count::WithVision,
+        None,
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "Qwen--Qwen3-235B-A22B",
+        "235B",
+        Count::Text,
+        Some("22B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "Qwen--Qwen3-235B-A22B-FP8",
+        "235B",
+        Count::Text,
+        Some("22B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "nvidia--Qwen3-235B-A22B-NVFP4",
+        "235B",
+        Count::Text,
+        Some("22B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "Qwen--Qwen3-30B-A3B",
+        "30.5B",
+        Count::Text,
+        Some("3.3B"),
+        Active::WithEmbedding,
+        "card",
+    ),
+    (
+        "Qwen--Qwen3-32B",
+        "32.8B",
+        Count::Text,
+        None,
+        Active::WithEmbedding,
+        "card",
+    ),
+    (
+        "Qwen--Qwen3-32B-FP8",
+        "32.8B",
+        Count::Text,
+        None,
+        Active::WithEmbedding,
+        "card",
+    ),
+    (
+        "Qwen--Qwen3-8B",
+        "8.2B",
+        Count::Text,
+        None,
+        Active::WithEmbedding,
+        "card",
+    ),
+    (
+        "meta-llama--Meta-Llama-3.1-8B",
+        "8B",
+        Count::Text,
+        None,
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "meta-llama--Meta-Llama-3.1-70B",
+        "70B",
+        Count::Text,
+        None,
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "nvidia--Llama-3.1-70B-Instruct-FP8",
+        "70B",
+        Count::Text,
+        None,
+        Active::WithEmbedding,
+        "name",
+    ),
+    (
+        "meta-llama--Llama-4-Scout-17B-16E-Instruct",
+        "109B",
+        Count::Text,
+        Some("17B"),
+        Active::WithEmbedding,
+        "card; name 17B active",
+    ),
+    (
+        "mistralai--Mixtral-8x7B-v0.1",
+        "46.7B",
+        Count::Text,
+        Some("12.9B"),
+        Active::WithEmbedding,
+        "card",
+    ),
+    (
+        "deepseek-ai--DeepSeek-V3",
+        "671B",
+        Count::Text,
+        Some("37B"),
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "deepseek-ai--DeepSeek-R1",
+        "671B",
+        Count::Text,
+        Some("37B"),
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "nvidia--DeepSeek-V3.1-NVFP4",
+        "671B",
+        Count::Text,
+        Some("37B"),
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "deepseek-ai--DeepSeek-V3.2",
+        "671B",
+        Count::Text,
+        Some("37B"),
+        Active::WithoutEmbedding,
+        "card (685B with the 14B MTP module)",
+    ),
+    (
+        "moonshotai--Kimi-K2.5",
+        "1.03T",
+        Count::Text,
+        Some("32B"),
+        Active::WithoutEmbedding,
+        "card; reference/models.md",
+    ),
+    (
+        "nvidia--Kimi-K2.5-NVFP4",
+        "1.03T",
+        Count::Text,
+        Some("32B"),
+        Active::WithoutEmbedding,
+        "card; reference/models.md",
+    ),
+    (
+        "zai-org--GLM-5",
+        "744B",
+        Count::Text,
+        None,
+        Active::WithoutEmbedding,
+        "card; reference/models.md",
+    ),
+    (
+        "zai-org--GLM-5-FP8",
+        "744B",
+        Count::Text,
+        None,
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "nvidia--GLM-5-NVFP4",
+        "744B",
+        Count::Text,
+        None,
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "openai--gpt-oss-120b",
+        "116.8B",
+        Count::Text,
+        Some("5.1B"),
+        Active::WithoutEmbedding,
+        "card; reference/models.md",
+    ),
+    (
+        "MiniMaxAI--MiniMax-M2.5",
+        "229B",
+        Count::Text,
+        Some("10B"),
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "nvidia--MiniMax-M2.5-NVFP4",
+        "229B",
+        Count::Text,
+        Some("10B"),
+        Active::WithoutEmbedding,
+        "card",
+    ),
+    (
+        "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        "31.6B",
+        Count::Text,
+        Some("3.6B"),
+        Active::WithEmbedding,
+        "card (name 30B-A3B)",
+    ),
+    (
+        "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+        "31.6B",
+        Count::Text,
+        Some("3.6B"),
+        Active::WithEmbedding,
+        "card (name 30B-A3B)",
+    ),
+    (
+        "google--gemma-4-26B-A4B",
+        "26B",
+        Count::WithVision,
+        Some("4B"),
+        Active::WithEmbedding,
+        "name",
+    ),
+];
+
+#[test]
+fn parameter_counts_match_publisher_stated_sizes() {
+    let Some(d) = corpus() else { return };
+    let mut failures = Vec::new();
+    for (folder, total, how, active, how_active, source) in STATED {
+        let dir = d.join(folder);
+        if !dir.is_dir() {
+            continue; // the held-out set may differ; only present folders are checked
+        }
+        let m = import(&dir);
+        let p = count_params(&m);
+        let computed = match how {
+            Count::Text => p.total,
+            Count::WithVision => p.total + p.vision,
+        };
+        let (want, tol) = stated(total);
+        let line = format!(
+            "{folder}: total {:.2}B vs stated {total} ({source})",
+            computed / 1e9
+        );
+        if (computed - want).abs() > tol {
+            failures.push(line);
+        }
+        if let Some(a) = active {
+            let computed = match how_active {
+                Active::WithEmbedding => p.active,
+                Active::WithoutEmbedding => p.active - p.embedding,
+            };
+            let (want, tol) = stated(a);
+            if (computed - want).abs() > tol {
+                failures.push(format!(
+                    "{folder}: active {:.2}B vs stated {a} ({source})",
+                    computed / 1e9
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn hybrid_models_hold_a_fixed_state_not_a_growing_cache() {
+    let Some(d) = corpus() else { return };
+    let sys = System::load("8x-b200-nvlink").unwrap();
+    for (folder, growing_layers) in [
+        ("Qwen--Qwen3.5-397B-A17B", 15.0),
+        ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 6.0),
+    ] {
+        let dir = d.join(folder);
+        if !dir.is_dir() {
+            continue;
+        }
+        let m = import(&dir);
+        let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
+        let short = sc.memory(1.0, 1024.0);
+        let long = sc.memory(1.0, 131_072.0);
+        assert!(short.state_bytes_per_sequence_per_gpu > 0.0, "{folder}");
+        // Only the full-attention layers grow with the context.
+        let (kv, d) = match m.attention() {
+            rooftop::spec::Attention::Gqa { kv_heads, head_dim } => (kv_heads, head_dim),
+            _ => unreachable!(),
+        };
+        let kv_local = (kv as f64 / sc.parallel.tp as f64).max(1.0);
+        let per_token =
+            growing_layers * 2.0 * kv_local * d as f64 * m.quantization.kv_cache.bytes();
+        assert_eq!(short.kv_bytes_per_token_per_gpu, per_token, "{folder}");
+        let grow = (long.kv_needed_gb - short.kv_needed_gb) * 1e9;
+        assert!(
+            (grow - per_token * (131_072.0 - 1024.0)).abs() < 1e-6 * grow,
+            "{folder}"
+        );
+    }
+}

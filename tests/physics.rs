@@ -309,3 +309,30 @@ fn context_grid_equals_full_evaluation() {
         }
     }
 }
+
+/// A longer context never decodes faster, at every step of 16 positions through the split-KV
+/// boundaries of the decode-attention kernel model, on every generation's GPU.
+#[test]
+fn decode_never_gets_faster_with_context() {
+    for (model, system) in [
+        ("llama-3.1-8b", "8x-l40s-pcie"),
+        ("qwen3-30b-a3b", "8x-h100-nvlink"),
+        ("gpt-oss-120b", "8x-b200-nvlink"),
+        ("llama-3.1-70b", "8x-rtx-pro-6000-pcie"),
+    ] {
+        let m = load_model(model).unwrap();
+        let s = System::load(system).unwrap();
+        let ev = Evaluator::new(&m, &s, Parallel::tp(8), CostParams::default_for(&s)).unwrap();
+        for batch in [1.0, 3.0, 64.0] {
+            let mut last = 0.0;
+            for c in (0..20_000).step_by(16) {
+                let t = ev.step_time(&Pass::decode(batch, c as f64));
+                assert!(
+                    t >= last,
+                    "{model} on {system}, batch {batch}: context {c} decodes in {t} s < {last} s"
+                );
+                last = t;
+            }
+        }
+    }
+}

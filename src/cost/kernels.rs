@@ -83,14 +83,20 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     (flops, weight_bytes + pair_bytes, t, tc > tm)
 }
 
-/// Kernel time of a decode attention call over `bytes` with `sequences × kv_heads` work
-/// items attending `span` positions each, or `None` at the speed of light.
+/// Kernel time of a decode attention call streaming `kv_bytes` of cache (plus `other_bytes`
+/// of queries and outputs) with `sequences × kv_heads` work items attending `span` positions
+/// each, or `None` at the speed of light.
+///
+/// The split count is the mean over contexts (`span / split_block`, not rounded up): a
+/// rounded count makes time fall just past each split boundary, and a longer context never
+/// decodes faster. Splits divide the cache stream only; every split reads its queries.
 pub fn decode_attention_time(
     dev: &Device,
     sequences: f64,
     kv_heads: f64,
     span: f64,
-    bytes: f64,
+    kv_bytes: f64,
+    other_bytes: f64,
 ) -> Option<f64> {
     if dev.params.is_sol() || sequences <= 0.0 || kv_heads <= 0.0 {
         return None;
@@ -98,12 +104,10 @@ pub fn decode_attention_time(
     let k = &dev.kernels.decode_attention;
     let sms = dev.sm_count;
     let items = sequences * kv_heads;
-    let splits = (span / k.split_block as f64)
-        .ceil()
-        .clamp(1.0, k.max_splits as f64);
+    let splits = (span / k.split_block as f64).clamp(1.0, k.max_splits as f64);
     let busy = (items * splits / sms).min(1.0);
-    let stream =
-        bytes / (k.memory_fraction * dev.system.gpu.memory_bandwidth.0 * dev.mem_scale * busy);
+    let bw = k.memory_fraction * dev.system.gpu.memory_bandwidth.0 * dev.mem_scale;
+    let stream = kv_bytes / (bw * busy) + other_bytes / bw;
     Some(k.floor.0 + stream + k.per_item.0 * items / sms)
 }
 

@@ -140,9 +140,13 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             span,
             flops,
             bytes,
+            kv_bytes_per_token,
             ..
         } => {
             let (t, b) = roofline(flops, bytes, dev.attention_rate, mem);
+            // The cache the kernel streams: every sequence's attended positions; the rest of
+            // its bytes (queries, outputs, the new token's K/V) are not split across CTAs.
+            let kv = (sequences * span * kv_bytes_per_token).min(bytes);
             // Decode kernels (a few queries per sequence) as they run: floor, split-KV
             // occupancy and per-item cost; prefill and the indexer stay on the roofline.
             // MLA's latent kernels (FlashMLA, FlashInfer/Triton MLA) split differently and
@@ -150,7 +154,9 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             let decode = matches!(kind, AttentionKind::Gqa | AttentionKind::SlidingWindow)
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences;
             match decode
-                .then(|| kernels::decode_attention_time(dev, sequences, kv_heads, span, bytes))
+                .then(|| {
+                    kernels::decode_attention_time(dev, sequences, kv_heads, span, kv, bytes - kv)
+                })
                 .flatten()
             {
                 Some(k) if k > t => (flops, bytes, k, Bound::Memory, Some(MathDtype::Bf16), None),

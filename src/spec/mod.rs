@@ -9,7 +9,9 @@ pub mod registry;
 pub mod system;
 
 pub use gpu::{GpuSpec, MathDtype};
-pub use interconnect::{InterconnectSpec, LinkKind};
+pub use interconnect::{
+    BusFraction, CollectiveModel, InterconnectSpec, LinkKind, NvlsSpec, P2pLatency,
+};
 pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, WeightFormat};
 pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, SystemSpec, Topology};
 

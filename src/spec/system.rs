@@ -66,10 +66,18 @@ pub struct EngineSpec {
     pub allreduce: AllReduceImpl,
     pub nccl_algorithm: NcclAlgorithm,
     pub nccl_protocol: NcclProtocol,
-    /// Largest message the custom all-reduce takes (vLLM: 8 MB for 8 GPUs).
+    /// Largest message the custom all-reduce takes (vLLM: 8 MiB).
     pub custom_allreduce_max: Bytes,
-    /// Below this size the custom kernel is one-shot, above it two-shot.
+    /// Up to this size the custom kernel is one-shot, above it two-shot, on more than 4 GPUs
+    /// (vLLM: 256 KiB).
     pub one_shot_max: Bytes,
+    /// The same limit on at most 4 GPUs (vLLM: 512 KiB; defaults to `one_shot_max`).
+    #[serde(default)]
+    pub one_shot_max_4gpu: Option<Bytes>,
+    /// Largest message vLLM's symmetric-memory all-reduce takes on NVSwitch systems with
+    /// NVLS, above the custom kernel's limit (none: NCCL straight above it).
+    #[serde(default)]
+    pub symm_mem_max: Option<Bytes>,
     /// GPU idle time between consecutive kernels inside a CUDA graph.
     pub kernel_gap: Seconds,
     /// CPU launch cost per kernel when CUDA graphs are off.
@@ -147,6 +155,9 @@ pub struct SystemSpec {
     /// CPU sockets the GPUs are spread over (PCIe root-complex systems).
     #[serde(default = "one")]
     pub sockets: u32,
+    /// GPUs behind one PCIe switch (`pcie-switch` topology; defaults to all of a socket's).
+    #[serde(default)]
+    pub gpus_per_switch: Option<u32>,
     /// Peer-to-peer access between GPUs enabled.
     pub p2p: bool,
     /// Rental or amortised price, US dollars per GPU-hour, where known.
@@ -168,6 +179,9 @@ impl SystemSpec {
         }
         if self.sockets == 0 {
             return Err(("sockets".into(), "at least 1 socket".into()));
+        }
+        if self.gpus_per_switch == Some(0) {
+            return Err(("gpus_per_switch".into(), "at least 1 GPU".into()));
         }
         if self.engine.max_num_seqs == 0 {
             return Err(("engine.max_num_seqs".into(), "at least 1 sequence".into()));

@@ -59,7 +59,9 @@ pub struct ScenarioArgs {
 #[derive(Debug, Args, Clone)]
 pub struct MeasuredArgs {
     /// Measured files (the team's log, vLLM benchmark JSON, nccl-tests output, GEMM CSV,
-    /// profiler trace, rooftop measurement TOML) or built-in measurement names.
+    /// profiler trace, rooftop measurement TOML) or built-in measurement names; for
+    /// `validate`, also kernel tables (gemm, moe, attention_decode, mla_decode_module, nccl,
+    /// vllm_custom_allreduce columns) or a directory of them.
     #[arg(long, num_args = 1.., default_value = "k25b6000bench1")]
     pub measured: Vec<String>,
     /// Prompt length to assume where a measurement does not give it (the team's record does
@@ -165,7 +167,7 @@ pub enum Command {
     },
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
-        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json"
+        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured ../shared/measured/dev/gemm_h100-sxm.csv\n  rooftop validate --measured ../shared/measured/dev   (every kernel table in it, each on its GPU's system)"
     )]
     Validate {
         #[command(flatten)]

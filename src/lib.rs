@@ -17,6 +17,7 @@ pub mod whatif;
 pub use error::{Error, Result};
 pub mod export;
 pub mod import_hf;
+pub mod kernel_check;
 pub mod measured;
 pub mod ops;
 pub mod options;

@@ -347,3 +347,25 @@ fn layouts_past_32_bits_of_gpus_do_not_wrap() {
     assert!(e.contains("needs"), "{e}");
     assert!(Parallel::resolve(&h200(), None, None, Some(1 << 16), Some(1 << 16)).is_err());
 }
+
+/// vLLM refuses a layout whose per-rank shard of a 128 x 128 block-scaled FP8 weight is not
+/// whole blocks: Qwen3-235B-A22B-FP8 (experts 1,536 wide) at TP8 leaves 192 per rank.
+#[test]
+fn block_fp8_layouts_vllm_refuses_are_refused_with_the_reason() {
+    let m = load_model("qwen3-235b-a22b-fp8").unwrap();
+    let sys = rooftop::spec::System::load("8x-h100-nvlink").unwrap();
+    let e = Parallel::tp(8).validate(&m, &sys).unwrap_err().to_string();
+    assert!(
+        e.contains("1536") && e.contains("192") && e.contains("128"),
+        "{e}"
+    );
+    Parallel::tp(4).validate(&m, &sys).unwrap();
+    let ep = Parallel {
+        ep: 8,
+        ..Parallel::tp(8)
+    };
+    ep.validate(&m, &sys).unwrap();
+    // DeepSeek-V3's shards are whole blocks at TP8.
+    let d = load_model("deepseek-v3-fp8").unwrap();
+    Parallel::tp(8).validate(&d, &sys).unwrap();
+}

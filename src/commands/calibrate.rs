@@ -325,6 +325,9 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
 }
 
 pub fn run_validate(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<u8>> {
+    if let Some((tables, skipped)) = crate::commands::kernel_validate::kernel_tables(&m.measured)? {
+        return crate::commands::kernel_validate::run(args, &tables, skipped, format);
+    }
     let v = validation(args, m)?;
     export::export(&v, format, validation_text)
 }

@@ -4,6 +4,7 @@
 pub mod calibrate;
 pub mod catalog;
 pub mod import_hf;
+pub mod kernel_validate;
 pub mod op;
 pub mod plot;
 pub mod predict;

@@ -24,19 +24,11 @@ const LATENCY_COLUMNS: [(&str, f64); 4] = [
 
 /// Parse a GEMM benchmark CSV. `file` labels errors and origins.
 pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-    let Some((header_line, header)) = lines.next() else {
-        return Err(measured_error(
-            file,
-            None,
-            "no header line: the file is empty",
-        ));
-    };
-    let titles: Vec<String> = split(header).map(|t| t.to_ascii_lowercase()).collect();
+    let CsvText {
+        header_line,
+        titles,
+        lines,
+    } = csv_text(text, file)?;
     let column = |name: &str| -> Result<usize> {
         titles.iter().position(|t| t == name).ok_or_else(|| {
             measured_error(
@@ -115,13 +107,45 @@ pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
     Ok(set)
 }
 
+/// A CSV text: its header (the first line that is neither blank nor a `#` comment, titles
+/// lower-cased) and its data lines with their 1-based numbers.
+pub(crate) struct CsvText<'a, I: Iterator<Item = (usize, &'a str)>> {
+    pub header_line: usize,
+    pub titles: Vec<String>,
+    pub lines: I,
+}
+
+/// Split `text` into header and data lines; an empty text is an error naming `file`.
+pub(crate) fn csv_text<'a>(
+    text: &'a str,
+    file: &str,
+) -> Result<CsvText<'a, impl Iterator<Item = (usize, &'a str)>>> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let Some((header_line, header)) = lines.next() else {
+        return Err(measured_error(
+            file,
+            None,
+            "no header line: the file is empty",
+        ));
+    };
+    Ok(CsvText {
+        header_line,
+        titles: split(header).map(|t| t.to_ascii_lowercase()).collect(),
+        lines,
+    })
+}
+
 /// Fields of a CSV line, trimmed and unquoted.
-fn split(line: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn split(line: &str) -> impl Iterator<Item = &str> {
     line.split(',').map(|f| f.trim().trim_matches('"').trim())
 }
 
 /// A positive integer size; `4096.0` (as pandas writes integer columns with gaps) is accepted.
-fn parse_size(v: &str) -> Option<u64> {
+pub(crate) fn parse_size(v: &str) -> Option<u64> {
     if let Ok(n) = v.parse::<u64>() {
         return (n > 0).then_some(n);
     }

@@ -6,6 +6,7 @@
 //! Every observation remembers where it came from, so residuals can be reported per point.
 
 pub mod gemm_csv;
+pub mod kernel_table;
 pub mod macro_log;
 pub mod nccl;
 pub mod toml_file;

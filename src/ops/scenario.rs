@@ -1,7 +1,7 @@
 //! What is being evaluated: a parallel layout and the shape of one forward pass.
 
 use crate::error::{Error, Result};
-use crate::spec::{Attention, ModelSpec, System};
+use crate::spec::{Attention, ModelSpec, System, WeightFormat};
 use serde::Serialize;
 use std::fmt;
 
@@ -121,6 +121,61 @@ impl Parallel {
             }
             None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
             _ => {}
+        }
+        self.check_weight_blocks(model)
+    }
+
+    /// Block-scaled weights split across ranks must split into whole blocks: vLLM refuses
+    /// a layout whose per-rank shard of a 128 x 128 block-scaled FP8 weight is not a
+    /// multiple of 128 ("... is not divisible by weight quantization block_n = 128", the
+    /// block-shape check of vLLM's FP8 linear method). Qwen3-235B-A22B-FP8 at TP8: experts of
+    /// width 1,536 split 8 ways leave 192 per rank, so it cannot run (issue 13).
+    fn check_weight_blocks(&self, model: &ModelSpec) -> Result<()> {
+        let q = &model.quantization;
+        let c = &model.config;
+        let mut shards: Vec<(&str, WeightFormat, u32, u32)> = Vec::new();
+        if model.dense_layers() > 0 {
+            if let Some(i) = c.intermediate_size {
+                shards.push(("dense MLP width", q.dense_mlp(), i, self.tp));
+            }
+        }
+        if let Some(m) = model.moe() {
+            shards.push((
+                "expert width",
+                q.routed_experts(),
+                m.expert_intermediate,
+                self.moe_tp(),
+            ));
+            if m.shared > 0 {
+                shards.push((
+                    "shared-expert width",
+                    q.shared_experts(),
+                    m.expert_intermediate * m.shared,
+                    self.tp,
+                ));
+            }
+        }
+        if let Attention::Gqa { head_dim, .. } = model.attention() {
+            shards.push((
+                "attention output width (heads x head_dim)",
+                q.attention(),
+                c.num_attention_heads * head_dim,
+                self.tp,
+            ));
+        }
+        for (what, w, width, ranks) in shards {
+            let Some(b) = w.block_edge() else { continue };
+            let per_rank = width / ranks.max(1);
+            if !width.is_multiple_of(ranks.max(1)) || !per_rank.is_multiple_of(b) {
+                return Err(Error::Scenario(format!(
+                    "layout {self} cannot run {}: its {what} {width} split over {ranks} ranks \
+                     leaves {} per rank, not a multiple of the {b}-wide {w} weight blocks \
+                     (vLLM refuses it); use fewer tensor-parallel ranks for it or expert \
+                     parallelism",
+                    model.name,
+                    width as f64 / ranks.max(1) as f64
+                )));
+            }
         }
         Ok(())
     }

@@ -194,6 +194,13 @@ impl WeightFormat {
     pub fn bytes_per_weight(&self) -> f64 {
         self.bits_per_weight() / 8.0
     }
+
+    /// Edge of the square weight blocks that share one scale (128 for `fp8-block128`);
+    /// `None` for per-tensor, per-channel or per-group (1-D) scales.
+    pub fn block_edge(&self) -> Option<u32> {
+        (self.kind == FormatKind::Fp8 && self.group_size > 0)
+            .then(|| (self.group_size as f64).sqrt().round() as u32)
+    }
 }
 
 impl FromStr for WeightFormat {

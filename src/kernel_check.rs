@@ -1,0 +1,572 @@
+//! Measured kernels against the model: each row of a kernel table
+//! (`measured::kernel_table`) becomes the operator list the model would run for it, priced
+//! by `cost::price::cost_all` on the table's GPU at speed of light, with default parameters
+//! and (given a calibration) calibrated ones; then errors are summarised per GPU, family and
+//! format.
+//!
+//! [`operators`] is the one place a row's shape becomes operators, one arm per family, so a
+//! better kernel model changes what a family maps to here or how `cost/` prices it, and
+//! every table, `rooftop validate` and the regression test see the change at once. Nothing
+//! here fits anything: the summary is a measurement of the model, not an input to it.
+
+use crate::cost::price::cost_all;
+use crate::cost::{Bound, CostParams, Device, Pass};
+use crate::error::{Error, Result};
+use crate::measured::kernel_table::{
+    CollectiveName, Family, GemmDtype, KernelRow, KernelShape, KernelTable, MoeDtype, Routing,
+};
+use crate::ops::{
+    collective_ops, gemm_ops, BlockKind, BuildContext, Category, CollectiveKind, Operator, Parallel,
+};
+use crate::spec::{
+    model::{ModelConfig, QuantSpec},
+    registry, AllReduceImpl, KvDtype, MathDtype, ModelSpec, System, WeightFormat,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The model DeepSeek-V3's MLA module rows are built from.
+const MLA_MODEL: &str = "deepseek-v3-fp8";
+
+/// One measured row beside the model's predictions, all in microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelCheckRow {
+    /// `file:line` of the row.
+    pub origin: String,
+    pub gpu: String,
+    pub system: String,
+    pub family: Family,
+    pub format: String,
+    pub kernel: String,
+    /// The measured shape, described.
+    pub point: String,
+    /// Unit of `measured`, `sol`, `default` and `calibrated`.
+    pub unit: &'static str,
+    pub measured: f64,
+    pub sol: f64,
+    pub default: f64,
+    pub calibrated: Option<f64>,
+    /// (default − measured) / measured: a signed relative error, as a fraction.
+    pub default_error: f64,
+    /// (calibrated − measured) / measured, as a fraction.
+    pub calibrated_error: Option<f64>,
+    /// The least time the hardware allows, us: the speed of light with every byte that
+    /// fits in L2 free (a benchmark repeating the call may find its data there), i.e.
+    /// max(compute, link and latency time at SOL, (DRAM bytes − L2) / bandwidth).
+    pub floor: f64,
+    /// Measured below `floor`: the model's mapping of this row (or its bound) is wrong.
+    pub below_floor: bool,
+}
+
+/// Errors of one group of rows (fractions).
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorSummary {
+    pub gpu: String,
+    pub family: Family,
+    /// The format, or `all` for the family as a whole.
+    pub format: String,
+    pub n: usize,
+    /// Median of |default error|.
+    pub median_abs_error: f64,
+    /// 90th percentile of |default error|.
+    pub p90_abs_error: f64,
+    /// Mean signed default error: above 0, the model is slow on average.
+    pub mean_signed_error: f64,
+}
+
+/// Micro-seconds: the one unit every row is reported in.
+pub const UNIT: &str = "us";
+
+/// The system a table is priced on: `given` when its GPU is the one the table names (so
+/// `--set` overrides and `--calibration` apply), else the first built-in system with the
+/// named GPU, else `given` when the table names no GPU rooftop knows.
+pub fn system_for_table(table: &KernelTable, given: &System) -> Result<System> {
+    match &table.gpu {
+        Some(g) if *g != given.gpu.name && registry::load_gpu(g).is_ok() => system_with_gpu(g)
+            .map_err(|e| Error::Scenario(format!("{}: names GPU \"{g}\" and {e}", table.file))),
+        _ => Ok(given.clone()),
+    }
+}
+
+/// The first built-in system whose GPU is `gpu`.
+pub fn system_with_gpu(gpu: &str) -> Result<System> {
+    for n in registry::builtin_names(registry::Kind::System) {
+        let s = System::load(n)?;
+        if s.gpu.name == gpu {
+            return Ok(s);
+        }
+    }
+    Err(Error::Scenario(format!(
+        "no built-in system uses GPU \"{gpu}\"; give --system to choose one"
+    )))
+}
+
+/// Every row of `table` on `system`, with `calibrated` parameters when given.
+pub fn check_table(
+    table: &KernelTable,
+    system: &System,
+    calibrated: Option<&CostParams>,
+) -> Result<Vec<KernelCheckRow>> {
+    let default = CostParams::default_for(system);
+    let sol = CostParams::speed_of_light();
+    let mla = if table.family == Family::MlaDecodeModule {
+        Some(registry::load_model(MLA_MODEL)?)
+    } else {
+        None
+    };
+    let mut out = Vec::with_capacity(table.rows.len());
+    for row in &table.rows {
+        let origin = format!("{}:{}", table.file, row.line);
+        let sys = system_for_row(system, &row.shape);
+        let ops = operators(&row.shape, &sys, mla.as_ref())
+            .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
+        // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
+        // alone: its model latency already holds launch and barriers, so the gap between
+        // kernels in a graph is not added. Eager calls keep their CPU launch cost.
+        let call_only = matches!(
+            row.shape,
+            KernelShape::Nccl { .. } | KernelShape::VllmCustomAllreduce { graph: true, .. }
+        );
+        let price = |p: &CostParams| -> Result<f64> {
+            let dev = Device::new(&sys, *p)?;
+            let costs = cost_all(&ops, &dev);
+            Ok(costs
+                .iter()
+                .map(|c| if call_only { c.time } else { c.total() })
+                .sum::<f64>())
+        };
+        let (s, d) = (price(&sol)?, price(&default)?);
+        let c = calibrated.map(&price).transpose()?;
+        let floor = floor(&ops, &sys)?;
+        let measured = row.seconds;
+        out.push(KernelCheckRow {
+            origin,
+            gpu: sys.gpu.name.clone(),
+            system: sys.spec.name.clone(),
+            family: table.family,
+            format: row.format.clone(),
+            kernel: row.kernel.clone(),
+            point: describe(row),
+            unit: UNIT,
+            measured: measured * 1e6,
+            sol: s * 1e6,
+            default: d * 1e6,
+            calibrated: c.map(|c| c * 1e6),
+            default_error: (d - measured) / measured,
+            calibrated_error: c.map(|c| (c - measured) / measured),
+            floor: floor * 1e6,
+            below_floor: measured < floor * (1.0 - 1e-9),
+        });
+    }
+    Ok(out)
+}
+
+/// The hardware's least time for `ops` (see [`KernelCheckRow::floor`]), seconds.
+fn floor(ops: &[Operator], sys: &System) -> Result<f64> {
+    let dev = Device::new(sys, CostParams::speed_of_light())?;
+    let costs = cost_all(ops, &dev);
+    // Attention over an FP8 cache may compute in FP8 (FlashMLA, TRT-LLM decode kernels):
+    // its bound is the fastest of the BF16 and FP8 peaks.
+    let attention_peak = [MathDtype::Bf16, MathDtype::Fp8]
+        .iter()
+        .filter_map(|d| sys.gpu.peak(*d))
+        .map(|p| p.0)
+        .fold(dev.bf16_peak, f64::max);
+    let fixed: f64 = costs
+        .iter()
+        .map(|c| match c.bound {
+            Bound::Memory => 0.0,
+            Bound::Compute if c.category == Category::Attention => c.flops / attention_peak,
+            _ => c.time,
+        })
+        .sum();
+    let dram: f64 = costs
+        .iter()
+        .filter(|c| !matches!(c.bound, Bound::Link | Bound::Latency))
+        .map(|c| c.bytes)
+        .sum();
+    let l2 = sys.gpu.l2_cache.map_or(0.0, |b| b.0);
+    Ok(fixed.max((dram - l2).max(0.0) / dev.mem_bw))
+}
+
+/// How far below the floor a row must be to be refused rather than flagged. The floor
+/// rests on the family's mapping of the row to operators, which for some families is an
+/// estimate (experts touched under a routing, the dtype an attention kernel computes in), so
+/// a row a little below it says the mapping is off; a row at half of it says the data is
+/// (a wrong unit, GPU or shape).
+pub const REFUSE_BELOW_FLOOR: f64 = 0.5;
+
+/// Rows measured faster than the hardware allows by more than [`REFUSE_BELOW_FLOOR`]:
+/// `(origin, measured us, floor us)`.
+pub fn implausible(rows: &[KernelCheckRow]) -> Vec<(&str, f64, f64)> {
+    rows.iter()
+        .filter(|r| r.measured < r.floor * REFUSE_BELOW_FLOOR)
+        .map(|r| (r.origin.as_str(), r.measured, r.floor))
+        .collect()
+}
+
+/// The system as the measured harness ran it: NCCL rows with NCCL alone, vLLM custom
+/// all-reduce rows with the custom kernel (eager rows without CUDA graphs).
+fn system_for_row(system: &System, shape: &KernelShape) -> System {
+    let mut s = system.clone();
+    match shape {
+        KernelShape::Nccl { .. } => s.spec.engine.allreduce = AllReduceImpl::Nccl,
+        KernelShape::VllmCustomAllreduce { graph, .. } => {
+            s.spec.engine.allreduce = AllReduceImpl::Custom;
+            s.spec.engine.cuda_graphs = *graph;
+        }
+        _ => {}
+    }
+    s
+}
+
+fn format(s: &str) -> WeightFormat {
+    s.parse().expect("built-in weight format names parse")
+}
+
+/// Weight format a GEMM row's dtype is stored in.
+fn gemm_format(d: GemmDtype) -> WeightFormat {
+    match d {
+        GemmDtype::Bf16 => WeightFormat::BF16,
+        GemmDtype::Fp8 => format("fp8"),
+        GemmDtype::Fp8Block => format("fp8-block128"),
+        GemmDtype::Nvfp4 => format("nvfp4"),
+    }
+}
+
+/// Weight format an MoE (or MLA projection) dtype is stored in. W4A16 Marlin: INT4 with a
+/// BF16 scale per 128 weights; MXFP4 variants as MXFP4 (their activation precision is not
+/// yet a separate kernel family).
+fn moe_format(d: MoeDtype) -> WeightFormat {
+    match d {
+        MoeDtype::Bf16 => WeightFormat::BF16,
+        MoeDtype::Fp8 => format("fp8"),
+        MoeDtype::Fp8Block => format("fp8-block128"),
+        MoeDtype::Int4Wo => format("int4-g128"),
+        MoeDtype::W4a16Mxfp4 | MoeDtype::W4a8Mxfp4Mxfp8 => format("mxfp4"),
+        MoeDtype::Nvfp4 => format("nvfp4"),
+    }
+}
+
+/// A model description holding only what a row's builder reads.
+fn bare_model(config: ModelConfig, quant: QuantSpec) -> ModelSpec {
+    ModelSpec {
+        name: "kernel-table-row".into(),
+        full_name: "shape of one measured kernel".into(),
+        architecture: String::new(),
+        published_total_params: None,
+        published_active_params: None,
+        config,
+        quantization: quant,
+        eagle_head: None,
+        sources: BTreeMap::new(),
+    }
+}
+
+fn quant(default: WeightFormat, kv_cache: KvDtype) -> QuantSpec {
+    QuantSpec {
+        default,
+        attention: None,
+        dense_mlp: None,
+        shared_experts: None,
+        routed_experts: None,
+        lm_head: None,
+        embedding: None,
+        router: None,
+        kv_cache,
+    }
+}
+
+/// The operators one GPU runs for a measured row: the one place each family's rows map to
+/// the model.
+pub fn operators(
+    shape: &KernelShape,
+    system: &System,
+    mla_model: Option<&ModelSpec>,
+) -> Result<Vec<Operator>> {
+    let unfused = &system.spec.engine.unfused_dequant;
+    Ok(match *shape {
+        KernelShape::Gemm { m, n, k, dtype } => {
+            gemm_ops(unfused, m as f64, n as f64, k as f64, gemm_format(dtype))
+        }
+        KernelShape::Moe {
+            dtype,
+            tokens,
+            hidden,
+            inter,
+            topk,
+            experts,
+            tp,
+            ep,
+            routing: Routing::Balanced | Routing::PowerLaw(_),
+        } => {
+            // First version: balanced routing for every distribution.
+            let config = ModelConfig {
+                num_hidden_layers: 1,
+                hidden_size: hidden as u32,
+                num_attention_heads: 1,
+                moe_intermediate_size: Some(inter as u32),
+                n_routed_experts: Some(experts),
+                num_experts_per_tok: Some(topk),
+                vocab_size: 1,
+                ..Default::default()
+            };
+            let model = bare_model(config, quant(moe_format(dtype), KvDtype::Bf16));
+            // moe_tp = tp·dp/ep = the row's tp with its ep expert groups.
+            let par = Parallel {
+                tp: tp * ep,
+                ep,
+                pp: 1,
+                dp: 1,
+            };
+            let cx = BuildContext::new(&model, par, unfused, Pass::decode(tokens as f64, 0.0));
+            let mut v = Vec::new();
+            crate::ops::moe::moe_ops(&cx, &mut v);
+            // The table excludes the router.
+            v.retain(|o| !o.name.starts_with("router"));
+            v
+        }
+        KernelShape::AttentionDecode {
+            batch,
+            context,
+            heads,
+            kv_heads,
+            head_dim,
+            kv_dtype,
+            window,
+        } => {
+            let config = ModelConfig {
+                num_hidden_layers: 1,
+                hidden_size: heads * head_dim,
+                num_attention_heads: heads,
+                num_key_value_heads: Some(kv_heads),
+                head_dim: Some(head_dim),
+                vocab_size: 1,
+                ..Default::default()
+            };
+            let model = bare_model(config, quant(WeightFormat::BF16, kv_dtype));
+            // `context` is the KV length including the new token.
+            let pass = Pass::decode(batch as f64, (context as f64 - 1.0).max(0.0));
+            let cx = BuildContext::new(&model, Parallel::tp(1), unfused, pass);
+            let w = (window > 0).then_some(window as u32);
+            let mut v = Vec::new();
+            cx.block_ops(BlockKind::Attention { window: w }, &mut v);
+            v.retain(|o| o.category == Category::Attention);
+            v
+        }
+        KernelShape::MlaDecodeModule {
+            heads,
+            batch,
+            context,
+            kv_dtype,
+            gemm_dtype,
+        } => {
+            let base = mla_model.ok_or_else(|| {
+                Error::Scenario(format!("the MLA rows need the {MLA_MODEL} description"))
+            })?;
+            let all = base.config.num_attention_heads;
+            if heads == 0 || all % heads != 0 {
+                return Err(Error::Scenario(format!(
+                    "`heads` = {heads} does not divide {MLA_MODEL}'s {all} heads"
+                )));
+            }
+            let mut model = base.clone();
+            model.quantization.attention = Some(moe_format(gemm_dtype));
+            model.quantization.kv_cache = kv_dtype;
+            let pass = Pass::decode(batch as f64, (context as f64 - 1.0).max(0.0));
+            let cx = BuildContext::new(&model, Parallel::tp(all / heads), unfused, pass);
+            let mut v = Vec::new();
+            cx.block_ops(BlockKind::Attention { window: None }, &mut v);
+            // Projections and the latent attention: not the layer's norm or all-reduce.
+            v.retain(|o| o.category != Category::Allreduce && o.name != "input_layernorm");
+            v
+        }
+        KernelShape::Nccl {
+            collective,
+            gpus,
+            bytes,
+        } => {
+            let (kind, per_rank) = match collective {
+                CollectiveName::AllReduce => (CollectiveKind::AllReduce, bytes as f64),
+                // nccl-tests convention: the size is the gathered (or scattered) buffer;
+                // each rank contributes 1/n of it.
+                CollectiveName::AllGather => {
+                    (CollectiveKind::AllGather, bytes as f64 / gpus as f64)
+                }
+                CollectiveName::ReduceScatter => (CollectiveKind::ReduceScatter, bytes as f64),
+                CollectiveName::AllToAll => (CollectiveKind::AllToAll, bytes as f64),
+            };
+            collective_ops("nccl", kind, per_rank, gpus)
+        }
+        KernelShape::VllmCustomAllreduce { gpus, bytes, .. } => collective_ops(
+            "custom_allreduce",
+            CollectiveKind::AllReduce,
+            bytes as f64,
+            gpus,
+        ),
+    })
+}
+
+/// The row's shape in a few words.
+fn describe(r: &KernelRow) -> String {
+    match &r.shape {
+        KernelShape::Gemm { m, n, k, .. } => format!("gemm {} m={m} n={n} k={k}", r.format),
+        KernelShape::Moe {
+            tokens,
+            hidden,
+            inter,
+            topk,
+            experts,
+            tp,
+            ep,
+            routing,
+            ..
+        } => format!(
+            "moe {} t={tokens} h={hidden} i={inter} top{topk}/{experts} tp{tp} ep{ep} {}",
+            r.format,
+            match routing {
+                Routing::Balanced => "balanced".to_string(),
+                Routing::PowerLaw(a) => format!("power-law {a}"),
+            }
+        ),
+        KernelShape::AttentionDecode {
+            batch,
+            context,
+            heads,
+            kv_heads,
+            head_dim,
+            window,
+            ..
+        } => format!(
+            "attention b={batch} ctx={context} h={heads}/{kv_heads}x{head_dim} win={window} {}",
+            r.format
+        ),
+        KernelShape::MlaDecodeModule {
+            heads,
+            batch,
+            context,
+            ..
+        } => format!("mla h={heads} b={batch} ctx={context} {}", r.format),
+        KernelShape::Nccl { gpus, bytes, .. } => {
+            format!("{} {gpus} GPUs {bytes} B", r.format)
+        }
+        KernelShape::VllmCustomAllreduce { gpus, bytes, .. } => {
+            format!("custom all-reduce {} {gpus} GPUs {bytes} B", r.format)
+        }
+    }
+}
+
+/// The `q`-quantile of sorted `v` (linear interpolation), NaN when empty.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let x = q * (v.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
+}
+
+fn summary_of(gpu: &str, family: Family, format: &str, errs: &[f64]) -> ErrorSummary {
+    let mut abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    ErrorSummary {
+        gpu: gpu.to_string(),
+        family,
+        format: format.to_string(),
+        n: errs.len(),
+        median_abs_error: quantile(&abs, 0.5),
+        p90_abs_error: quantile(&abs, 0.9),
+        mean_signed_error: errs.iter().sum::<f64>() / errs.len().max(1) as f64,
+    }
+}
+
+/// Per GPU and family: one summary over all its rows (format `all`), then one per format.
+pub fn summarize(rows: &[KernelCheckRow]) -> Vec<ErrorSummary> {
+    let mut groups: BTreeMap<(String, Family, String), Vec<f64>> = BTreeMap::new();
+    for r in rows {
+        for f in ["all", r.format.as_str()] {
+            groups
+                .entry((r.gpu.clone(), r.family, f.to_string()))
+                .or_default()
+                .push(r.default_error);
+        }
+    }
+    let mut out: Vec<ErrorSummary> = groups
+        .iter()
+        .map(|((g, fam, f), e)| summary_of(g, *fam, f, e))
+        .collect();
+    // `all` first within each GPU and family.
+    out.sort_by(|a, b| {
+        (&a.gpu, a.family, a.format != "all", &a.format).cmp(&(
+            &b.gpu,
+            b.family,
+            b.format != "all",
+            &b.format,
+        ))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measured::kernel_table::parse_kernel_table;
+
+    #[test]
+    fn quantiles_interpolate() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(quantile(&v, 0.5), 3.0);
+        assert!((quantile(&v, 0.9) - 4.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn every_family_prices_above_zero_and_sol_below_default() {
+        let sys = System::load("8x-h100-nvlink").unwrap();
+        let text = [
+            "m,n,k,dtype,latency_ms\n4096,4096,4096,fp8,0.1\n",
+            "dtype,tokens,hidden,inter,topk,experts,tp,ep,distribution,latency_ms\n\
+             fp8_block,64,7168,2048,8,256,8,1,balanced,0.1\n",
+            "batch,context,heads,kv_heads,head_dim,kv_dtype,window,latency_ms\n\
+             8,4096,32,8,128,fp8,0,0.1\n",
+            "heads,batch,context,kv_dtype,gemm_dtype,latency_ms\n16,8,4096,fp8,fp8_block,0.1\n",
+            "collective,gpus,bytes,latency_ms\nall_gather,8,1048576,0.1\n",
+            "gpus,bytes,mode,latency_ms\n8,1048576,vllm_eager,0.1\n",
+        ];
+        for t in text {
+            let table = parse_kernel_table(t, "t.csv").unwrap();
+            let rows = check_table(&table, &sys, None).unwrap();
+            let r = &rows[0];
+            assert!(r.sol > 0.0 && r.sol <= r.default, "{t}: {r:?}");
+            assert!((r.default_error - (r.default - r.measured) / r.measured).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn summary_reports_the_median_and_the_bias() {
+        let row = |e: f64, f: &str| KernelCheckRow {
+            origin: String::new(),
+            gpu: "g".into(),
+            system: "s".into(),
+            family: Family::Gemm,
+            format: f.into(),
+            kernel: String::new(),
+            point: String::new(),
+            unit: UNIT,
+            measured: 1.0,
+            sol: 0.5,
+            default: 1.0 + e,
+            calibrated: None,
+            default_error: e,
+            calibrated_error: None,
+            floor: 0.0,
+            below_floor: false,
+        };
+        let s = summarize(&[row(-0.1, "a"), row(0.2, "a"), row(0.4, "b")]);
+        assert_eq!(s[0].format, "all");
+        assert_eq!(s[0].n, 3);
+        assert!((s[0].median_abs_error - 0.2).abs() < 1e-12);
+        assert!((s[0].mean_signed_error - 0.5 / 3.0).abs() < 1e-12);
+        assert_eq!(s[1].format, "a");
+        assert_eq!(s[1].n, 2);
+    }
+}

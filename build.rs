@@ -5,7 +5,10 @@ use std::fs;
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+    // Read at run time, not with env!(): a build script compiled in one checkout must embed
+    // the configs of the checkout it runs for (a moved or copied target directory).
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("configs");
     println!("cargo:rerun-if-changed=configs");
     let mut out = String::from("pub static BUILTINS: &[(&str, &str, &str)] = &[\n");
     for kind in ["gpus", "interconnects", "systems", "models", "measured"] {

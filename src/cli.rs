@@ -95,6 +95,17 @@ pub struct DraftArgs {
     pub ngram_cpu_us: CpuMicros,
 }
 
+/// Request lengths of a serving workload (shared by sweep, compare, sensitivity, plots).
+#[derive(Debug, Args, Clone)]
+pub struct RequestArgs {
+    /// Prompt tokens per request.
+    #[arg(long, default_value_t = 1000)]
+    pub input_len: u32,
+    /// Output tokens per request.
+    #[arg(long, default_value_t = 1000)]
+    pub output_len: u32,
+}
+
 /// Request shape and concurrency list of a serving sweep.
 #[derive(Debug, Args, Clone)]
 pub struct ServingArgs {
@@ -105,12 +116,8 @@ pub struct ServingArgs {
         default_value = "1,2,4,8,16,32,64,128,256"
     )]
     pub concurrency: Vec<u32>,
-    /// Prompt tokens per request.
-    #[arg(long, default_value_t = 1000)]
-    pub input_len: u32,
-    /// Output tokens per request.
-    #[arg(long, default_value_t = 1000)]
-    pub output_len: u32,
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// TPOT definition to report: itl (decode only, as vLLM's benchmark) or e2e (E2E / tokens,
     /// prefill included).
     #[arg(long, value_enum, default_value_t)]
@@ -123,161 +130,42 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  rooftop predict --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1\n  rooftop predict --model deepseek-v3-fp8 --system 8x-h200-nvlink --batch 64 --context 4096 --format json\n  rooftop predict --model llama-3.1-70b --system 8x-h100-nvlink --tp 4"
     )]
-    Predict {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        /// Concurrent sequences decoded per step.
-        #[arg(long, default_value_t = 1)]
-        batch: u32,
-        /// Tokens already in each sequence's KV cache.
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        /// Show every operator (text format).
-        #[arg(long)]
-        ops: bool,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Predict(PredictArgs),
     /// TPOT, TTFT and throughput against concurrency: the plateau, what sets it, KV limits.
     #[command(
         after_help = "Examples:\n  rooftop sweep --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --input-len 1000 --output-len 32 --tpot-def e2e\n  rooftop sweep --concurrency 1,8,64,512 --format csv\n  rooftop sweep --model deepseek-v3-fp8 --system 8x-h200-nvlink --format json"
     )]
-    Sweep {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        serving: ServingArgs,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Sweep(SweepArgs),
     /// Fit efficiencies and fixed costs to measurements, with confidence intervals.
     #[command(
         after_help = "Examples:\n  rooftop calibrate --measured k25b6000bench1 --out calibrated.toml\n  rooftop calibrate --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --measured bench/*.json nccl.txt --format json\n  rooftop predict --calibration calibrated.toml --batch 64"
     )]
-    Calibrate {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        measured: MeasuredArgs,
-        /// Write the calibration TOML here (for --calibration).
-        #[arg(long)]
-        out: Option<std::path::PathBuf>,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Calibrate(CalibrateArgs),
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
         after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured ../shared/measured/dev/gemm_h100-sxm.csv\n  rooftop validate --measured ../shared/measured/dev   (every kernel table in it, each on its GPU's system)"
     )]
-    Validate {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        measured: MeasuredArgs,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Validate(ValidateArgs),
     /// Speculative decoding: TPOT, throughput and speedup per draft length and concurrency.
     #[command(
         after_help = "Examples:\n  rooftop specdec --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --draft eagle --k 1..6 --acceptance 0.75,0.5,0.3\n  rooftop specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --k 1..3 --acceptance 0.85 --concurrency 1,8,64\n  rooftop specdec --model llama-3.1-70b --system 8x-h100-nvlink --draft model:llama-3.1-8b --k 4 --acceptance accepted_lengths.txt"
     )]
-    Specdec {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        draft: DraftArgs,
-        /// Draft lengths: a range 1..8 (1..8:2 for a step) or a list 1,2,4.
-        #[arg(long, default_value = "1..6")]
-        k: DraftLengths,
-        /// Acceptance: a constant (0.8), per-position rates (0.85,0.6,0.4; the last repeats),
-        /// or a file of measured accepted lengths (drafts accepted per step, one or more per
-        /// line).
-        #[arg(long, default_value = "0.75,0.5,0.3")]
-        acceptance: AcceptanceArg,
-        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
-        concurrency: Vec<u32>,
-        /// Tokens already in each sequence's KV cache.
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Specdec(SpecdecArgs),
     /// Systems and layouts side by side: TPOT, throughput, plateau, memory fit, cost.
     #[command(
         after_help = "Examples:\n  rooftop compare --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --concurrency 1,128\n  rooftop compare --systems '8x-rtx-pro-6000-pcie,8x-rtx-pro-6000-pcie[system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[system.interconnect=nvlink5;system.topology=nvswitch]'\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink --parallel tp8,tp8ep8,tp4pp2 --format csv"
     )]
-    Compare {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        /// Systems (built-ins or paths), each optionally with overrides in brackets:
-        /// name[key=value;key=value].
-        #[arg(long)]
-        systems: Systems,
-        /// Layouts: tp8, tp4ep2, pp2tp4, tp8ep8dp8 ... (default: TP over all GPUs).
-        #[arg(long, value_delimiter = ',')]
-        parallel: Vec<Parallel>,
-        #[arg(long, value_delimiter = ',', default_value = "1,128")]
-        concurrency: Vec<u32>,
-        /// Tokens in each sequence's KV cache for the TPOT columns.
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long, default_value_t = 1000)]
-        input_len: u32,
-        #[arg(long, default_value_t = 1000)]
-        output_len: u32,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Compare(CompareArgs),
     /// Elasticity of TPOT and plateau to each parameter, and what it takes to reach a target.
     #[command(
         after_help = "Examples:\n  rooftop sensitivity --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie\n  rooftop sensitivity --concurrency 128 --format json\n  rooftop sensitivity --target-tpot 8ms"
     )]
-    Sensitivity {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[arg(long, default_value_t = 1)]
-        concurrency: u32,
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long, default_value_t = 1000)]
-        input_len: u32,
-        #[arg(long, default_value_t = 1000)]
-        output_len: u32,
-        /// A TPOT to reach (e.g. 8ms): how far must each parameter alone move?
-        #[arg(long)]
-        target_tpot: Option<Duration>,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Sensitivity(SensitivityArgs),
     /// Evaluate a Cartesian design space on every core; stream rows or keep the Pareto front.
     #[command(
         after_help = "Examples:\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink,8x-h100-nvlink --batch 1..4096 --context 1024..131072:1024 --pareto\n  rooftop explore --systems 8x-h200-nvlink --parallel tp8,tp4pp2 --batch 1..1024:x2 --context 1024,8192 --format csv > grid.csv\n  rooftop explore --quant int4-g32,nvfp4,fp8 --batch 1,8,64 --context 4096 --format json"
     )]
-    Explore {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        /// Systems, as for compare (default: --system).
-        #[arg(long)]
-        systems: Option<Systems>,
-        #[arg(long, value_delimiter = ',')]
-        parallel: Vec<Parallel>,
-        /// Batch sizes: 1..4096, 1..4096:x2, 1,8,64.
-        #[arg(long, default_value = "1..256:x2")]
-        batch: Positive,
-        /// Context lengths: 1024..131072:1024, 1024,8192.
-        #[arg(long, default_value = "1024")]
-        context: Values,
-        /// Weight formats for the routed experts (MoE) or all weights (dense): int4-g32, nvfp4,
-        /// fp8 ... (default: as shipped).
-        #[arg(long, value_delimiter = ',')]
-        quant: Vec<String>,
-        /// Print only the Pareto front (TPOT vs throughput per GPU) and a summary.
-        #[arg(long)]
-        pareto: bool,
-        /// csv or json (JSON lines); text prints the summary only.
-        #[arg(long, value_enum, default_value = "csv")]
-        format: Format,
-    },
+    Explore(ExploreArgs),
     /// Draw charts (PNG or SVG by the --out extension).
     #[command(subcommand)]
     Plot(PlotCommand),
@@ -286,38 +174,204 @@ pub enum Command {
     Op(OpCommand),
     /// List built-in descriptions.
     #[command(after_help = "Examples:\n  rooftop list gpus\n  rooftop list systems --format json")]
-    List {
-        /// gpus, interconnects, systems, models or measured.
-        #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "measured"])]
-        kind: String,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    List(ListArgs),
     /// Print a built-in description's TOML.
     #[command(
         after_help = "Examples:\n  rooftop show rtx-pro-6000\n  rooftop show kimi-k2.5-int4"
     )]
-    Show {
-        /// Name of a built-in GPU, interconnect, system, model or measurement.
-        name: String,
-    },
+    Show(ShowArgs),
     /// Turn a Hugging Face config.json (and its quantization description) into a model TOML.
     #[command(
         after_help = "Examples:\n  rooftop import-hf Kimi-K2.5/config.json --name kimi-k2.5 --out kimi-k2.5.toml\n  rooftop import-hf GLM-5-NVFP4/config.json --quant-config GLM-5-NVFP4/hf_quant_config.json\n  rooftop predict --model Kimi-K2.5/config.json --batch 8\n\nWarnings (fields not mapped, approximations) go to stderr and into [sources].notes."
     )]
-    ImportHf {
-        /// Path to the model's config.json.
-        path: std::path::PathBuf,
-        /// Model name in the TOML (default: the folder holding config.json).
-        #[arg(long)]
-        name: Option<String>,
-        /// ModelOpt hf_quant_config.json (default: the one beside config.json, if any).
-        #[arg(long)]
-        quant_config: Option<std::path::PathBuf>,
-        /// Write the TOML to this file instead of stdout.
-        #[arg(long)]
-        out: Option<std::path::PathBuf>,
-    },
+    ImportHf(ImportHfArgs),
+}
+
+/// Arguments of `Command::Predict`.
+#[derive(Debug, Args, Clone)]
+pub struct PredictArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Concurrent sequences decoded per step.
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    /// Tokens already in each sequence's KV cache.
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    /// Show every operator (text format).
+    #[arg(long)]
+    pub ops: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Sweep`.
+#[derive(Debug, Args, Clone)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub serving: ServingArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Calibrate`.
+#[derive(Debug, Args, Clone)]
+pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub measured: MeasuredArgs,
+    /// Write the calibration TOML here (for --calibration).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Validate`.
+#[derive(Debug, Args, Clone)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub measured: MeasuredArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Specdec`.
+#[derive(Debug, Args, Clone)]
+pub struct SpecdecArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub draft: DraftArgs,
+    /// Draft lengths: a range 1..8 (1..8:2 for a step) or a list 1,2,4.
+    #[arg(long, default_value = "1..6")]
+    pub k: DraftLengths,
+    /// Acceptance: a constant (0.8), per-position rates (0.85,0.6,0.4; the last repeats),
+    /// or a file of measured accepted lengths (drafts accepted per step, one or more per
+    /// line).
+    #[arg(long, default_value = "0.75,0.5,0.3")]
+    pub acceptance: AcceptanceArg,
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+    pub concurrency: Vec<u32>,
+    /// Tokens already in each sequence's KV cache.
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Compare`.
+#[derive(Debug, Args, Clone)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub comparison: ComparisonArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// What a comparison runs over (compare and its plot).
+#[derive(Debug, Args, Clone)]
+pub struct ComparisonArgs {
+    /// Systems (built-ins or paths), each optionally with overrides in brackets:
+    /// name[key=value;key=value].
+    #[arg(long)]
+    pub systems: Systems,
+    /// Layouts: tp8, tp4ep2, pp2tp4, tp8ep8dp8 ... (default: TP over all GPUs).
+    #[arg(long, value_delimiter = ',')]
+    pub parallel: Vec<Parallel>,
+    #[arg(long, value_delimiter = ',', default_value = "1,128")]
+    pub concurrency: Vec<u32>,
+    /// Tokens in each sequence's KV cache for the TPOT columns.
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    #[command(flatten)]
+    pub request: RequestArgs,
+}
+
+/// Arguments of `Command::Sensitivity`.
+#[derive(Debug, Args, Clone)]
+pub struct SensitivityArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// A TPOT to reach (e.g. 8ms): how far must each parameter alone move?
+    #[arg(long)]
+    pub target_tpot: Option<Duration>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Explore`.
+#[derive(Debug, Args, Clone)]
+pub struct ExploreArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Systems, as for compare (default: --system).
+    #[arg(long)]
+    pub systems: Option<Systems>,
+    #[arg(long, value_delimiter = ',')]
+    pub parallel: Vec<Parallel>,
+    /// Batch sizes: 1..4096, 1..4096:x2, 1,8,64.
+    #[arg(long, default_value = "1..256:x2")]
+    pub batch: Positive,
+    /// Context lengths: 1024..131072:1024, 1024,8192.
+    #[arg(long, default_value = "1024")]
+    pub context: Values,
+    /// Weight formats for the routed experts (MoE) or all weights (dense): int4-g32, nvfp4,
+    /// fp8 ... (default: as shipped).
+    #[arg(long, value_delimiter = ',')]
+    pub quant: Vec<String>,
+    /// Print only the Pareto front (TPOT vs throughput per GPU) and a summary.
+    #[arg(long)]
+    pub pareto: bool,
+    /// csv or json (JSON lines); text prints the summary only.
+    #[arg(long, value_enum, default_value = "csv")]
+    pub format: Format,
+}
+
+/// Arguments of `Command::List`.
+#[derive(Debug, Args, Clone)]
+pub struct ListArgs {
+    /// gpus, interconnects, systems, models or measured.
+    #[arg(value_parser = ["gpus", "interconnects", "systems", "models", "measured"])]
+    pub kind: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `Command::Show`.
+#[derive(Debug, Args, Clone)]
+pub struct ShowArgs {
+    /// Name of a built-in GPU, interconnect, system, model or measurement.
+    pub name: String,
+}
+
+/// Arguments of `Command::ImportHf`.
+#[derive(Debug, Args, Clone)]
+pub struct ImportHfArgs {
+    /// Path to the model's config.json.
+    pub path: std::path::PathBuf,
+    /// Model name in the TOML (default: the folder holding config.json).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// ModelOpt hf_quant_config.json (default: the one beside config.json, if any).
+    #[arg(long)]
+    pub quant_config: Option<std::path::PathBuf>,
+    /// Write the TOML to this file instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -326,69 +380,85 @@ pub enum OpCommand {
     #[command(
         after_help = "Examples:\n  rooftop op gemm --gpu rtx-pro-6000 --m 1 --n 7168 --k 2048 --dtype int4\n  rooftop op gemm --gpu h100-sxm --m 8192 --n 8192 --k 8192 --dtype bf16 --format json"
     )]
-    Gemm {
-        /// GPU name or path.
-        #[arg(long)]
-        gpu: String,
-        /// System whose efficiencies to use (default: the first built-in system with this GPU).
-        #[arg(long)]
-        system: Option<String>,
-        #[arg(long)]
-        m: u64,
-        #[arg(long)]
-        n: u64,
-        #[arg(long)]
-        k: u64,
-        /// Weight format: bf16, fp8, int8, int4 (W4A16 g32), nvfp4, mxfp4, or a full format
-        /// string such as int4-g128.
-        #[arg(long, default_value = "bf16")]
-        dtype: String,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Gemm(OpGemmArgs),
     /// One all-reduce on a system's interconnect.
     #[command(
         after_help = "Examples:\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes 14336\n  rooftop op allreduce --system 8x-h200-nvlink --bytes 1048576 --gpus 4 --format json"
     )]
-    Allreduce {
-        #[arg(long)]
-        system: String,
-        /// Message size per rank in bytes (a number, or a unit string such as "14 KB").
-        #[arg(long)]
-        bytes: String,
-        /// GPUs in the all-reduce (default: all of the system's).
-        #[arg(long)]
-        gpus: Option<u32>,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Allreduce(OpAllreduceArgs),
     /// One MoE layer (router, routed and shared experts, its all-reduce) on one GPU.
     #[command(
         after_help = "Examples:\n  rooftop op moe --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --tokens 128"
     )]
-    Moe {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        /// Tokens in the batch.
-        #[arg(long)]
-        tokens: u32,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Moe(OpMoeArgs),
     /// One layer's attention (projections, attention over the KV cache, all-reduce) on one GPU.
     #[command(
         after_help = "Examples:\n  rooftop op attention --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 32 --context 4096"
     )]
-    Attention {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[arg(long, default_value_t = 1)]
-        batch: u32,
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
+    Attention(OpAttentionArgs),
+}
+
+/// Arguments of `OpCommand::Gemm`.
+#[derive(Debug, Args, Clone)]
+pub struct OpGemmArgs {
+    /// GPU name or path.
+    #[arg(long)]
+    pub gpu: String,
+    /// System whose efficiencies to use (default: the first built-in system with this GPU).
+    #[arg(long)]
+    pub system: Option<String>,
+    #[arg(long)]
+    pub m: u64,
+    #[arg(long)]
+    pub n: u64,
+    #[arg(long)]
+    pub k: u64,
+    /// Weight format: bf16, fp8, int8, int4 (W4A16 g32), nvfp4, mxfp4, or a full format
+    /// string such as int4-g128.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `OpCommand::Allreduce`.
+#[derive(Debug, Args, Clone)]
+pub struct OpAllreduceArgs {
+    #[arg(long)]
+    pub system: String,
+    /// Message size per rank in bytes (a number, or a unit string such as "14 KB").
+    #[arg(long)]
+    pub bytes: String,
+    /// GPUs in the all-reduce (default: all of the system's).
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `OpCommand::Moe`.
+#[derive(Debug, Args, Clone)]
+pub struct OpMoeArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Tokens in the batch.
+    #[arg(long)]
+    pub tokens: u32,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Arguments of `OpCommand::Attention`.
+#[derive(Debug, Args, Clone)]
+pub struct OpAttentionArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
 }
 
 /// Measured points to overlay on a chart (optional), and what they do not say.
@@ -421,98 +491,108 @@ pub enum PlotCommand {
     #[command(
         after_help = "Examples:\n  rooftop plot roofline --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1 --out roofline.png\n  rooftop plot roofline --batch 128 --out roofline.svg"
     )]
-    Roofline {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[arg(long, default_value_t = 1)]
-        batch: u32,
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        /// Output file, .png or .svg.
-        #[arg(long)]
-        out: std::path::PathBuf,
-    },
+    Roofline(PlotRooflineArgs),
     /// A metric against concurrency: SOL, default and calibrated lines, measured points.
     #[command(
         after_help = "Examples:\n  rooftop plot sweep --measured k25b6000bench1 --input-len 32 --output-len 32 --out throughput.png\n  rooftop plot sweep --metric tpot --tpot-def e2e --calibration cal.toml --out tpot.svg"
     )]
-    Sweep {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        serving: ServingArgs,
-        #[command(flatten)]
-        measured: PlotMeasuredArgs,
-        #[arg(long, value_enum, default_value_t)]
-        metric: crate::plot::records::SweepMetric,
-        #[arg(long)]
-        out: std::path::PathBuf,
-    },
+    Sweep(PlotSweepArgs),
     /// Stacked bars of decode time by category: per concurrency, per layer, or per system.
     #[command(
         after_help = "Examples:\n  rooftop plot breakdown --by concurrency --out breakdown.png\n  rooftop plot breakdown --by layer --batch 64 --out layers.svg\n  rooftop plot breakdown --by system --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink --out systems.png"
     )]
-    Breakdown {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        serving: ServingArgs,
-        #[arg(long, value_enum, default_value = "concurrency")]
-        by: BreakdownBy,
-        /// Systems for --by system, as for compare.
-        #[arg(long)]
-        systems: Option<Systems>,
-        #[arg(long, default_value_t = 1)]
-        batch: u32,
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long)]
-        out: std::path::PathBuf,
-    },
+    Breakdown(PlotBreakdownArgs),
     /// Grouped bars across systems and layouts: TPOT per concurrency, or plateau throughput.
     #[command(
         after_help = "Examples:\n  rooftop plot compare --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --out compare.png\n  rooftop plot compare --systems 8x-h200-nvlink --parallel tp8,tp8ep8 --plateau --out plateau.svg"
     )]
-    Compare {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[arg(long)]
-        systems: Systems,
-        #[arg(long, value_delimiter = ',')]
-        parallel: Vec<Parallel>,
-        #[arg(long, value_delimiter = ',', default_value = "1,128")]
-        concurrency: Vec<u32>,
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long, default_value_t = 1000)]
-        input_len: u32,
-        #[arg(long, default_value_t = 1000)]
-        output_len: u32,
-        /// Plot plateau throughput instead of TPOT.
-        #[arg(long)]
-        plateau: bool,
-        #[arg(long)]
-        out: std::path::PathBuf,
-    },
+    Compare(PlotCompareArgs),
     /// Speculative-decoding speedup over draft length and acceptance at one concurrency.
     #[command(
         after_help = "Examples:\n  rooftop plot specdec --draft eagle --out specdec.png\n  rooftop plot specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --concurrency 64 --out mtp.svg"
     )]
-    Specdec {
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[command(flatten)]
-        draft: DraftArgs,
-        #[arg(long, default_value = "1..8")]
-        k: DraftLengths,
-        /// Constant acceptance rates, one heat-map row each.
-        #[arg(long, value_delimiter = ',', default_value = "0.4,0.5,0.6,0.7,0.8,0.9")]
-        acceptance: Vec<f64>,
-        #[arg(long, default_value_t = 1)]
-        concurrency: u32,
-        #[arg(long, default_value_t = 1024)]
-        context: u32,
-        #[arg(long)]
-        out: std::path::PathBuf,
-    },
+    Specdec(PlotSpecdecArgs),
+}
+
+/// Arguments of `PlotCommand::Roofline`.
+#[derive(Debug, Args, Clone)]
+pub struct PlotRooflineArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    /// Output file, .png or .svg.
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
+/// Arguments of `PlotCommand::Sweep`.
+#[derive(Debug, Args, Clone)]
+pub struct PlotSweepArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub serving: ServingArgs,
+    #[command(flatten)]
+    pub measured: PlotMeasuredArgs,
+    #[arg(long, value_enum, default_value_t)]
+    pub metric: crate::plot::records::SweepMetric,
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
+/// Arguments of `PlotCommand::Breakdown`.
+#[derive(Debug, Args, Clone)]
+pub struct PlotBreakdownArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub serving: ServingArgs,
+    #[arg(long, value_enum, default_value = "concurrency")]
+    pub by: BreakdownBy,
+    /// Systems for --by system, as for compare.
+    #[arg(long)]
+    pub systems: Option<Systems>,
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
+/// Arguments of `PlotCommand::Compare`.
+#[derive(Debug, Args, Clone)]
+pub struct PlotCompareArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub comparison: ComparisonArgs,
+    /// Plot plateau throughput instead of TPOT.
+    #[arg(long)]
+    pub plateau: bool,
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
+/// Arguments of `PlotCommand::Specdec`.
+#[derive(Debug, Args, Clone)]
+pub struct PlotSpecdecArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub draft: DraftArgs,
+    #[arg(long, default_value = "1..8")]
+    pub k: DraftLengths,
+    /// Constant acceptance rates, one heat-map row each.
+    #[arg(long, value_delimiter = ',', default_value = "0.4,0.5,0.6,0.7,0.8,0.9")]
+    pub acceptance: Vec<f64>,
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    #[arg(long)]
+    pub out: std::path::PathBuf,
 }

@@ -5,6 +5,7 @@
 //! (text, JSON, CSV, plots). Calibration changes only the parameters the costs read.
 
 pub mod calibrate;
+pub mod calibration;
 pub mod cli;
 pub mod commands;
 pub mod cost;

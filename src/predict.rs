@@ -2,11 +2,12 @@
 //! speed-of-light bound, throughput, and memory fit. This is the record `rooftop predict`
 //! exports as JSON and the plots consume.
 
+use crate::calibration::Calibration;
 use crate::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
 use crate::error::Result;
-use crate::ops::BlockKind;
+use crate::ops::{BlockKind, Op};
 use crate::spec::MathDtype;
 use crate::spec::{ModelSpec, System};
 use serde::Serialize;
@@ -20,6 +21,9 @@ pub struct Scenario<'a> {
     pub parallel: Parallel,
     /// Default or calibrated parameters (the SOL set is always derived alongside).
     pub params: CostParams,
+    /// The calibration `params` came from: records built on this scenario carry 95 %
+    /// intervals from its covariance.
+    pub calibration: Option<&'a Calibration>,
 }
 
 impl<'a> Scenario<'a> {
@@ -30,7 +34,36 @@ impl<'a> Scenario<'a> {
             system,
             parallel,
             params: CostParams::default_for(system),
+            calibration: None,
         })
+    }
+
+    /// The same scenario predicting with a calibration's parameters and intervals.
+    pub fn calibrated(self, c: &'a Calibration) -> Self {
+        Scenario {
+            params: c.params(&CostParams::default_for(self.system)),
+            calibration: Some(c),
+            ..self
+        }
+    }
+
+    /// The same scenario under other parameters, without intervals.
+    pub fn with_params(&self, params: CostParams) -> Self {
+        Scenario {
+            params,
+            calibration: None,
+            ..self.clone()
+        }
+    }
+
+    /// 95 % interval of `f` evaluated on this scenario's parameters, from the calibration's
+    /// covariance (delta method); `None` without a calibration.
+    pub fn interval(&self, f: impl Fn(&Scenario<'a>) -> f64) -> Option<[f64; 2]> {
+        let c = self.calibration?;
+        let (lo, hi) = c.interval(&CostParams::default_for(self.system), |p| {
+            f(&self.with_params(*p))
+        });
+        Some([lo, hi])
     }
 
     pub fn evaluator(&self) -> Result<Evaluator<'a>> {
@@ -120,7 +153,11 @@ impl MemoryReport {
 /// One operator row of the report: per call and summed over the layers that run it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OpRow {
+    /// Block it belongs to: `attention`, `dense-mlp`, `moe`, or `head` (once per pass).
+    pub block: &'static str,
     pub name: &'static str,
+    /// The operator as data: `op` (its kind) and its shape fields.
+    pub shape: Op,
     pub category: &'static str,
     /// Times the op runs per step (layers of its kind).
     pub count: u32,
@@ -185,10 +222,17 @@ pub struct Prediction {
 }
 
 pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
-    step.ops_with_counts()
+    step.operators()
         .into_iter()
-        .map(|(o, n)| OpRow {
+        .map(|(block, op, o, n)| OpRow {
+            block: match block {
+                Some(BlockKind::Attention { .. }) => "attention",
+                Some(BlockKind::DenseMlp) => "dense-mlp",
+                Some(BlockKind::Moe) => "moe",
+                None => "head",
+            },
             name: o.name,
+            shape: op.op,
             category: o.category.name(),
             count: n,
             flops: o.flops,
@@ -263,7 +307,11 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             * 2.0,
         kernels_per_step: kernels,
         memory: s.memory(batch as f64, context as f64),
-        tpot_ci95_ms: None,
+        tpot_ci95_ms: s.interval(|q| {
+            q.evaluator()
+                .map(|e| e.step_time(&pass) * 1e3)
+                .unwrap_or(f64::NAN)
+        }),
         layers,
         ops,
     })

@@ -276,6 +276,16 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         });
     }
     limited_by.extend(terms.into_iter().map(|(n, _)| n));
+    for p in points.iter_mut() {
+        let c = p.concurrency;
+        let at = |q: &Scenario| {
+            sweep(q, &[c], w)
+                .ok()
+                .and_then(|x| x.points.into_iter().next())
+        };
+        p.tpot_ci95_ms = s.interval(|q| at(q).map_or(f64::NAN, |x| x.tpot_ms));
+        p.throughput_ci95_tok_s = s.interval(|q| at(q).map_or(f64::NAN, |x| x.throughput_tok_s));
+    }
     Ok(Sweep {
         model: s.model.name.clone(),
         system: s.system.spec.name.clone(),

@@ -112,6 +112,9 @@ pub struct SpecPoint {
     pub k: u32,
     pub concurrency: u32,
     pub tpot_ms: f64,
+    /// 95 % interval of `tpot_ms` from the calibration's covariance (calibrated runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ci95_ms: Option<[f64; 2]>,
     pub throughput_tok_s: f64,
     /// Plain-decode TPOT over speculative TPOT.
     pub speedup: f64,
@@ -231,6 +234,23 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
 }
 
 /// Evaluate every (k, C).
+/// One speculative step at `k` draft tokens for `batch` sequences at `ctx`: the draft's
+/// time and the verify pass's (k + 1 tokens per sequence), seconds.
+fn speculative_step(
+    s: &Scenario,
+    ev: &Evaluator,
+    draft: &Draft,
+    k: u32,
+    batch: f64,
+    ctx: f64,
+) -> Result<(f64, f64)> {
+    let verify = ev.step_time(&Pass {
+        tokens_per_sequence: k as f64 + 1.0,
+        ..Pass::decode(batch, ctx)
+    });
+    Ok((draft_time(s, draft, k, batch, ctx)?, verify))
+}
+
 pub fn specdec(
     s: &Scenario,
     draft: &Draft,
@@ -256,14 +276,15 @@ pub fn specdec(
             speedup: 1.0,
         };
         for &k in ks {
-            let verify = ev.step_time(&Pass {
-                tokens_per_sequence: k as f64 + 1.0,
-                ..Pass::decode(cf, ctx)
-            });
-            let draft_s = draft_time(s, draft, k, cf, ctx)?;
+            let (draft_s, verify) = speculative_step(s, &ev, draft, k, cf, ctx)?;
             let step = draft_s + verify;
             let e = acceptance.expected_tokens(k as usize);
             let tpot = step / e;
+            let tpot_ci95_ms = s.interval(|q| {
+                q.evaluator()
+                    .and_then(|qe| speculative_step(q, &qe, draft, k, cf, ctx))
+                    .map_or(f64::NAN, |(d, v)| (d + v) / e * 1e3)
+            });
             let speedup = base / tpot;
             if speedup > best.speedup {
                 best = BestK {
@@ -276,6 +297,7 @@ pub fn specdec(
                 k,
                 concurrency: c,
                 tpot_ms: tpot * 1e3,
+                tpot_ci95_ms,
                 throughput_tok_s: cf / tpot,
                 speedup,
                 expected_tokens_per_step: e,

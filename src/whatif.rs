@@ -6,6 +6,7 @@
 //! Gen6" needs no new file. Elasticities are finite differences of the full model:
 //! `(ΔTPOT / TPOT) / (Δx / x)` for a +10 % change of one parameter, the rest held.
 
+use crate::calibration::Calibration;
 use crate::cost::{Category, CostParams, Parallel};
 use crate::error::{Error, Result};
 use crate::predict::{predict, Scenario};
@@ -83,6 +84,9 @@ pub struct CompareRow {
     pub provenance: &'static str,
     /// TPOT (decode step) at each requested concurrency, ms.
     pub tpot_ms: Vec<(u32, f64)>,
+    /// 95 % interval of `tpot_ms` per concurrency, from the calibration (calibrated rows).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tpot_ci95_ms: Vec<(u32, [f64; 2])>,
     /// Throughput at each requested concurrency, tok/s.
     pub throughput_tok_s: Vec<(u32, f64)>,
     pub sol_tpot_ms: Vec<(u32, f64)>,
@@ -124,7 +128,7 @@ pub fn compare_row(
     label: &str,
     system: &System,
     par: Parallel,
-    params: Option<CostParams>,
+    calibration: Option<&Calibration>,
     concurrency: &[u32],
     w: Workload,
     context: u32,
@@ -133,8 +137,13 @@ pub fn compare_row(
         system: label.to_string(),
         parallel: par.to_string(),
         gpus: par.gpus(),
-        provenance: params.map(|p| p.provenance.name()).unwrap_or("default"),
+        provenance: if calibration.is_some() {
+            "calibrated"
+        } else {
+            "default"
+        },
         tpot_ms: vec![],
+        tpot_ci95_ms: vec![],
         throughput_tok_s: vec![],
         sol_tpot_ms: vec![],
         plateau_tok_s: 0.0,
@@ -147,13 +156,15 @@ pub fn compare_row(
         error: None,
     };
     let mut run = || -> Result<()> {
-        let mut s = Scenario::new(model, system, par)?;
-        if let Some(p) = params {
-            s.params = p;
-        }
+        let s = Scenario::new(model, system, par)?;
+        let s = match calibration {
+            Some(c) => s.calibrated(c),
+            None => s,
+        };
         for &c in concurrency {
             let p = predict(&s, c, context)?;
             row.tpot_ms.push((c, p.tpot_ms));
+            row.tpot_ci95_ms.extend(p.tpot_ci95_ms.map(|ci| (c, ci)));
             row.throughput_tok_s.push((c, p.throughput_tok_s));
             row.sol_tpot_ms.push((c, p.sol_tpot_ms));
             row.dominant.push((c, dominant(&p.breakdown_ms)));
@@ -334,6 +345,7 @@ pub fn tpot_and_plateau(
         system,
         parallel: par,
         params: p,
+        calibration: None,
     };
     let t = predict(&s, c, context)?.tpot_ms;
     let conc: Vec<u32> = (0..=11).map(|i| 1u32 << i).collect();

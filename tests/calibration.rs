@@ -291,3 +291,49 @@ fn compare_uses_a_calibration_only_for_its_own_system() {
     assert_eq!(rows[0]["provenance"], "calibrated");
     assert_eq!(rows[1]["provenance"], "default");
 }
+
+/// Records built on a calibrated scenario come complete: predict, sweep and specdec carry
+/// their 95 % intervals from the calibration's covariance, around their own values; the same
+/// records without a calibration carry none.
+#[test]
+fn records_built_on_a_calibrated_scenario_carry_their_intervals() {
+    use rooftop::predict::predict;
+    use rooftop::serve::{sweep, Workload};
+    use rooftop::specdec::{specdec, Acceptance, Draft};
+    let (m, s, set) = team();
+    let plain = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let c = calibrate(&plain, &set, Assumptions::default(), vec![]).unwrap();
+    let cal = plain.clone().calibrated(&c);
+    let inside = |ci: Option<[f64; 2]>, v: f64| {
+        let [lo, hi] = ci.expect("an interval");
+        assert!(lo <= v && v <= hi && lo < hi, "{v} outside [{lo}, {hi}]");
+    };
+    let p = predict(&cal, 8, 1024).unwrap();
+    assert_eq!(p.provenance, "calibrated");
+    inside(p.tpot_ci95_ms, p.tpot_ms);
+    assert!(predict(&plain, 8, 1024).unwrap().tpot_ci95_ms.is_none());
+    let w = Workload {
+        input_len: 32,
+        output_len: 32,
+        tpot_def: TpotDef::Itl,
+    };
+    for pt in sweep(&cal, &[1, 64], w).unwrap().points {
+        inside(pt.tpot_ci95_ms, pt.tpot_ms);
+        inside(pt.throughput_ci95_tok_s, pt.throughput_tok_s);
+    }
+    assert!(sweep(&plain, &[1], w).unwrap().points[0]
+        .tpot_ci95_ms
+        .is_none());
+    let sd = specdec(
+        &cal,
+        &Draft::Eagle,
+        &Acceptance(vec![0.7]),
+        &[1, 2],
+        &[1],
+        1024,
+    )
+    .unwrap();
+    for pt in &sd.points {
+        inside(pt.tpot_ci95_ms, pt.tpot_ms);
+    }
+}

@@ -128,6 +128,8 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
                 "1..2",
                 "--concurrency",
                 "1",
+                "--calibration",
+                cal,
                 "--format",
                 "json",
             ]],

@@ -148,6 +148,7 @@ fn inverse_solve_reproduces_the_target() {
                 system: &s2,
                 parallel: Parallel::tp(8),
                 params: p2,
+                calibration: None,
             };
             let t = predict(&sc, 1, 1024).unwrap().tpot_ms;
             assert!(

@@ -4,11 +4,11 @@ use crate::calibrate::{
     calibrate, category_share, describe, display_value, measured_value, predict_observation,
     Assumptions, Calibration,
 };
-use crate::cli::{MeasuredArgs, ScenarioArgs};
+use crate::cli::{CalibrateArgs, MeasuredArgs, ScenarioArgs, ValidateArgs};
 use crate::commands::load;
 use crate::cost::{CostParams, Pass};
 use crate::error::{Error, Result};
-use crate::export::{self, round, table, Format, Table, Tabular};
+use crate::export::{self, round, table, Table, Tabular};
 use crate::measured::{self, MeasuredSet, Quantity, ReadOptions, TraceCategory};
 use crate::predict::{breakdown_ms, Scenario};
 use crate::spec::registry::{builtin_text, Kind};
@@ -59,12 +59,8 @@ fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
     })
 }
 
-pub fn run_calibrate(
-    args: &ScenarioArgs,
-    m: &MeasuredArgs,
-    out: Option<&Path>,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
+    let (args, m, out, format) = (&a.scenario, &a.measured, a.out.as_deref(), a.format);
     let l = load(args)?;
     let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let (set, sources) = load_measured(m)?;
@@ -324,12 +320,14 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
     })
 }
 
-pub fn run_validate(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<u8>> {
-    if let Some((tables, skipped)) = crate::commands::kernel_validate::kernel_tables(&m.measured)? {
-        return crate::commands::kernel_validate::run(args, &tables, skipped, format);
+pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
+    if let Some((tables, skipped)) =
+        crate::commands::kernel_validate::kernel_tables(&a.measured.measured)?
+    {
+        return crate::commands::kernel_validate::run(&a.scenario, &tables, skipped, a.format);
     }
-    let v = validation(args, m)?;
-    export::export(&v, format, validation_text)
+    let v = validation(&a.scenario, &a.measured)?;
+    export::export(&v, a.format, validation_text)
 }
 
 impl Tabular for Validation {

@@ -1,8 +1,9 @@
 //! `rooftop list` and `rooftop show`: what is built in.
 
+use crate::cli::{ListArgs, ShowArgs};
 use crate::error::{Error, Result};
 use crate::export::rows::CatalogRow;
-use crate::export::{self, table, Format, Table, Tabular};
+use crate::export::{self, table, Table, Tabular};
 use crate::spec::registry::{self, builtin_names, builtin_text, Kind};
 use crate::spec::System;
 
@@ -27,7 +28,8 @@ fn describe(kind: Kind, name: &str) -> String {
     d.unwrap_or_else(|e| format!("(invalid: {e})"))
 }
 
-pub fn list(kind: &str, format: Format) -> Result<Vec<u8>> {
+pub fn list(a: &ListArgs) -> Result<Vec<u8>> {
+    let (kind, format) = (a.kind.as_str(), a.format);
     let k = match kind {
         "gpus" => Kind::Gpu,
         "interconnects" => Kind::Interconnect,
@@ -58,7 +60,8 @@ impl Tabular for Vec<CatalogRow> {
     }
 }
 
-pub fn show(name: &str) -> Result<String> {
+pub fn show(a: &ShowArgs) -> Result<String> {
+    let name = a.name.as_str();
     for k in [
         Kind::System,
         Kind::Model,

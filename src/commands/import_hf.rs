@@ -2,16 +2,17 @@
 //! pure (`crate::import_hf`); this reads the files, prints the warnings to stderr, and writes
 //! the TOML to `--out` or returns it for stdout.
 
+use crate::cli::ImportHfArgs;
 use crate::error::{Error, Result};
 use crate::spec::registry;
-use std::path::Path;
 
-pub fn run(
-    path: &Path,
-    name: Option<&str>,
-    quant_config: Option<&Path>,
-    out: Option<&Path>,
-) -> Result<String> {
+pub fn run(a: &ImportHfArgs) -> Result<String> {
+    let (path, name, quant_config, out) = (
+        a.path.as_path(),
+        a.name.as_deref(),
+        a.quant_config.as_deref(),
+        a.out.as_deref(),
+    );
     let imported = registry::read_hf(path, quant_config, name)?;
     for w in &imported.warnings {
         eprintln!("warning: {w}");

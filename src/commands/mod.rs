@@ -14,7 +14,7 @@ pub mod whatif;
 
 use crate::calibrate::Calibration;
 use crate::cli::ScenarioArgs;
-use crate::cost::{CostParams, Parallel};
+use crate::cost::Parallel;
 use crate::error::Result;
 use crate::predict::Scenario;
 use crate::spec::{registry, ModelSpec, System};
@@ -31,11 +31,11 @@ pub struct Loaded {
 impl Loaded {
     /// The scenario with default or calibrated parameters.
     pub fn scenario(&self) -> Result<Scenario<'_>> {
-        let mut s = Scenario::new(&self.model, &self.system, self.parallel)?;
-        if let Some(c) = &self.calibration {
-            s.params = c.params(&CostParams::default_for(&self.system));
-        }
-        Ok(s)
+        let s = Scenario::new(&self.model, &self.system, self.parallel)?;
+        Ok(match &self.calibration {
+            Some(c) => s.calibrated(c),
+            None => s,
+        })
     }
 }
 

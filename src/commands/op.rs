@@ -1,6 +1,8 @@
 //! `rooftop op`: one operator's predicted time, to hold against a micro-benchmark.
 
-use crate::cli::{OpCommand, ScenarioArgs};
+use crate::cli::{
+    OpAllreduceArgs, OpAttentionArgs, OpCommand, OpGemmArgs, OpMoeArgs, ScenarioArgs,
+};
 use crate::commands::load;
 use crate::cost::price::{collective_cost, cost_all};
 use crate::cost::{Category, CostParams, Device, Evaluator, OpCost, Pass};
@@ -200,7 +202,7 @@ fn block_ops(
 
 pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
     match cmd {
-        OpCommand::Gemm {
+        OpCommand::Gemm(OpGemmArgs {
             gpu,
             system,
             m,
@@ -208,7 +210,7 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
             k,
             dtype,
             format,
-        } => {
+        }) => {
             let mut sys = system_for_gpu(gpu, system.as_deref())?;
             sys.gpu = load_gpu(gpu)?;
             let fmt = parse_dtype(dtype)?;
@@ -236,12 +238,12 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
             );
             render(&r, *format)
         }
-        OpCommand::Allreduce {
+        OpCommand::Allreduce(OpAllreduceArgs {
             system,
             bytes,
             gpus,
             format,
-        } => {
+        }) => {
             let sys = System::load(system)?;
             let b = parse_bytes(bytes)?;
             let n = gpus.unwrap_or(sys.spec.gpu_count);
@@ -268,11 +270,11 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
             );
             render(&r, *format)
         }
-        OpCommand::Moe {
+        OpCommand::Moe(OpMoeArgs {
             scenario,
             tokens,
             format,
-        } => {
+        }) => {
             if *tokens == 0 {
                 return Err(Error::Scenario("--tokens must be at least 1".into()));
             }
@@ -284,12 +286,12 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
                 *format,
             )
         }
-        OpCommand::Attention {
+        OpCommand::Attention(OpAttentionArgs {
             scenario,
             batch,
             context,
             format,
-        } => {
+        }) => {
             if *batch == 0 {
                 return Err(Error::Scenario("--batch must be at least 1".into()));
             }

@@ -1,9 +1,10 @@
 //! `rooftop plot ...`: build the same records the other commands export, then draw them.
 //! Also the charts `cargo run --release` writes for the team's box.
 
-use crate::calibrate::{calibrate, Assumptions};
+use crate::calibration::Calibration;
 use crate::cli::{
-    BreakdownBy, MeasuredArgs, PlotCommand, PlotMeasuredArgs, ScenarioArgs, ServingArgs,
+    BreakdownBy, MeasuredArgs, PlotBreakdownArgs, PlotCommand, PlotCompareArgs, PlotMeasuredArgs,
+    PlotRooflineArgs, PlotSpecdecArgs, PlotSweepArgs, ScenarioArgs, ServingArgs,
 };
 use crate::commands::calibrate::load_measured;
 use crate::commands::sweep::workload;
@@ -28,7 +29,15 @@ pub struct SweepSet {
     pub measured: Option<MeasuredSet>,
 }
 
-pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) -> Result<SweepSet> {
+/// The sweeps a chart draws: SOL, default, and calibrated when `cal` is given (read from a
+/// calibration file; never fitted here).
+pub fn sweep_set(
+    l: &Loaded,
+    cal: Option<&Calibration>,
+    conc: &[u32],
+    w: Workload,
+    m: &PlotMeasuredArgs,
+) -> Result<SweepSet> {
     let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let default = sweep(&s, conc, w)?;
     let sol = sweep(
@@ -51,29 +60,8 @@ pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) ->
         };
         Some(load_measured(&a)?)
     };
-    let cal = match (&l.calibration, &measured) {
-        (Some(c), _) => Some(c.clone()),
-        (None, Some((set, sources))) => Some(calibrate(
-            &s,
-            set,
-            Assumptions {
-                input_len: m.assume_input_len,
-                output_len: m.assume_output_len,
-            },
-            sources.clone(),
-        )?),
-        _ => None,
-    };
-    let calibrated = match &cal {
-        Some(c) => {
-            let sc = Scenario {
-                params: c.params(&CostParams::default_for(&l.system)),
-                ..s.clone()
-            };
-            let mut sw = sweep(&sc, conc, w)?;
-            crate::calibrate::sweep_intervals(c, &s, w, &mut sw);
-            Some(sw)
-        }
+    let calibrated = match cal {
+        Some(c) => Some(sweep(&s.clone().calibrated(c), conc, w)?),
         None => None,
     };
     Ok(SweepSet {
@@ -94,26 +82,32 @@ fn concurrency(a: &ServingArgs) -> Vec<u32> {
 pub fn run(cmd: &PlotCommand) -> Result<String> {
     let done = |p: &Path| format!("wrote {}\n", p.display());
     match cmd {
-        PlotCommand::Roofline {
+        PlotCommand::Roofline(PlotRooflineArgs {
             scenario,
             batch,
             context,
             out,
-        } => {
+        }) => {
             let l = load(scenario)?;
             let p = predict(&l.scenario()?, *batch, *context)?;
             plot::roofline(&p, &l.system.gpu, out)?;
             Ok(done(out))
         }
-        PlotCommand::Sweep {
+        PlotCommand::Sweep(PlotSweepArgs {
             scenario,
             serving,
             measured,
             metric,
             out,
-        } => {
+        }) => {
             let l = load(scenario)?;
-            let set = sweep_set(&l, &concurrency(serving), workload(serving)?, measured)?;
+            let set = sweep_set(
+                &l,
+                l.calibration.as_ref(),
+                &concurrency(serving),
+                workload(serving)?,
+                measured,
+            )?;
             plot::curves(
                 &sweep_chart(
                     *metric,
@@ -126,7 +120,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             )?;
             Ok(done(out))
         }
-        PlotCommand::Breakdown {
+        PlotCommand::Breakdown(PlotBreakdownArgs {
             scenario,
             serving,
             by,
@@ -134,7 +128,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             batch,
             context,
             out,
-        } => {
+        }) => {
             let bars = match by {
                 BreakdownBy::Concurrency => {
                     let l = load(scenario)?;
@@ -181,26 +175,13 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             plot::breakdown(&bars, out)?;
             Ok(done(out))
         }
-        PlotCommand::Compare {
+        PlotCommand::Compare(PlotCompareArgs {
             scenario,
-            systems,
-            parallel,
-            concurrency,
-            context,
-            input_len,
-            output_len,
+            comparison,
             plateau,
             out,
-        } => {
-            let c = crate::commands::whatif::build_comparison(
-                scenario,
-                systems,
-                parallel,
-                concurrency,
-                *context,
-                *input_len,
-                *output_len,
-            )?;
+        }) => {
+            let c = crate::commands::whatif::build_comparison(scenario, comparison)?;
             let bars = if *plateau {
                 compare_plateau_bars(&c)
             } else {
@@ -209,7 +190,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             plot::grouped_bars(&bars, out)?;
             Ok(done(out))
         }
-        PlotCommand::Specdec {
+        PlotCommand::Specdec(PlotSpecdecArgs {
             scenario,
             draft,
             k,
@@ -217,7 +198,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             concurrency,
             context,
             out,
-        } => {
+        }) => {
             let l = load(scenario)?;
             let s = l.scenario()?;
             let d = crate::commands::specdec::draft(draft, l.parallel.tp)?;
@@ -276,7 +257,24 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         output_len: 32,
         tpot_def: crate::serve::TpotDef::E2e,
     };
-    let set = sweep_set(&l, &conc, w, &m)?;
+    // The calibrated curve: fitted here, at the command's level, and handed to the records.
+    let (measured, sources) = load_measured(&MeasuredArgs {
+        measured: m.measured.clone(),
+        assume_input_len: m.assume_input_len,
+        assume_output_len: m.assume_output_len,
+        nccl_gpus: None,
+        trace_concurrency: None,
+    })?;
+    let cal = crate::calibrate::calibrate(
+        &Scenario::new(&l.model, &l.system, l.parallel)?,
+        &measured,
+        crate::calibrate::Assumptions {
+            input_len: m.assume_input_len,
+            output_len: m.assume_output_len,
+        },
+        sources,
+    )?;
+    let set = sweep_set(&l, Some(&cal), &conc, w, &m)?;
     for (metric, name) in [
         (SweepMetric::Throughput, "sweep_throughput"),
         (SweepMetric::Tpot, "sweep_tpot"),
@@ -302,17 +300,19 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         &path,
     )?;
     written.push(path);
-    let c = crate::commands::whatif::build_comparison(
-        &args,
-        &"8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
+    let comparison = crate::cli::ComparisonArgs {
+        systems: "8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
             .parse::<crate::options::Systems>()
             .map_err(Error::Scenario)?,
-        &[],
-        &[1, 128],
-        1024,
-        1000,
-        1000,
-    )?;
+        parallel: vec![],
+        concurrency: vec![1, 128],
+        context: 1024,
+        request: crate::cli::RequestArgs {
+            input_len: 1000,
+            output_len: 1000,
+        },
+    };
+    let c = crate::commands::whatif::build_comparison(&args, &comparison)?;
     let path = dir.join("compare_tpot.png");
     plot::grouped_bars(&compare_bars(&c), &path)?;
     written.push(path);

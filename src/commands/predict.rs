@@ -1,19 +1,21 @@
 //! `rooftop predict`: one design point, in text, JSON or CSV.
 
-use crate::cli::ScenarioArgs;
+use crate::cli::PredictArgs;
 use crate::commands::load;
 use crate::error::Result;
-use crate::export::{self, table, Format};
+use crate::export::{self, table};
 use crate::predict::{predict, Prediction};
 use std::fmt::Write as _;
 
-pub fn run(
-    args: &ScenarioArgs,
-    batch: u32,
-    context: u32,
-    show_ops: bool,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run(a: &PredictArgs) -> Result<Vec<u8>> {
+    let PredictArgs {
+        scenario: args,
+        batch,
+        context,
+        ops: show_ops,
+        format,
+    } = a.clone();
+    let args = &args;
     // A step of no sequences has no TPOT: refused, as sweep and op refuse their zeros.
     if batch == 0 {
         return Err(crate::error::Error::Scenario(
@@ -22,17 +24,7 @@ pub fn run(
     }
     let l = load(args)?;
     let s = l.scenario()?;
-    let mut p = predict(&s, batch, context)?;
-    if let Some(c) = &l.calibration {
-        let base = crate::cost::CostParams::default_for(&l.system);
-        let pass = crate::cost::Pass::decode(batch as f64, context as f64);
-        let (lo, hi) = c.interval(&base, |q| {
-            crate::cost::Evaluator::new(&l.model, &l.system, l.parallel, *q)
-                .map(|e| e.step_time(&pass) * 1e3)
-                .unwrap_or(f64::NAN)
-        });
-        p.tpot_ci95_ms = Some([lo, hi]);
-    }
+    let p = predict(&s, batch, context)?;
     export::export(&p, format, |p| text(p, show_ops))
 }
 
@@ -163,18 +155,36 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
         i = j + 1;
     }
     let _ = writeln!(o);
+    if show_ops {
+        // The operator list as data, in the order one layer runs it: every op with its shape.
+        let _ = writeln!(o, "operators per step, in order (x = times per step):");
+        let rows: Vec<Vec<String>> = p
+            .ops
+            .iter()
+            .map(|r| {
+                vec![
+                    r.block.to_string(),
+                    r.name.to_string(),
+                    r.count.to_string(),
+                    r.shape.shape(),
+                    format!("{:.2}", r.time_us),
+                    format!("{:.3}", r.total_ms),
+                    r.bound.to_string(),
+                ]
+            })
+            .collect();
+        o.push_str(&table(
+            &["block", "op", "x", "shape", "us/call", "ms/step", "bound"],
+            &rows,
+        ));
+        return o;
+    }
     let mut ops = p.ops.clone();
     ops.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
-    let n = if show_ops {
-        ops.len()
-    } else {
-        10.min(ops.len())
-    };
+    let n = 10.min(ops.len());
     let _ = writeln!(
         o,
-        "{} operators by time per step{}:",
-        if show_ops { "all" } else { "top" },
-        if show_ops { "" } else { " (--ops for all)" }
+        "top operators by time per step (--ops for all, with shapes):"
     );
     let rows: Vec<Vec<String>> = ops[..n]
         .iter()

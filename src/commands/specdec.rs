@@ -1,11 +1,11 @@
 //! `rooftop specdec`: speculative-decoding gains per draft length and concurrency.
 
-use crate::cli::{DraftArgs, ScenarioArgs};
+use crate::cli::{DraftArgs, SpecdecArgs};
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::export::{self, table, Format};
-use crate::options::{AcceptanceArg, DraftKind, DraftLengths};
+use crate::export::{self, table};
+use crate::options::{AcceptanceArg, DraftKind};
 use crate::spec::registry;
 use crate::specdec::{specdec, Acceptance, Draft, SpecDec};
 use std::fmt::Write as _;
@@ -81,15 +81,17 @@ pub fn draft(d: &DraftArgs, target_tp: u32) -> Result<Draft> {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run(
-    args: &ScenarioArgs,
-    draft_args: &DraftArgs,
-    ks: &DraftLengths,
-    acceptance_arg: &AcceptanceArg,
-    concurrency: &[u32],
-    context: u32,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run(a: &SpecdecArgs) -> Result<Vec<u8>> {
+    let SpecdecArgs {
+        scenario: args,
+        draft: draft_args,
+        k: ks,
+        acceptance: acceptance_arg,
+        concurrency,
+        context,
+        format,
+    } = a;
+    let (context, format) = (*context, *format);
     let l = load(args)?;
     let s = l.scenario()?;
     if concurrency.is_empty() || concurrency.contains(&0) {

@@ -1,9 +1,9 @@
 //! `rooftop sweep`: the serving curve against concurrency.
 
-use crate::cli::{ScenarioArgs, ServingArgs};
+use crate::cli::{ServingArgs, SweepArgs};
 use crate::commands::load;
 use crate::error::{Error, Result};
-use crate::export::{self, table, Format};
+use crate::export::{self, table};
 use crate::serve::{sweep, Sweep, Workload};
 use std::fmt::Write as _;
 
@@ -31,20 +31,18 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    request_shape(a.input_len, a.output_len, a.tpot_def)
+    request_shape(a.request.input_len, a.request.output_len, a.tpot_def)
 }
 
-pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<Vec<u8>> {
+pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
+    let (args, serving, format) = (&a.scenario, &a.serving, a.format);
     let l = load(args)?;
     let s = l.scenario()?;
     let w = workload(serving)?;
     let mut conc = serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();
-    let mut r = sweep(&s, &conc, w)?;
-    if let Some(c) = &l.calibration {
-        crate::calibrate::sweep_intervals(c, &s, w, &mut r);
-    }
+    let r = sweep(&s, &conc, w)?;
     export::export(&r, format, text)
 }
 

@@ -1,13 +1,13 @@
 //! `rooftop compare`, `rooftop sensitivity` and `rooftop explore`.
 
-use crate::cli::ScenarioArgs;
+use crate::cli::{CompareArgs, ComparisonArgs, ExploreArgs, ScenarioArgs, SensitivityArgs};
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
 use crate::explore::{explore, Stream};
 use crate::export::Tabular;
 use crate::export::{self, num, table, Format};
-use crate::options::{Duration, Positive, Systems, Values};
+
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
@@ -30,15 +30,10 @@ fn workload(i: u32, o: u32) -> Result<Workload> {
 
 /// The comparison record for `--systems` × `--parallel`.
 #[allow(clippy::too_many_arguments)]
-pub fn build_comparison(
-    args: &ScenarioArgs,
-    systems: &Systems,
-    parallel: &[Parallel],
-    concurrency: &[u32],
-    context: u32,
-    input_len: u32,
-    output_len: u32,
-) -> Result<Comparison> {
+pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Comparison> {
+    let (systems, parallel, concurrency, context) =
+        (&c.systems, &c.parallel[..], &c.concurrency[..], c.context);
+    let (input_len, output_len) = (c.request.input_len, c.request.output_len);
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let w = workload(input_len, output_len)?;
@@ -61,16 +56,13 @@ pub fn build_comparison(
         let (label, sys) = load_variant(n, &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
-            let params = calibration
-                .as_ref()
-                .filter(|c| c.system == sys.spec.name)
-                .map(|c| c.params(&crate::cost::CostParams::default_for(&sys)));
+            let fitted_here = calibration.as_ref().filter(|c| c.system == sys.spec.name);
             rows.push(compare_row(
                 &model,
                 &label,
                 &sys,
                 par,
-                params,
+                fitted_here,
                 concurrency,
                 w,
                 context,
@@ -87,26 +79,10 @@ pub fn build_comparison(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run_compare(
-    args: &ScenarioArgs,
-    systems: &Systems,
-    parallel: &[Parallel],
-    concurrency: &[u32],
-    context: u32,
-    input_len: u32,
-    output_len: u32,
-    format: Format,
-) -> Result<Vec<u8>> {
-    let r = build_comparison(
-        args,
-        systems,
-        parallel,
-        concurrency,
-        context,
-        input_len,
-        output_len,
-    )?;
-    match format {
+pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
+    let concurrency = &a.comparison.concurrency;
+    let r = build_comparison(&a.scenario, &a.comparison)?;
+    match a.format {
         Format::Csv => export::rows::compare_csv(&r, concurrency),
         Format::Json => export::json(&r),
         Format::Text => Ok(compare_text(&r, concurrency).into_bytes()),
@@ -177,15 +153,11 @@ fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run_sensitivity(
-    args: &ScenarioArgs,
-    concurrency: u32,
-    context: u32,
-    input_len: u32,
-    output_len: u32,
-    target: Option<Duration>,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run_sensitivity(a: &SensitivityArgs) -> Result<Vec<u8>> {
+    let args = &a.scenario;
+    let (concurrency, context, target, format) =
+        (a.concurrency, a.context, a.target_tpot, a.format);
+    let (input_len, output_len) = (a.request.input_len, a.request.output_len);
     let l = load(args)?;
     let s = l.scenario()?;
     let w = workload(input_len, output_len)?;
@@ -265,16 +237,18 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn run_explore(
-    args: &ScenarioArgs,
-    systems: Option<&Systems>,
-    parallel: &[Parallel],
-    batches: &Positive,
-    contexts: &Values,
-    quant: &[String],
-    pareto: bool,
-    format: Format,
-) -> Result<Vec<u8>> {
+pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
+    let ExploreArgs {
+        scenario: args,
+        systems,
+        parallel,
+        batch: batches,
+        context: contexts,
+        quant,
+        pareto,
+        format,
+    } = a;
+    let (systems, pareto, format) = (systems.as_ref(), *pareto, *format);
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let names = match systems {

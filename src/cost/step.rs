@@ -23,6 +23,9 @@ use std::cell::RefCell;
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockCost {
     pub kind: BlockKind,
+    /// The block's operators as data, in the order they run.
+    pub operators: Vec<Operator>,
+    /// Their prices, one per operator.
     pub ops: Vec<OpCost>,
     pub breakdown: Breakdown,
 }
@@ -39,7 +42,9 @@ pub struct StepCost {
     pub blocks: Vec<BlockCost>,
     /// (attention block, feed-forward block) of every layer, indices into `blocks`.
     pub layers: Vec<(usize, usize)>,
-    /// Operators that run once per pass (embedding, lm_head, sampling, ...).
+    /// Operators that run once per pass (embedding, lm_head, sampling, ...), as data.
+    pub head_operators: Vec<Operator>,
+    /// Their prices.
     pub head: Vec<OpCost>,
 }
 
@@ -60,6 +65,28 @@ impl StepCost {
             v.extend(b.ops.iter().map(|o| (*o, n)));
         }
         v.extend(self.head.iter().map(|o| (*o, 1)));
+        v
+    }
+
+    /// Every operator as data with its price, the block it belongs to (`None`: the head)
+    /// and how many times it runs per pass, in the order a layer runs them.
+    pub fn operators(&self) -> Vec<(Option<BlockKind>, Operator, OpCost, u32)> {
+        let mut v = Vec::new();
+        for (bi, b) in self.blocks.iter().enumerate() {
+            let n = self.block_count(bi);
+            v.extend(
+                b.operators
+                    .iter()
+                    .zip(&b.ops)
+                    .map(|(o, c)| (Some(b.kind), *o, *c, n)),
+            );
+        }
+        v.extend(
+            self.head_operators
+                .iter()
+                .zip(&self.head)
+                .map(|(o, c)| (None, *o, *c, 1)),
+        );
         v
     }
 
@@ -216,6 +243,7 @@ impl<'a> Evaluator<'a> {
                 let b = self.price(&ops, &mut memo, Some(&mut priced)).total();
                 BlockCost {
                     kind,
+                    operators: ops.clone(),
                     ops: priced,
                     breakdown: b,
                 }
@@ -233,6 +261,7 @@ impl<'a> Evaluator<'a> {
             breakdown,
             blocks,
             layers: self.plan.layers.clone(),
+            head_operators: ops,
             head,
         }
     }

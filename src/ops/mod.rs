@@ -145,6 +145,95 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The shape in a line, for people (`--ops`).
+    pub fn shape(&self) -> String {
+        let n = short;
+        match *self {
+            Op::Gemm {
+                m,
+                n: cols,
+                k,
+                weights,
+                after_cast,
+                ..
+            } => format!(
+                "[{} x {}] x [{} x {}] {weights}{}",
+                n(m),
+                n(k),
+                n(k),
+                n(cols),
+                if after_cast { " (cast to bf16)" } else { "" }
+            ),
+            Op::MoeGemm {
+                local_experts,
+                touched_experts,
+                routed_tokens,
+                hidden,
+                width,
+                weights,
+                ..
+            } => format!(
+                "{} of {} experts, {} token-experts, {} -> {} -> {} {weights}",
+                n(touched_experts),
+                n(local_experts),
+                n(routed_tokens),
+                n(hidden),
+                n(width),
+                n(hidden)
+            ),
+            Op::Dequant { elems, from } => format!("{} weights {from} -> bf16", n(elems)),
+            Op::Attention {
+                kind,
+                queries,
+                heads,
+                span,
+                ..
+            } => format!(
+                "{} {} queries x {} heads over {} positions",
+                serde_name(&kind),
+                n(queries),
+                n(heads),
+                n(span)
+            ),
+            Op::Elementwise { rows, width, .. } => format!("[{} x {}]", n(rows), n(width)),
+            Op::Embedding {
+                rows,
+                hidden,
+                vocab,
+                weights,
+            } => format!(
+                "{} rows of [{} x {}] {weights}",
+                n(rows),
+                n(vocab),
+                n(hidden)
+            ),
+            Op::Sampling { rows, vocab } => format!("[{} x {}] logits", n(rows), n(vocab)),
+            Op::Collective { kind, bytes, ranks } => {
+                format!("{} of {} B over {ranks} GPUs", serde_name(&kind), n(bytes))
+            }
+        }
+    }
+}
+
+/// The name serde gives a unit variant.
+fn serde_name<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// A number in a shape: whole numbers exactly, others to 4 significant digits.
+fn short(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{v:.digits$}")
+    }
+}
+
 /// One operator one GPU runs, with what a report names it by.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Operator {

@@ -1,0 +1,265 @@
+//! The calibration record: fitted parameters with their covariance, the assumptions and the
+//! residuals of the fit, as `rooftop calibrate` writes it and `--calibration` reads it.
+//!
+//! It sits below the records (predict, sweep, specdec, compare) so a scenario can carry one:
+//! the records apply its parameters and build their 95 % intervals from its covariance when
+//! they are made, never patched afterwards. Fitting lives in `calibrate.rs`, above.
+
+use crate::cost::{CostParams, Provenance};
+use crate::error::{Error, Result};
+use crate::spec::FormatKind;
+use serde::{Deserialize, Serialize};
+
+/// A parameter the calibration can move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    MemoryEfficiency,
+    GemmEfficiency(FormatKind),
+    AttentionEfficiency,
+    LinkEfficiency,
+    CollectiveLatencyScale,
+    KernelGap,
+    KernelLaunch,
+    StepOverhead,
+}
+
+impl ParamKind {
+    pub fn name(self) -> String {
+        match self {
+            ParamKind::MemoryEfficiency => "memory_efficiency".into(),
+            ParamKind::GemmEfficiency(f) => format!("gemm_efficiency_{}", f.name()),
+            ParamKind::AttentionEfficiency => "attention_efficiency".into(),
+            ParamKind::LinkEfficiency => "link_efficiency".into(),
+            ParamKind::CollectiveLatencyScale => "collective_latency_scale".into(),
+            ParamKind::KernelGap => "kernel_gap_us".into(),
+            ParamKind::KernelLaunch => "kernel_launch_us".into(),
+            ParamKind::StepOverhead => "step_overhead_us".into(),
+        }
+    }
+
+    /// Value in reporting units (µs for times).
+    pub fn get(self, p: &CostParams) -> f64 {
+        match self {
+            ParamKind::MemoryEfficiency => p.memory_efficiency,
+            ParamKind::GemmEfficiency(f) => p.gemm(f),
+            ParamKind::AttentionEfficiency => p.attention_efficiency,
+            ParamKind::LinkEfficiency => p.link_efficiency,
+            ParamKind::CollectiveLatencyScale => p.collective_latency_scale,
+            ParamKind::KernelGap => p.kernel_gap * 1e6,
+            ParamKind::KernelLaunch => p.kernel_launch * 1e6,
+            ParamKind::StepOverhead => p.step_overhead * 1e6,
+        }
+    }
+
+    pub fn set(self, p: &mut CostParams, v: f64) {
+        match self {
+            ParamKind::MemoryEfficiency => p.memory_efficiency = v,
+            ParamKind::GemmEfficiency(f) => p.set_gemm(f, v),
+            ParamKind::AttentionEfficiency => p.attention_efficiency = v,
+            ParamKind::LinkEfficiency => p.link_efficiency = v,
+            ParamKind::CollectiveLatencyScale => p.collective_latency_scale = v,
+            ParamKind::KernelGap => p.kernel_gap = v * 1e-6,
+            ParamKind::KernelLaunch => p.kernel_launch = v * 1e-6,
+            ParamKind::StepOverhead => p.step_overhead = v * 1e-6,
+        }
+    }
+
+    /// Physical range.
+    pub fn bounds(self) -> (f64, f64) {
+        match self {
+            ParamKind::MemoryEfficiency => (0.2, 1.0),
+            ParamKind::GemmEfficiency(_) | ParamKind::AttentionEfficiency => (0.05, 1.0),
+            ParamKind::LinkEfficiency => (0.1, 1.0),
+            ParamKind::CollectiveLatencyScale => (0.1, 50.0),
+            ParamKind::KernelGap => (0.0, 50.0),
+            ParamKind::KernelLaunch => (0.0, 100.0),
+            ParamKind::StepOverhead => (0.0, 50_000.0),
+        }
+    }
+
+    /// Width of the prior: how far from the datasheet/engine prior the fit may move before
+    /// the prior pushes back as hard as one measurement σ. Deliberately wide: priors only
+    /// decide what the data cannot.
+    pub fn prior_sigma(self, prior: f64) -> f64 {
+        match self {
+            ParamKind::MemoryEfficiency | ParamKind::LinkEfficiency => 0.3,
+            ParamKind::GemmEfficiency(_) | ParamKind::AttentionEfficiency => 0.3,
+            ParamKind::CollectiveLatencyScale => 3.0,
+            ParamKind::KernelGap | ParamKind::KernelLaunch => prior.max(1.0) * 2.0,
+            ParamKind::StepOverhead => prior.max(100.0) * 3.0,
+        }
+    }
+}
+
+/// What the measurements do not say, stated so the user sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Assumptions {
+    /// Prompt tokens where a measurement does not give them.
+    pub input_len: u32,
+    /// Output tokens where a measurement does not give them.
+    pub output_len: u32,
+}
+
+impl Default for Assumptions {
+    fn default() -> Self {
+        Assumptions {
+            input_len: 32,
+            output_len: 32,
+        }
+    }
+}
+
+/// One fitted parameter.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FitParam {
+    pub name: String,
+    pub kind: ParamKind,
+    pub value: f64,
+    pub prior: f64,
+    pub stderr: f64,
+    pub ci95_low: f64,
+    pub ci95_high: f64,
+    pub lower_bound: f64,
+    pub upper_bound: f64,
+    /// The data moved it (its column of the Jacobian is not negligible); otherwise it stays
+    /// at its prior and its interval is the prior's.
+    pub informed_by_data: bool,
+    /// At a bound of its physical range.
+    pub at_bound: bool,
+}
+
+/// One measured point and how the fit does on it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Residual {
+    pub point: String,
+    pub origin: String,
+    pub unit: String,
+    pub measured: f64,
+    pub default: f64,
+    pub calibrated: f64,
+    /// (calibrated − measured) / measured (for shares: difference in points / 100).
+    pub error: f64,
+    /// Leave-one-out: the prediction of this point from a fit without it, when run.
+    pub loo_prediction: Option<f64>,
+}
+
+/// The calibration record, written as TOML and read back by `--calibration`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Calibration {
+    pub model: String,
+    pub system: String,
+    pub parallel: String,
+    pub sources: Vec<String>,
+    pub assumptions: Assumptions,
+    pub parameters: Vec<FitParam>,
+    /// Covariance of the parameters, in the order of `parameters` (reporting units).
+    pub covariance: Vec<Vec<f64>>,
+    pub residuals: Vec<Residual>,
+    /// Measurements minus informed parameters (negative: fewer points than parameters, the
+    /// priors decide the rest).
+    pub degrees_of_freedom: i64,
+    /// Root-mean-square relative error of the calibrated model over the points.
+    pub rms_error: f64,
+    /// Root-mean-square leave-one-out relative error, when there are enough points (≥ 4).
+    pub loo_rms_error: Option<f64>,
+}
+
+impl Calibration {
+    /// The fitted parameters applied over `base`.
+    pub fn params(&self, base: &CostParams) -> CostParams {
+        let mut p = *base;
+        for f in &self.parameters {
+            f.kind.set(&mut p, f.value);
+        }
+        p.provenance = Provenance::Calibrated;
+        p
+    }
+
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string(self).unwrap_or_default();
+        format!("# rooftop calibration: fitted parameters with 95 % intervals. Written by `rooftop calibrate`;\n# read by --calibration. Fitted values live here, never in the tool's code.\n{body}")
+    }
+
+    pub fn load(path: &str) -> Result<Calibration> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
+        let c: Calibration = crate::spec::registry::parse_toml(&text, path)?;
+        if c.covariance.len() != c.parameters.len()
+            || c.covariance.iter().any(|r| r.len() != c.parameters.len())
+            || c.covariance.iter().flatten().any(|x| !x.is_finite())
+        {
+            return Err(Error::Invalid {
+                file: path.into(),
+                line: crate::error::line_of_field(&text, "covariance"),
+                field: "covariance".into(),
+                expected: "a square matrix of finite numbers with one row per parameter".into(),
+            });
+        }
+        // A covariance a fit can produce: each standard error within its parameter's physical
+        // range, each correlation within ±1. Anything larger is no information, and would
+        // overflow the prediction intervals.
+        for (i, f) in c.parameters.iter().enumerate() {
+            let (lo, hi) = f.kind.bounds();
+            let var = |j: usize| c.covariance[j][j];
+            let ok = var(i) >= 0.0
+                && var(i).sqrt() <= hi - lo
+                && (0..c.parameters.len()).all(|j| {
+                    c.covariance[i][j].abs()
+                        <= (var(i) * var(j).max(0.0)).sqrt() * (1.0 + 1e-6) + 1e-300
+                });
+            if !ok {
+                return Err(Error::Invalid {
+                    file: path.into(),
+                    line: crate::error::line_of_field(&text, "covariance"),
+                    field: format!("covariance (row {}, {})", i + 1, f.name),
+                    expected: format!(
+                        "a variance from 0 to ({} − {})² and correlations within ±1",
+                        hi, lo
+                    ),
+                });
+            }
+        }
+        for f in &c.parameters {
+            // Within the file's bounds and the parameter's physical range: a hand-edited
+            // bound cannot let an efficiency reach 0 (every time infinite).
+            let (lo, hi) = f.kind.bounds();
+            let (lo, hi) = (f.lower_bound.max(lo), f.upper_bound.min(hi));
+            if !(f.value.is_finite() && f.value >= lo && f.value <= hi) {
+                return Err(Error::Invalid {
+                    file: path.into(),
+                    line: crate::error::line_of_field(&text, "name"),
+                    field: format!("parameters.{}", f.name),
+                    expected: format!("a value in [{lo}, {hi}]"),
+                });
+            }
+        }
+        Ok(c)
+    }
+
+    /// 95 % interval of a prediction `f(params)` by the delta method on the covariance.
+    pub fn interval<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
+        let p0 = self.params(base);
+        let y0 = f(&p0);
+        let n = self.parameters.len();
+        let mut g = vec![0.0; n];
+        for (j, fp) in self.parameters.iter().enumerate() {
+            let h = (fp.value.abs() * 1e-3).max(1e-6);
+            let mut p = p0;
+            let v = (fp.value + h).min(fp.upper_bound);
+            let v = if v == fp.value { fp.value - h } else { v };
+            fp.kind.set(&mut p, v);
+            g[j] = (f(&p) - y0) / (v - fp.value);
+        }
+        let mut var = 0.0;
+        for i in 0..n {
+            for j in 0..n {
+                var += g[i] * self.covariance[i][j] * g[j];
+            }
+        }
+        let half = 1.96 * var.max(0.0).sqrt();
+        (y0 - half, y0 + half)
+    }
+}

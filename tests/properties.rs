@@ -253,6 +253,7 @@ fn system() -> impl Strategy<Value = System> {
                     topology,
                     sockets,
                     gpus_per_switch: None,
+                    paths: None,
                     p2p,
                     price_per_gpu_hour_usd: None,
                     engine,

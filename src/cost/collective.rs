@@ -9,7 +9,10 @@
 //! the fastest, which this model does too; on NVSwitch systems with NVLS the switch-side
 //! reduction is one more candidate. The bus bandwidth a ring reaches is set by the slowest path
 //! it crosses (one PCIe switch or NVSwitch, one CPU root complex, or across sockets), so it is
-//! a property of the link *and* of how many GPUs join. Point-to-point (all-to-all, send/recv)
+//! a property of the platform *and* of how many GPUs join: a system states the P2P rate it
+//! reaches on each path (`[paths]`, measured on that box), and the ring gets NCCL's ring
+//! efficiency of it (the link's `ring_efficiency`); a system without `[paths]` takes the
+//! link's bus fractions of its raw rate. Point-to-point (all-to-all, send/recv)
 //! uses LL up to NCCL's per-peer threshold and Simple above.
 //!
 //! vLLM's custom all-reduce runs inside CUDA graphs where the engine allows it: one-shot
@@ -141,6 +144,7 @@ pub fn model(l: &InterconnectSpec) -> CollectiveModel {
             root_complex: None,
             cross_socket: l.cross_socket_bandwidth.map(|c| frac(c.0)),
         },
+        ring_efficiency: None,
         alltoall_bus_fraction: None,
         nvls: None,
         p2p_call_latency: P2pLatency {
@@ -152,16 +156,32 @@ pub fn model(l: &InterconnectSpec) -> CollectiveModel {
     }
 }
 
-/// Achievable bus bandwidth (bytes/s) on `path`, after the fitted link efficiency.
+/// Achievable bus bandwidth (bytes/s) on `path`, after the fitted link efficiency: the
+/// system's measured P2P rate on that path times NCCL's ring efficiency over it, or without
+/// a `[paths]` table the link's own bus fractions.
 fn path_bandwidth(system: &System, m: &CollectiveModel, path: Path, p: &CostParams) -> f64 {
-    let f = &m.bus_fraction;
-    let rc = f.root_complex.unwrap_or(f.switch);
-    let frac = match path {
-        Path::Switch => f.switch,
-        Path::RootComplex => rc,
-        Path::CrossSocket => f.cross_socket.unwrap_or(rc),
+    let bus = match system.spec.paths {
+        Some(paths) => {
+            let rc = paths.root_complex.0;
+            let rate = match path {
+                Path::Switch => paths.switch.map_or(rc, |b| b.0),
+                Path::RootComplex => rc,
+                Path::CrossSocket => paths.cross_socket.map_or(rc, |b| b.0),
+            };
+            rate * m.ring_efficiency.map_or(1.0, |f| f.0)
+        }
+        None => {
+            let f = &m.bus_fraction;
+            let rc = f.root_complex.unwrap_or(f.switch);
+            let frac = match path {
+                Path::Switch => f.switch,
+                Path::RootComplex => rc,
+                Path::CrossSocket => f.cross_socket.unwrap_or(rc),
+            };
+            system.link.bandwidth_per_direction.0 * frac.0
+        }
     };
-    system.link.bandwidth_per_direction.0 * frac.0 * p.link_efficiency
+    bus * p.link_efficiency
 }
 
 /// Bus bandwidth of a ring over `n` GPUs: its slowest path's, or without peer access the
@@ -452,22 +472,30 @@ fn p2p(
     } else {
         staged_hops * hop_latency(system)
     };
-    let ll = per_peer <= m.p2p_ll_threshold.0
-        && system.spec.engine.nccl_protocol != NcclProtocol::Simple;
-    let (call, rate, proto) = if ll {
+    let threshold = m.p2p_ll_threshold.0;
+    let ll_allowed = system.spec.engine.nccl_protocol != NcclProtocol::Simple;
+    let ll = per_peer <= threshold && ll_allowed;
+    let (call, link_rate, proto) = if ll {
         let link = path_bandwidth(system, &m, Path::Switch, p) * LL_OTHER;
         (m.p2p_call_latency.ll.0, rate.min(link), NcclProtocol::Ll)
     } else {
         (m.p2p_call_latency.simple.0, rate, NcclProtocol::Simple)
     };
-    not_below(
+    let mut c = not_below(
         CollectiveCost {
             latency: (call + staged) * p.collective_latency_scale,
-            transfer: bus_bytes / rate,
+            transfer: bus_bytes / link_rate,
             algo: AllReduceAlgo::NcclP2p(proto),
         },
         ideal_hop(system, bus_bytes),
-    )
+    );
+    // NCCL switches LL → Simple at a fixed per-peer size, not where Simple becomes faster:
+    // a message just above it is never cheaper than the threshold message itself.
+    if ll_allowed && per_peer > threshold {
+        let at = bus_bytes * threshold / per_peer;
+        c = not_below(c, p2p(system, at, threshold, rate, staged_hops, p));
+    }
+    c
 }
 
 /// All-to-all where each rank sends `bytes` in total, spread evenly over the `n` ranks

@@ -79,6 +79,10 @@ pub struct CollectiveModel {
     /// NCCL enables LL128 over this link (NVLink only, by default).
     pub ll128: bool,
     pub bus_fraction: BusFraction,
+    /// NCCL's ring bus bandwidth (Simple, large messages) per unit of the P2P copy rate on the
+    /// same path: applied to a system's measured `[paths]` (defaults to 1).
+    #[serde(default)]
+    pub ring_efficiency: Option<Fraction>,
     /// Achievable all-to-all bus bandwidth, where it differs from the ring's.
     #[serde(default)]
     pub alltoall_bus_fraction: Option<Fraction>,
@@ -173,6 +177,14 @@ impl InterconnectSpec {
             }
             if let Some(l) = c.custom_allreduce_latency {
                 latencies.push(("collective.custom_allreduce_latency".into(), l));
+            }
+            if c.ring_efficiency
+                .is_some_and(|f| !(f.0 >= 1e-3 && f.0 <= 1.0))
+            {
+                return Err((
+                    "collective.ring_efficiency".into(),
+                    "a fraction between 0.001 and 1".into(),
+                ));
             }
             if c.bus_fraction.switch.0 * self.bandwidth_per_direction.0 < 1e6 {
                 return Err((

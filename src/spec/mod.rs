@@ -13,7 +13,7 @@ pub use interconnect::{
     BusFraction, CollectiveModel, InterconnectSpec, LinkKind, NvlsSpec, P2pLatency,
 };
 pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, WeightFormat};
-pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, SystemSpec, Topology};
+pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, PathBandwidth, SystemSpec, Topology};
 
 use crate::error::Result;
 
@@ -35,8 +35,8 @@ impl System {
     /// `system.interconnect` can swap the parts, then the parts).
     pub fn load_with(name: &str, sets: &[overrides::Override]) -> Result<System> {
         use overrides::{apply, Target};
-        let spec = registry::load_system_spec(name)?;
-        let spec: SystemSpec = apply(&spec, Target::System, sets, name)?;
+        let file = registry::load_system_spec(name)?;
+        let mut spec: SystemSpec = apply(&file, Target::System, sets, name)?;
         spec.validate()
             .map_err(|(f, e)| crate::error::Error::Invalid {
                 file: format!("{name} (after --set)"),
@@ -54,7 +54,16 @@ impl System {
                 expected: e,
             })?;
         let link = registry::load_interconnect(&spec.interconnect)?;
+        let described = link.bandwidth_per_direction.0;
         let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;
+        // The system's path bandwidths were measured on its own link: a swapped link leaves
+        // them behind (the new link's fractions apply), a faster or slower one scales them.
+        spec.paths = if spec.interconnect != file.interconnect {
+            None
+        } else {
+            spec.paths
+                .map(|p| p.scaled(link.bandwidth_per_direction.0 / described))
+        };
         link.validate()
             .map_err(|(f, e)| crate::error::Error::Invalid {
                 file: format!("{} (after --set)", spec.interconnect),
@@ -62,6 +71,20 @@ impl System {
                 field: f,
                 expected: e,
             })?;
+        if let Some(p) = &spec.paths {
+            let raw = link.bandwidth_per_direction.0 * 1.0001;
+            if let Some((field, _)) = p.fields().find(|(_, b)| b.0 > raw) {
+                return Err(crate::error::Error::Invalid {
+                    file: name.to_string(),
+                    line: None,
+                    field: field.into(),
+                    expected: format!(
+                        "a bandwidth no higher than {}'s raw {}",
+                        link.name, link.bandwidth_per_direction
+                    ),
+                });
+            }
+        }
         Ok(System { spec, gpu, link })
     }
 }

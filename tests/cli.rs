@@ -320,3 +320,79 @@ fn write_system_with_gpu(gpu_path: &str) -> String {
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
 }
+
+/// `rooftop op allreduce|allgather|reducescatter|alltoall`: each prices one collective, takes
+/// `--gpus` and `--set`, is never faster than its speed of light, and refuses a GPU count the
+/// system does not have and a path faster than the link.
+#[test]
+fn op_collectives_take_gpus_and_set() {
+    let time = |args: &[&str]| {
+        let v = json_of(args);
+        let (t, sol) = (
+            v["time_us"].as_f64().unwrap(),
+            v["sol_time_us"].as_f64().unwrap(),
+        );
+        assert!(
+            t.is_finite() && t >= sol && sol > 0.0,
+            "{args:?}: {t} vs SOL {sol}"
+        );
+        assert!(v["algorithm"].is_string(), "{args:?}");
+        t
+    };
+    let sys = ["--system", "8x-rtx-pro-6000-pcie", "--bytes", "4 MiB"];
+    for family in ["allreduce", "allgather", "reducescatter", "alltoall"] {
+        let on = |extra: &[&str]| {
+            let mut a = vec!["op", family];
+            a.extend(sys);
+            a.extend(extra);
+            time(&a)
+        };
+        let (eight, four) = (on(&[]), on(&["--gpus", "4"]));
+        // four GPUs stay on one socket: their ring is not slower per bus byte
+        assert!(
+            four <= eight,
+            "{family}: 4 GPUs {four} us, 8 GPUs {eight} us"
+        );
+        let slower = on(&["--set", "system.paths.cross_socket=10 GB/s"]);
+        assert!(
+            slower > eight,
+            "{family}: a slower socket link did not slow it"
+        );
+        let faster = on(&["--set", "interconnect.bandwidth=128 GB/s"]);
+        assert!(
+            faster < eight,
+            "{family}: a faster link did not speed it up"
+        );
+        let mut a = vec!["op", family];
+        a.extend(sys);
+        refused(&a, &["--gpus", "9"], "--gpus must be 1..=8");
+    }
+    refused(
+        &["op", "alltoall", sys[0], sys[1], sys[2], sys[3]],
+        &["--set", "system.paths.root_complex=900 GB/s"],
+        "paths.root_complex",
+    );
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = rooftop()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn refused(args: &[&str], extra: &[&str], why: &str) {
+    let out = rooftop().args(args).args(extra).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(why),
+        "{args:?} {extra:?}: {err}"
+    );
+}

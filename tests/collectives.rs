@@ -24,12 +24,16 @@ fn load(name: &str, sets: &[&str]) -> System {
     System::load_with(name, &parse_all(&sets).unwrap()).unwrap()
 }
 
-/// Every built-in system, and the PCIe ones also with a custom all-reduce (a community PCIe
-/// kernel) and with P2P off, so every implementation and switch point is exercised.
+/// Every built-in system, also without CUDA graphs, and the PCIe ones also with a custom
+/// all-reduce (a community PCIe kernel) and with P2P off, so every implementation and switch
+/// point is exercised.
 fn systems() -> Vec<(String, System)> {
     let mut out = Vec::new();
     for name in builtin_names(Kind::System) {
         out.push((name.to_string(), load(name, &[])));
+        // eager: the custom all-reduce pays its host-side call and an input copy
+        let eager = "system.cuda_graphs=false";
+        out.push((format!("{name} [{eager}]"), load(name, &[eager])));
         if load(name, &[]).link.kind == LinkKind::Pcie {
             for set in ["engine.allreduce=custom", "system.p2p=false"] {
                 out.push((format!("{name} [{set}]"), load(name, &[set])));

@@ -20,6 +20,8 @@
 //! (`2(n−1)/n·S`, one more barrier) up to its buffer; on NVSwitch systems with NVLS its
 //! symmetric-memory all-reduce takes over above that, so the time has no step at the buffer
 //! limit. Without peer access vLLM runs NCCL, whose hops are staged through host memory.
+//! Called eagerly (no CUDA graph), the kernel first copies its input into the registered
+//! buffer, and a call takes no less than its host-side time (~20 µs in the dev tables).
 //!
 //! Every rate and latency comes from the interconnect's description
 //! (`configs/interconnects/*.toml`, `[collective]`), with its source; NCCL's protocol factors
@@ -153,6 +155,7 @@ pub fn model(l: &InterconnectSpec) -> CollectiveModel {
         },
         p2p_ll_threshold: Bytes(P2P_LL_THRESHOLD),
         custom_allreduce_latency: None,
+        custom_allreduce_eager_latency: None,
     }
 }
 
@@ -333,7 +336,7 @@ fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Coll
     } else {
         eng.one_shot_max.0
     };
-    if n == 2 || bytes < one_shot_max {
+    let kernel = if n == 2 || bytes < one_shot_max {
         CollectiveCost {
             latency: floor,
             transfer: (nf - 1.0) * bytes / bw,
@@ -345,6 +348,25 @@ fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Coll
             transfer: 2.0 * (nf - 1.0) / nf * bytes / bw,
             algo: AllReduceAlgo::TwoShot,
         }
+    };
+    match m
+        .custom_allreduce_eager_latency
+        .filter(|_| !eng.cuda_graphs)
+    {
+        // Eagerly, the input is not a registered buffer: vLLM copies it into its IPC buffer
+        // first (read and write `S` at the memory rate), and the GPU work hides under the
+        // host-side time of the call.
+        Some(host) => {
+            let copy = 2.0 * bytes / (system.gpu.memory_bandwidth.0 * p.memory_efficiency);
+            let gpu = kernel.time() + copy;
+            let time = gpu.max(host.0 * p.collective_latency_scale);
+            CollectiveCost {
+                latency: time - kernel.transfer - copy,
+                transfer: kernel.transfer + copy,
+                algo: kernel.algo,
+            }
+        }
+        None => kernel,
     }
 }
 

@@ -94,6 +94,10 @@ pub struct CollectiveModel {
     /// vLLM's custom all-reduce kernel time with no payload, inside a CUDA graph.
     #[serde(default)]
     pub custom_allreduce_latency: Option<Seconds>,
+    /// vLLM's custom all-reduce called eagerly (no CUDA graph): the host-side time of one
+    /// call, under which the GPU work hides (none: the in-graph floor).
+    #[serde(default)]
+    pub custom_allreduce_eager_latency: Option<Seconds>,
 }
 
 /// One link type, read 1:1 from `configs/interconnects/<name>.toml`.
@@ -177,6 +181,9 @@ impl InterconnectSpec {
             }
             if let Some(l) = c.custom_allreduce_latency {
                 latencies.push(("collective.custom_allreduce_latency".into(), l));
+            }
+            if let Some(l) = c.custom_allreduce_eager_latency {
+                latencies.push(("collective.custom_allreduce_eager_latency".into(), l));
             }
             if c.ring_efficiency
                 .is_some_and(|f| !(f.0 >= 1e-3 && f.0 <= 1.0))

@@ -140,7 +140,9 @@ fn op_commands_report_time_us() {
 
 #[test]
 fn allreduce_on_pcie_is_latency_bound_at_decode_sizes() {
-    // 8 GPUs on PCIe, NCCL ring LL: 6.6 + 14 × 1.0 = 20.6 us floor (shared/reference/hardware.md)
+    // 8 GPUs on PCIe, NCCL ring LL: the Gen5 link's ring LL latency 4.8 + 14 × 1.3 = 23.0 us
+    // (fitted on the L40S tables; NCCL's published 6.6 + 14 × 1.0 = 20.6 us), plus 24.5 KB of
+    // bus bytes at LL's quarter of a ~39 GB/s path (~2.5 us): latency-bound.
     let out = rooftop()
         .args([
             "op",
@@ -159,7 +161,7 @@ fn allreduce_on_pcie_is_latency_bound_at_decode_sizes() {
         .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let t = v["parts"][0]["time_us"].as_f64().unwrap();
-    assert!(t > 20.6 && t < 23.0, "{t}");
+    assert!(t > 23.0 && t < 23.0 * 1.2, "{t}");
     assert_eq!(v["bound"], "latency");
 }
 

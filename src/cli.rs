@@ -385,11 +385,27 @@ pub enum OpCommand {
         after_help = "Examples:\n  rooftop op gemm --gpu rtx-pro-6000 --m 1 --n 7168 --k 2048 --dtype int4\n  rooftop op gemm --gpu h100-sxm --m 8192 --n 8192 --k 8192 --dtype bf16 --format json"
     )]
     Gemm(OpGemmArgs),
-    /// One all-reduce on a system's interconnect.
+    /// One all-reduce on a system's interconnect, as the engine runs it (vLLM's custom
+    /// kernel where it applies, else NCCL).
     #[command(
-        after_help = "Examples:\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes 14336\n  rooftop op allreduce --system 8x-h200-nvlink --bytes 1048576 --gpus 4 --format json"
+        after_help = "Examples:\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes 14336\n  rooftop op allreduce --system 8x-h200-nvlink --bytes 1048576 --gpus 4 --format json\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes \"1.8 MB\" --set interconnect.bandwidth=\"128 GB/s\""
     )]
     Allreduce(OpAllreduceArgs),
+    /// One NCCL all-gather: each rank contributes --bytes and ends with all of them.
+    #[command(
+        after_help = "Examples:\n  rooftop op allgather --system 8x-l40s-pcie --bytes \"1 MiB\" --gpus 2\n  rooftop op allgather --system 8x-b200-nvlink --bytes 65536 --format json"
+    )]
+    Allgather(OpAllgatherArgs),
+    /// One NCCL reduce-scatter: each rank holds --bytes and ends with its 1/n share of the sum.
+    #[command(
+        after_help = "Examples:\n  rooftop op reducescatter --system 8x-h100-nvlink --bytes \"16 MiB\" --gpus 4"
+    )]
+    Reducescatter(OpReducescatterArgs),
+    /// One NCCL all-to-all: each rank sends --bytes in total, spread evenly over the ranks.
+    #[command(
+        after_help = "Examples:\n  rooftop op alltoall --system 8x-h200-nvlink --bytes \"7 MB\"\n  rooftop op alltoall --system 8x-rtx-pro-6000-pcie --bytes 131072 --gpus 4 --set system.p2p=false"
+    )]
+    Alltoall(OpAlltoallArgs),
     /// One MoE layer (router, routed and shared experts, its all-reduce) on one GPU.
     #[command(
         after_help = "Examples:\n  rooftop op moe --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --tokens 128"
@@ -428,14 +444,46 @@ pub struct OpGemmArgs {
 /// Arguments of `OpCommand::Allreduce`.
 #[derive(Debug, Args, Clone)]
 pub struct OpAllreduceArgs {
+    #[command(flatten)]
+    pub collective: OpCollectiveArgs,
+}
+
+/// Arguments of `OpCommand::Allgather`.
+#[derive(Debug, Args, Clone)]
+pub struct OpAllgatherArgs {
+    #[command(flatten)]
+    pub collective: OpCollectiveArgs,
+}
+
+/// Arguments of `OpCommand::Reducescatter`.
+#[derive(Debug, Args, Clone)]
+pub struct OpReducescatterArgs {
+    #[command(flatten)]
+    pub collective: OpCollectiveArgs,
+}
+
+/// Arguments of `OpCommand::Alltoall`.
+#[derive(Debug, Args, Clone)]
+pub struct OpAlltoallArgs {
+    #[command(flatten)]
+    pub collective: OpCollectiveArgs,
+}
+
+/// What every collective `op` takes: where, how much, over how many GPUs.
+#[derive(Debug, Args, Clone)]
+pub struct OpCollectiveArgs {
     #[arg(long)]
     pub system: String,
     /// Message size per rank in bytes (a number, or a unit string such as "14 KB").
     #[arg(long)]
     pub bytes: String,
-    /// GPUs in the all-reduce (default: all of the system's).
+    /// GPUs in the collective (default: all of the system's).
     #[arg(long)]
     pub gpus: Option<u32>,
+    /// Override a description field for this run, with units: interconnect.bandwidth="128 GB/s",
+    /// system.p2p=false, system.paths.cross_socket="20 GB/s", efficiency.link=0.9. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

@@ -328,7 +328,7 @@ fn decode_never_gets_faster_with_context() {
             for c in (0..20_000).step_by(16) {
                 let t = ev.step_time(&Pass::decode(batch, c as f64));
                 assert!(
-                    t >= last,
+                    t >= last * (1.0 - 1e-12),
                     "{model} on {system}, batch {batch}: context {c} decodes in {t} s < {last} s"
                 );
                 last = t;

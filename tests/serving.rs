@@ -44,11 +44,13 @@ fn throughput_rises_and_tpot_grows_with_concurrency() {
                     w[0].concurrency,
                     w[1].concurrency
                 );
-                // Up to 3 %: where the all-reduce message crosses the custom kernel's buffer
-                // (8 MB) vLLM falls back to NCCL, a real step up in cost that can dent
-                // throughput slightly; anything larger is a modelling error.
+                // Up to 5 %: where the all-reduce message crosses an implementation's limit
+                // (the custom kernel's 8 MiB buffer, the symmetric-memory kernel's 64 MiB)
+                // vLLM hands it to the next one, NCCL last with its larger fixed latency: a
+                // real step up in cost that can dent throughput; anything larger is a
+                // modelling error.
                 assert!(
-                    w[1].throughput_tok_s >= w[0].throughput_tok_s * 0.97,
+                    w[1].throughput_tok_s >= w[0].throughput_tok_s * 0.95,
                     "{m} on {s} ({i}/{o}): throughput fell from C={} to C={}",
                     w[0].concurrency,
                     w[1].concurrency

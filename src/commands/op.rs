@@ -1,7 +1,8 @@
 //! `rooftop op`: one operator's predicted time, to hold against a micro-benchmark.
 
 use crate::cli::{
-    OpAllreduceArgs, OpAttentionArgs, OpCommand, OpGemmArgs, OpMoeArgs, ScenarioArgs,
+    OpAllgatherArgs, OpAllreduceArgs, OpAlltoallArgs, OpAttentionArgs, OpCollectiveArgs, OpCommand,
+    OpGemmArgs, OpMoeArgs, OpReducescatterArgs, ScenarioArgs,
 };
 use crate::commands::load;
 use crate::cost::price::{collective_cost, cost_all};
@@ -200,6 +201,40 @@ fn block_ops(
     ))
 }
 
+/// One collective of `kind` on a system (with `--set` applied), against its speed of light.
+fn collective_op(
+    a: &OpCollectiveArgs,
+    kind: CollectiveKind,
+    name: &'static str,
+) -> Result<Vec<u8>> {
+    let sets = crate::spec::overrides::parse_all(&a.set)?;
+    let sys = System::load_with(&a.system, &sets)?;
+    let b = parse_bytes(&a.bytes)?;
+    let n = a.gpus.unwrap_or(sys.spec.gpu_count);
+    if n == 0 || n > sys.spec.gpu_count {
+        return Err(Error::Scenario(format!(
+            "--gpus must be 1..={} for {}",
+            sys.spec.gpu_count, sys.spec.name
+        )));
+    }
+    let list = crate::ops::collective_ops(name, kind, b, n);
+    let run = |p: CostParams| {
+        let dev = Device::new(&sys, p)?;
+        let algo = collective_cost(&dev, kind, b, n).algo;
+        Ok::<_, Error>((cost_all(&list, &dev), algo.name().to_string()))
+    };
+    let (ops, algo) = run(CostParams::default_for(&sys))?;
+    let (sol, _) = run(CostParams::speed_of_light())?;
+    let r = report(
+        format!("{name} {} over {n} GPUs", Bytes(b)),
+        sys.spec.name.clone(),
+        &ops,
+        &sol,
+        Some(algo),
+    );
+    render(&r, a.format)
+}
+
 pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
     match cmd {
         OpCommand::Gemm(OpGemmArgs {
@@ -238,37 +273,17 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
             );
             render(&r, *format)
         }
-        OpCommand::Allreduce(OpAllreduceArgs {
-            system,
-            bytes,
-            gpus,
-            format,
-        }) => {
-            let sys = System::load(system)?;
-            let b = parse_bytes(bytes)?;
-            let n = gpus.unwrap_or(sys.spec.gpu_count);
-            if n == 0 || n > sys.spec.gpu_count {
-                return Err(Error::Scenario(format!(
-                    "--gpus must be 1..={} for {}",
-                    sys.spec.gpu_count, sys.spec.name
-                )));
-            }
-            let list = crate::ops::collective_ops("allreduce", CollectiveKind::AllReduce, b, n);
-            let run = |p: CostParams| {
-                let dev = Device::new(&sys, p)?;
-                let algo = collective_cost(&dev, CollectiveKind::AllReduce, b, n).algo;
-                Ok::<_, Error>((cost_all(&list, &dev), algo.name().to_string()))
-            };
-            let (ops, algo) = run(CostParams::default_for(&sys))?;
-            let (sol, _) = run(CostParams::speed_of_light())?;
-            let r = report(
-                format!("allreduce {} over {n} GPUs", Bytes(b)),
-                sys.spec.name.clone(),
-                &ops,
-                &sol,
-                Some(algo),
-            );
-            render(&r, *format)
+        OpCommand::Allreduce(OpAllreduceArgs { collective }) => {
+            collective_op(collective, CollectiveKind::AllReduce, "allreduce")
+        }
+        OpCommand::Allgather(OpAllgatherArgs { collective }) => {
+            collective_op(collective, CollectiveKind::AllGather, "allgather")
+        }
+        OpCommand::Reducescatter(OpReducescatterArgs { collective }) => {
+            collective_op(collective, CollectiveKind::ReduceScatter, "reducescatter")
+        }
+        OpCommand::Alltoall(OpAlltoallArgs { collective }) => {
+            collective_op(collective, CollectiveKind::AllToAll, "alltoall")
         }
         OpCommand::Moe(OpMoeArgs {
             scenario,

@@ -1,33 +1,62 @@
-//! Collective communication cost: tensor-parallel all-reduce, all-to-all, point-to-point.
+//! Collective communication cost: tensor-parallel all-reduce, all-gather, reduce-scatter,
+//! all-to-all and point-to-point, as NCCL and vLLM run them.
 //!
-//! The all-reduce follows NCCL's own cost model (`src/graph/tuning.cc`): a base latency per
-//! call plus a per-step hardware latency times the ring's `2(n−1)` steps, plus the bus-bytes
-//! term `2(n−1)/n · S / B` where the protocol reaches a fraction of the link (LL ~1/2,
-//! LL128 ~0.92, Simple ~1). With `auto`, the fastest algorithm/protocol is taken, as NCCL's
-//! tuner does. vLLM's custom all-reduce (one-shot: `(n−1)·S / B`; two-shot:
-//! `2(n−1)/n · S / B`) is used where the engine's rule allows it. The speed-of-light bound is
-//! the better of an ideal ring and an ideal one-shot at the raw link rate with only hop
-//! latency.
+//! NCCL (`src/graph/tuning.cc`): each algorithm × protocol costs a base latency per call, a
+//! per-step hardware latency times its steps (ring all-reduce `2(n−1)`, all-gather and
+//! reduce-scatter `n−1`), and its bus bytes at the protocol's rate. Simple reaches the path's
+//! achievable bus bandwidth; LL128 (only where the link enables it: NVLink) 0.92 of it; LL
+//! 1/4 of the link's bus bandwidth for all-reduce and 1/3 for other collectives. The tuner takes
+//! the fastest, which this model does too; on NVSwitch systems with NVLS the switch-side
+//! reduction is one more candidate. The bus bandwidth a ring reaches is set by the slowest path
+//! it crosses (one PCIe switch or NVSwitch, one CPU root complex, or across sockets), so it is
+//! a property of the platform *and* of how many GPUs join: a system states the P2P rate it
+//! reaches on each path (`[paths]`, measured on that box), and the ring gets NCCL's ring
+//! efficiency of it (the link's `ring_efficiency`); a system without `[paths]` takes the
+//! link's bus fractions of its raw rate. Point-to-point (all-to-all, send/recv)
+//! uses LL up to NCCL's per-peer threshold and Simple above.
+//!
+//! vLLM's custom all-reduce runs inside CUDA graphs where the engine allows it: one-shot
+//! (`(n−1)·S` read per rank) on two GPUs and below its size limit, two-shot
+//! (`2(n−1)/n·S`, one more barrier) up to its buffer; on NVSwitch systems with NVLS its
+//! symmetric-memory all-reduce takes over above that, so the time has no step at the buffer
+//! limit. Without peer access vLLM runs NCCL, whose hops are staged through host memory.
+//! Called eagerly (no CUDA graph), the kernel first copies its input into the registered
+//! buffer, and a call takes no less than its host-side time (~20 µs in the dev tables).
+//!
+//! Every rate and latency comes from the interconnect's description
+//! (`configs/interconnects/*.toml`, `[collective]`), with its source; NCCL's protocol factors
+//! below are properties of NCCL, not of a link. The speed-of-light bound is the better of an
+//! ideal ring and an ideal one-shot at the raw link rate with only hop latency.
 
 use crate::cost::params::CostParams;
-use crate::spec::{AllReduceImpl, LinkKind, NcclAlgorithm, NcclProtocol, System, Topology};
+use crate::spec::{
+    AllReduceImpl, BusFraction, CollectiveModel, InterconnectSpec, LinkKind, NcclAlgorithm,
+    NcclProtocol, P2pLatency, System, Topology,
+};
+use crate::units::{Bytes, Fraction, Seconds};
 
-/// Fraction of the link bandwidth each NCCL protocol reaches (NCCL tuning.cc: LL moves 8
-/// bytes of which 4 are flags; LL128 120 of 128; Simple the full line).
-const PROTOCOL_BANDWIDTH: [(NcclProtocol, f64); 3] = [
-    (NcclProtocol::Ll, 0.5),
-    (NcclProtocol::Ll128, 0.92),
-    (NcclProtocol::Simple, 1.0),
-];
+/// LL's share of the bus bandwidth: 1/4 for all-reduce, 1/3 for the other collectives
+/// (NCCL `src/graph/tuning.cc`; shared/reference/engines.md [V]).
+const LL_ALLREDUCE: f64 = 0.25;
+const LL_OTHER: f64 = 1.0 / 3.0;
+/// LL128's share of the bus bandwidth (120 of every 128 bytes are data; NCCL tuning.cc via
+/// shared/reference/hardware.md, ~92 % [V]).
+const LL128: f64 = 0.92;
+/// NCCL's default per-peer size up to which point-to-point uses LL (`NCCL_P2P_LL_THRESHOLD`).
+const P2P_LL_THRESHOLD: f64 = 16384.0;
 
-/// Which implementation carried an all-reduce, for reports.
+/// Which implementation carried a collective, for reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllReduceAlgo {
     None,
     NcclRing(NcclProtocol),
     NcclTree(NcclProtocol),
+    NcclNvls,
+    /// NCCL point-to-point (all-to-all, send/recv) with this protocol.
+    NcclP2p(NcclProtocol),
     OneShot,
     TwoShot,
+    SymmMem,
     Ideal,
 }
 
@@ -41,8 +70,12 @@ impl AllReduceAlgo {
             AllReduceAlgo::NcclTree(NcclProtocol::Ll) => "nccl-tree-ll",
             AllReduceAlgo::NcclTree(NcclProtocol::Ll128) => "nccl-tree-ll128",
             AllReduceAlgo::NcclTree(_) => "nccl-tree-simple",
+            AllReduceAlgo::NcclNvls => "nccl-nvls",
+            AllReduceAlgo::NcclP2p(NcclProtocol::Ll) => "nccl-p2p-ll",
+            AllReduceAlgo::NcclP2p(_) => "nccl-p2p-simple",
             AllReduceAlgo::OneShot => "custom-one-shot",
             AllReduceAlgo::TwoShot => "custom-two-shot",
+            AllReduceAlgo::SymmMem => "symm-mem",
             AllReduceAlgo::Ideal => "ideal",
         }
     }
@@ -73,19 +106,96 @@ impl CollectiveCost {
     }
 }
 
-/// Achievable per-direction bandwidth (bytes/s) of the slowest hop among `n` GPUs, before
-/// efficiency: NVSwitch and switches give every pair the P2P rate; a root-complex layout
-/// that spans sockets is limited by the cross-socket rate.
-pub fn link_bandwidth(system: &System, n: u32) -> f64 {
-    let l = &system.link;
+/// The slowest path a collective over `n` GPUs crosses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// Under one PCIe switch, or through NVSwitch.
+    Switch,
+    /// Through one CPU's root complex.
+    RootComplex,
+    /// Across CPU sockets.
+    CrossSocket,
+}
+
+/// Which path `n` GPUs of the system cross: GPUs fill a switch, then a socket, then the next.
+pub fn path(system: &System, n: u32) -> Path {
     let s = &system.spec;
-    let spans_sockets = s.sockets > 1 && n > s.gpu_count.div_ceil(s.sockets);
-    match (s.topology, l.kind) {
-        (Topology::RootComplex, LinkKind::Pcie) if spans_sockets => {
-            l.cross_socket_bandwidth.unwrap_or(l.p2p_bandwidth).0
-        }
-        _ => l.p2p_bandwidth.0,
+    let per_socket = s.gpu_count.div_ceil(s.sockets).max(1);
+    let beyond_socket = s.sockets > 1 && n > per_socket;
+    match s.topology {
+        Topology::Nvswitch => Path::Switch,
+        _ if beyond_socket => Path::CrossSocket,
+        Topology::PcieSwitch if n <= s.gpus_per_switch.unwrap_or(per_socket) => Path::Switch,
+        _ => Path::RootComplex,
     }
+}
+
+/// The link's collective model: its `[collective]` table, or for a description without one,
+/// the P2P bandwidths as bus bandwidths and NCCL's published latencies.
+pub fn model(l: &InterconnectSpec) -> CollectiveModel {
+    if let Some(c) = l.collective {
+        return c;
+    }
+    let raw = l.bandwidth_per_direction.0;
+    let frac = |b: f64| Fraction((b / raw).clamp(1e-9, 1.0));
+    let (base, step) = (l.nccl_base_latency.ring, l.nccl_step_latency.ring);
+    CollectiveModel {
+        ll128: l.kind == LinkKind::Nvlink,
+        bus_fraction: BusFraction {
+            switch: frac(l.p2p_bandwidth.0),
+            root_complex: None,
+            cross_socket: l.cross_socket_bandwidth.map(|c| frac(c.0)),
+        },
+        ring_efficiency: None,
+        alltoall_bus_fraction: None,
+        nvls: None,
+        p2p_call_latency: P2pLatency {
+            ll: Seconds(base.ll.0 + step.ll.0),
+            simple: Seconds(base.simple.0 + step.simple.0),
+        },
+        p2p_ll_threshold: Bytes(P2P_LL_THRESHOLD),
+        custom_allreduce_latency: None,
+        custom_allreduce_eager_latency: None,
+    }
+}
+
+/// Achievable bus bandwidth (bytes/s) on `path`, after the fitted link efficiency: the
+/// system's measured P2P rate on that path times NCCL's ring efficiency over it, or without
+/// a `[paths]` table the link's own bus fractions.
+fn path_bandwidth(system: &System, m: &CollectiveModel, path: Path, p: &CostParams) -> f64 {
+    let bus = match system.spec.paths {
+        Some(paths) => {
+            let rc = paths.root_complex.0;
+            let rate = match path {
+                Path::Switch => paths.switch.map_or(rc, |b| b.0),
+                Path::RootComplex => rc,
+                Path::CrossSocket => paths.cross_socket.map_or(rc, |b| b.0),
+            };
+            rate * m.ring_efficiency.map_or(1.0, |f| f.0)
+        }
+        None => {
+            let f = &m.bus_fraction;
+            let rc = f.root_complex.unwrap_or(f.switch);
+            let frac = match path {
+                Path::Switch => f.switch,
+                Path::RootComplex => rc,
+                Path::CrossSocket => f.cross_socket.unwrap_or(rc),
+            };
+            system.link.bandwidth_per_direction.0 * frac.0
+        }
+    };
+    bus * p.link_efficiency
+}
+
+/// Bus bandwidth of a ring over `n` GPUs: its slowest path's, or without peer access the
+/// slowest of all (every hop is staged through host memory).
+fn ring_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) -> f64 {
+    let path = if system.spec.p2p {
+        path(system, n)
+    } else {
+        Path::CrossSocket
+    };
+    path_bandwidth(system, m, path, p)
 }
 
 /// One-hop latency (seconds): P2P, or staged through host memory when P2P is off.
@@ -98,95 +208,186 @@ fn hop_latency(system: &System) -> f64 {
     }
 }
 
-fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
-    let steps = 2.0 * (n as f64 - 1.0);
-    let algos: &[NcclAlgorithm] = match system.engine.nccl_algorithm {
-        NcclAlgorithm::Auto => &[NcclAlgorithm::Ring, NcclAlgorithm::Tree],
-        NcclAlgorithm::Ring => &[NcclAlgorithm::Ring],
-        NcclAlgorithm::Tree => &[NcclAlgorithm::Tree],
-    };
-    nccl_best(system, algos, steps / n as f64 * bytes, steps, n, p)
+/// A collective's shape for NCCL's model: bus bytes, steps and LL's share of the bus.
+struct Shape {
+    bus_bytes: f64,
+    steps: f64,
+    ll_share: f64,
 }
 
-/// NCCL's model for `bus_bytes` over `steps` hops among `n` GPUs: base latency per call,
-/// hardware latency per step, and the bus bytes at the protocol's share of the link; the
-/// fastest of `algos` × the protocols the engine allows, as NCCL's tuner picks.
+/// NCCL's model for one collective over `n` GPUs: for each algorithm in `algos` × protocol
+/// the link and engine allow, base latency + steps × hardware latency + bus bytes at the
+/// protocol's rate, and NVLS where `nvls` and the system offer it; the fastest, as NCCL's
+/// tuner picks.
 fn nccl_best(
     system: &System,
     algos: &[NcclAlgorithm],
-    bus_bytes: f64,
-    steps: f64,
+    shape: Shape,
+    nvls: bool,
     n: u32,
     p: &CostParams,
 ) -> CollectiveCost {
     let eng = &system.engine;
     let link = &system.link;
-    let bw = link_bandwidth(system, n) * p.link_efficiency;
+    let m = model(link);
+    let bw = ring_bandwidth(system, &m, n, p);
+    // LL is limited by the link's own rate (a quarter or a third of it) and by the ring's
+    // slowest path, whichever is lower.
+    let ll_bw = bw.min(path_bandwidth(system, &m, Path::Switch, p) * shape.ll_share);
     let mut best = CollectiveCost {
         latency: f64::INFINITY,
         transfer: 0.0,
         algo: AllReduceAlgo::None,
+    };
+    let allowed = |proto| eng.nccl_protocol == NcclProtocol::Auto || eng.nccl_protocol == proto;
+    let mut consider = |latency: f64, rate: f64, algo| {
+        let c = CollectiveCost {
+            latency: latency * p.collective_latency_scale,
+            transfer: shape.bus_bytes / rate,
+            algo,
+        };
+        if c.time() < best.time() {
+            best = c;
+        }
     };
     for &algo in algos {
         let (base, step) = match algo {
             NcclAlgorithm::Tree => (link.nccl_base_latency.tree, link.nccl_step_latency.tree),
             _ => (link.nccl_base_latency.ring, link.nccl_step_latency.ring),
         };
-        for &(proto, frac) in PROTOCOL_BANDWIDTH.iter() {
-            if eng.nccl_protocol != NcclProtocol::Auto && eng.nccl_protocol != proto {
+        let protocols = [
+            (NcclProtocol::Ll, base.ll.0, step.ll.0, ll_bw),
+            (NcclProtocol::Ll128, base.ll128.0, step.ll128.0, bw * LL128),
+            (NcclProtocol::Simple, base.simple.0, step.simple.0, bw),
+        ];
+        for (proto, b, s, rate) in protocols {
+            // LL128 only where the link enables it by default, or where the engine forces it.
+            let default_off = proto == NcclProtocol::Ll128 && !m.ll128;
+            if !allowed(proto) || (default_off && eng.nccl_protocol == NcclProtocol::Auto) {
                 continue;
             }
-            let (b, s) = match proto {
-                NcclProtocol::Ll => (base.ll.0, step.ll.0),
-                NcclProtocol::Ll128 => (base.ll128.0, step.ll128.0),
-                _ => (base.simple.0, step.simple.0),
-            };
             // Without P2P every hop is staged through host memory.
             let s = if system.spec.p2p {
                 s
             } else {
                 s.max(hop_latency(system))
             };
-            let latency = (b + steps * s) * p.collective_latency_scale;
-            let transfer = bus_bytes / (bw * frac);
-            if latency + transfer < best.time() {
-                best = CollectiveCost {
-                    latency,
-                    transfer,
-                    algo: match algo {
-                        NcclAlgorithm::Tree => AllReduceAlgo::NcclTree(proto),
-                        _ => AllReduceAlgo::NcclRing(proto),
-                    },
-                };
-            }
+            let label = match algo {
+                NcclAlgorithm::Tree => AllReduceAlgo::NcclTree(proto),
+                _ => AllReduceAlgo::NcclRing(proto),
+            };
+            consider(b + shape.steps * s, rate, label);
+        }
+    }
+    if let Some(v) = m.nvls.filter(|v| nvls && n >= v.min_ranks) {
+        let usable = system.spec.topology == Topology::Nvswitch
+            && system.spec.p2p
+            && eng.nccl_algorithm == NcclAlgorithm::Auto
+            && allowed(NcclProtocol::Simple);
+        if usable {
+            let rate = link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency;
+            consider(v.latency.0, rate, AllReduceAlgo::NcclNvls);
         }
     }
     best
 }
 
+/// NCCL's all-reduce of `bytes` per rank over `n` GPUs, whatever the engine would use: ring
+/// (and tree when asked for), NVLS where the system has it.
+pub fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    if n <= 1 || bytes <= 0.0 {
+        return CollectiveCost::ZERO;
+    }
+    if p.is_sol() {
+        return ideal_allreduce(system, bytes, n);
+    }
+    // `auto` prices the ring (and NVLS); NCCL's single-node tree is a chain its tuner does
+    // not prefer there, so it is priced only when asked for.
+    let algos: &[NcclAlgorithm] = match system.engine.nccl_algorithm {
+        NcclAlgorithm::Tree => &[NcclAlgorithm::Tree],
+        _ => &[NcclAlgorithm::Ring],
+    };
+    let steps = 2.0 * (n as f64 - 1.0);
+    let shape = Shape {
+        bus_bytes: steps / n as f64 * bytes,
+        steps,
+        ll_share: LL_ALLREDUCE,
+    };
+    not_below(
+        nccl_best(system, algos, shape, true, n, p),
+        ideal_allreduce(system, bytes, n),
+    )
+}
+
+/// vLLM's custom all-reduce kernel inside a CUDA graph: one-shot reads every peer's buffer
+/// (`(n−1)·S`) after one barrier; two-shot is a reduce-scatter and an all-gather
+/// (`2(n−1)/n·S`) with a barrier each. Two GPUs always take one-shot.
 fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
     let eng = &system.engine;
-    let bw = link_bandwidth(system, n) * p.link_efficiency;
-    let hop = hop_latency(system);
+    let m = model(&system.link);
+    let bw = ring_bandwidth(system, &m, n, p);
+    let floor = m
+        .custom_allreduce_latency
+        .map_or(2.0 * hop_latency(system), |l| l.0)
+        * p.collective_latency_scale;
     let nf = n as f64;
-    if bytes <= eng.one_shot_max.0 {
-        // one barrier, one read of every peer's buffer
+    let one_shot_max = if n <= 4 {
+        eng.one_shot_max_4gpu.unwrap_or(eng.one_shot_max).0
+    } else {
+        eng.one_shot_max.0
+    };
+    let kernel = if n == 2 || bytes < one_shot_max {
         CollectiveCost {
-            latency: 2.0 * hop * p.collective_latency_scale,
+            latency: floor,
             transfer: (nf - 1.0) * bytes / bw,
             algo: AllReduceAlgo::OneShot,
         }
     } else {
-        // reduce-scatter + all-gather, a barrier around each
         CollectiveCost {
-            latency: 4.0 * hop * p.collective_latency_scale,
+            latency: 2.0 * floor,
             transfer: 2.0 * (nf - 1.0) / nf * bytes / bw,
             algo: AllReduceAlgo::TwoShot,
         }
+    };
+    match m
+        .custom_allreduce_eager_latency
+        .filter(|_| !eng.cuda_graphs)
+    {
+        // Eagerly, the input is not a registered buffer: vLLM copies it into its IPC buffer
+        // first (read and write `S` at the memory rate), and the GPU work hides under the
+        // host-side time of the call.
+        Some(host) => {
+            let copy = 2.0 * bytes / (system.gpu.memory_bandwidth.0 * p.memory_efficiency);
+            let gpu = kernel.time() + copy;
+            let time = gpu.max(host.0 * p.collective_latency_scale);
+            CollectiveCost {
+                latency: time - kernel.transfer - copy,
+                transfer: kernel.transfer + copy,
+                algo: kernel.algo,
+            }
+        }
+        None => kernel,
     }
 }
 
-/// Cost of one all-reduce of `bytes` per rank over `n` GPUs.
+/// vLLM's symmetric-memory all-reduce on NVSwitch systems: a two-shot kernel whose traffic
+/// runs at the NVLS bus rate where NCCL would use NVLS, at the ring's otherwise.
+fn symm_mem_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    let m = model(&system.link);
+    let rate = match m.nvls.filter(|v| n >= v.min_ranks) {
+        Some(v) => system.link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency,
+        None => ring_bandwidth(system, &m, n, p),
+    };
+    let c = custom_allreduce(system, 0.0, n.max(5), p);
+    CollectiveCost {
+        latency: c.latency,
+        transfer: 2.0 * (n as f64 - 1.0) / n as f64 * bytes / rate,
+        algo: AllReduceAlgo::SymmMem,
+    }
+}
+
+/// Cost of one all-reduce of `bytes` per rank over `n` GPUs, with the implementation the
+/// engine picks for that size.
 pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
     if n <= 1 || bytes <= 0.0 {
         return CollectiveCost::ZERO;
@@ -194,29 +395,48 @@ pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collect
     if p.is_sol() {
         return ideal_allreduce(system, bytes, n);
     }
+    let spec = &system.spec;
     let eng = &system.engine;
-    let custom_allowed = match eng.allreduce {
-        AllReduceImpl::Nccl => false,
-        AllReduceImpl::Custom => true,
-        AllReduceImpl::VllmAuto => n == 2 || system.spec.topology == Topology::Nvswitch,
-    };
+    let nvswitch = spec.topology == Topology::Nvswitch;
+    let custom_allowed = spec.p2p
+        && match eng.allreduce {
+            AllReduceImpl::Nccl => false,
+            AllReduceImpl::Custom => true,
+            AllReduceImpl::VllmAuto => n == 2 || nvswitch,
+        };
+    let symm_max = eng
+        .symm_mem_max
+        .filter(|_| custom_allowed && nvswitch && model(&system.link).nvls.is_some())
+        .map_or(0.0, |b| b.0);
     let chosen = |bytes: f64| {
-        if custom_allowed && bytes <= eng.custom_allreduce_max.0 {
+        if custom_allowed && bytes < eng.custom_allreduce_max.0 {
             custom_allreduce(system, bytes, n, p)
+        } else if bytes < symm_max {
+            symm_mem_allreduce(system, bytes, n, p)
         } else {
             nccl_allreduce(system, bytes, n, p)
         }
     };
-    // The engine switches implementation at fixed sizes (one-shot → two-shot → NCCL), tuned
-    // so that the next one is no faster there. Where this model's formulas disagree with the
-    // engine's tuning, a message just above a switch point would come out cheaper than one
-    // just below it, and a larger batch would decode faster than a smaller one. A message is
-    // never cheaper than any switch-point message below it: time never falls with size.
+    // The engine switches implementation at fixed sizes (one-shot → two-shot → symmetric
+    // memory → NCCL), tuned so that the next one is no faster there. Where this model's
+    // formulas disagree with the engine's tuning, a message just above a switch point would
+    // come out cheaper than one just below it, and a larger batch would decode faster than a
+    // smaller one. A message is never cheaper than any switch-point message below it.
     let mut c = chosen(bytes);
     if custom_allowed {
-        for limit in [eng.one_shot_max.0, eng.custom_allreduce_max.0] {
-            if limit > 0.0 && limit < bytes {
-                c = not_below(c, chosen(limit));
+        let one_shot = [
+            eng.one_shot_max,
+            eng.one_shot_max_4gpu.unwrap_or(eng.one_shot_max),
+        ];
+        for limit in one_shot
+            .map(|b| b.0)
+            .into_iter()
+            .chain([eng.custom_allreduce_max.0, symm_max])
+        {
+            // just below the switch point: the last size the cheaper implementation takes
+            let below = limit * (1.0 - 1e-9);
+            if below > 0.0 && below < bytes {
+                c = not_below(c, chosen(below));
             }
         }
     }
@@ -247,58 +467,100 @@ fn ideal_allreduce(system: &System, bytes: f64, n: u32) -> CollectiveCost {
     }
 }
 
-/// All-to-all where each rank sends `bytes` in total, spread evenly over the other `n − 1`
-/// ranks (expert-parallel dispatch or combine): `(n−1)/n · S / B` plus one hop per peer
-/// round, NCCL's base latency for the call.
+/// One hop at the raw link rate: no collective moving `bus_bytes` per rank is faster.
+fn ideal_hop(system: &System, bus_bytes: f64) -> CollectiveCost {
+    CollectiveCost {
+        latency: system.link.p2p_latency.0,
+        transfer: bus_bytes / system.link.bandwidth_per_direction.0,
+        algo: AllReduceAlgo::Ideal,
+    }
+}
+
+/// NCCL point-to-point moving `bus_bytes` per rank in messages of `per_peer` bytes over
+/// `path`: LL up to the per-peer threshold (at a third of the link, as NCCL's LL for
+/// collectives other than all-reduce), Simple above; `staged_hops` hops through host memory
+/// when P2P is off.
+fn p2p(
+    system: &System,
+    bus_bytes: f64,
+    per_peer: f64,
+    rate: f64,
+    staged_hops: f64,
+    p: &CostParams,
+) -> CollectiveCost {
+    let m = model(&system.link);
+    let staged = if system.spec.p2p {
+        0.0
+    } else {
+        staged_hops * hop_latency(system)
+    };
+    let threshold = m.p2p_ll_threshold.0;
+    let ll_allowed = system.engine.nccl_protocol != NcclProtocol::Simple;
+    let ll = per_peer <= threshold && ll_allowed;
+    let (call, link_rate, proto) = if ll {
+        let link = path_bandwidth(system, &m, Path::Switch, p) * LL_OTHER;
+        (m.p2p_call_latency.ll.0, rate.min(link), NcclProtocol::Ll)
+    } else {
+        (m.p2p_call_latency.simple.0, rate, NcclProtocol::Simple)
+    };
+    let mut c = not_below(
+        CollectiveCost {
+            latency: (call + staged) * p.collective_latency_scale,
+            transfer: bus_bytes / link_rate,
+            algo: AllReduceAlgo::NcclP2p(proto),
+        },
+        ideal_hop(system, bus_bytes),
+    );
+    // NCCL switches LL → Simple at a fixed per-peer size, not where Simple becomes faster:
+    // a message just above it is never cheaper than the threshold message itself.
+    if ll_allowed && per_peer > threshold {
+        let at = bus_bytes * threshold / per_peer;
+        c = not_below(c, p2p(system, at, threshold, rate, staged_hops, p));
+    }
+    c
+}
+
+/// All-to-all where each rank sends `bytes` in total, spread evenly over the `n` ranks
+/// (expert-parallel dispatch or combine, or nccl-tests' alltoall): `(n−1)/n · S` leaves each
+/// rank, in messages of `S/n`.
 pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
     if n <= 1 || bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
     let nf = n as f64;
-    let ideal = CollectiveCost {
-        latency: system.link.p2p_latency.0,
-        transfer: (nf - 1.0) / nf * bytes / system.link.bandwidth_per_direction.0,
-        algo: AllReduceAlgo::Ideal,
-    };
+    let bus = (nf - 1.0) / nf * bytes;
     if p.is_sol() {
-        return ideal;
+        return ideal_hop(system, bus);
     }
-    let bw = link_bandwidth(system, n) * p.link_efficiency;
-    let base = system.link.nccl_base_latency.ring.simple.0;
-    not_below(
-        CollectiveCost {
-            latency: (base + (nf - 1.0) * hop_latency(system)) * p.collective_latency_scale,
-            transfer: (nf - 1.0) / nf * bytes / bw,
-            algo: AllReduceAlgo::NcclRing(NcclProtocol::Simple),
-        },
-        ideal,
-    )
+    let m = model(&system.link);
+    let rate = match m.alltoall_bus_fraction {
+        Some(f) if system.spec.p2p && path(system, n) == Path::Switch => {
+            system.link.bandwidth_per_direction.0 * f.0 * p.link_efficiency
+        }
+        _ => ring_bandwidth(system, &m, n, p),
+    };
+    p2p(system, bus, bytes / nf, rate, nf - 1.0, p)
 }
 
-/// All-gather where each rank contributes `bytes` (NCCL ring: `n − 1` steps, bus bytes
-/// `(n−1) · S`), or reduce-scatter of `bytes` per rank (`(n−1)/n · S`), with the fastest
-/// protocol the engine allows; never faster than one hop at the raw link rate.
+/// All-gather or reduce-scatter as NCCL's ring runs them: `n − 1` steps, `bus_bytes` per
+/// rank, the fastest protocol the link and engine allow; never faster than one hop at the
+/// raw link rate.
 fn ring_collective(system: &System, bus_bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
     if n <= 1 || bus_bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
-    let ideal = CollectiveCost {
-        latency: system.link.p2p_latency.0,
-        transfer: bus_bytes / system.link.bandwidth_per_direction.0,
-        algo: AllReduceAlgo::Ideal,
-    };
     if p.is_sol() {
-        return ideal;
+        return ideal_hop(system, bus_bytes);
     }
-    let best = nccl_best(
-        system,
-        &[NcclAlgorithm::Ring],
+    let shape = Shape {
         bus_bytes,
-        n as f64 - 1.0,
-        n,
-        p,
-    );
-    not_below(best, ideal)
+        steps: n as f64 - 1.0,
+        ll_share: LL_OTHER,
+    };
+    not_below(
+        nccl_best(system, &[NcclAlgorithm::Ring], shape, false, n, p),
+        ideal_hop(system, bus_bytes),
+    )
 }
 
 /// All-gather: each of `n` ranks contributes `bytes` and ends with all `n · bytes`.
@@ -323,27 +585,16 @@ fn not_below(c: CollectiveCost, ideal: CollectiveCost) -> CollectiveCost {
     }
 }
 
-/// Point-to-point send of `bytes` between neighbouring pipeline stages.
+/// Point-to-point send of `bytes` between neighbouring pipeline stages, over the slowest
+/// path of the system's GPUs.
 pub fn send_recv(system: &System, bytes: f64, p: &CostParams) -> CollectiveCost {
     if bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
-    let ideal = CollectiveCost {
-        latency: system.link.p2p_latency.0,
-        transfer: bytes / system.link.bandwidth_per_direction.0,
-        algo: AllReduceAlgo::Ideal,
-    };
     if p.is_sol() {
-        return ideal;
+        return ideal_hop(system, bytes);
     }
-    let bw = link_bandwidth(system, system.spec.gpu_count) * p.link_efficiency;
-    let base = system.link.nccl_base_latency.ring.simple.0;
-    not_below(
-        CollectiveCost {
-            latency: (base + hop_latency(system)) * p.collective_latency_scale,
-            transfer: bytes / bw,
-            algo: AllReduceAlgo::NcclRing(NcclProtocol::Simple),
-        },
-        ideal,
-    )
+    let m = model(&system.link);
+    let rate = ring_bandwidth(system, &m, system.spec.gpu_count, p);
+    p2p(system, bytes, bytes, rate, 1.0, p)
 }

@@ -29,12 +29,13 @@ pub struct Device<'a> {
     pub gemm_peak: PerFormat<f64>,
     /// Streaming multiprocessors.
     pub sm_count: f64,
-    /// The parameter set's memory efficiency relative to the system's default: the kernel
-    /// models' attained fractions (per generation, `configs/kernels/`) are the default, and a
-    /// calibration moves them by this factor, so fitted efficiencies reach every kernel.
-    pub mem_scale: f64,
+    /// The parameter set's memory efficiency and its default (the system's prior): the kernel
+    /// models' attained fractions (per generation, `configs/kernels/`) hold at the default,
+    /// and a calibration moves them with it (`Device::attained`), so fitted efficiencies
+    /// reach every kernel.
+    pub mem_eff: (f64, f64),
     /// The same for each format's GEMM efficiency.
-    pub gemm_scale: PerFormat<f64>,
+    pub gemm_eff: PerFormat<(f64, f64)>,
     /// The GPU generation's kernel constants (fused MoE, decode attention).
     pub kernels: &'static KernelConstants,
 }
@@ -56,8 +57,8 @@ impl<'a> Device<'a> {
         let gemm_rate = PerFormat::from_fn(|f| native[f].1 * params.gemm(f));
         let gemm_peak = PerFormat::from_fn(|f| native[f].1);
         let prior = CostParams::default_for(system);
-        let mem_scale = params.memory_efficiency / prior.memory_efficiency;
-        let gemm_scale = PerFormat::from_fn(|f| params.gemm(f) / prior.gemm(f));
+        let mem_eff = (params.memory_efficiency, prior.memory_efficiency);
+        let gemm_eff = PerFormat::from_fn(|f| (params.gemm(f), prior.gemm(f)));
         let kernels = Generation::of(g)?.kernels();
         for f in FormatKind::ALL {
             for w in [
@@ -97,8 +98,8 @@ impl<'a> Device<'a> {
             gemm_rate,
             gemm_peak,
             sm_count,
-            mem_scale,
-            gemm_scale,
+            mem_eff,
+            gemm_eff,
             kernels,
         })
     }
@@ -107,6 +108,18 @@ impl<'a> Device<'a> {
     /// construction).
     pub fn moe_kernel(&self, key: &str) -> &'static MoeKernel {
         &self.kernels.moe[key]
+    }
+
+    /// A kernel's attained fraction of peak under this parameter set, from its fraction at the
+    /// default (`base`) and the parameter's (value, default): proportional below the default,
+    /// and rising linearly to the whole peak as the parameter reaches 1, so an efficiency of 1
+    /// means every kernel at its hardware's peak whatever its default fraction.
+    pub fn attained(base: f64, (value, prior): (f64, f64)) -> f64 {
+        if value <= prior || prior >= 1.0 {
+            base * value / prior
+        } else {
+            base + (1.0 - base).max(0.0) * (value - prior) / (1.0 - prior)
+        }
     }
 
     /// Fixed cost of `kernels` kernels of an operator whose kernel time is `time`: inside a

@@ -72,8 +72,8 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         .map(|&(l, n)| n * padded_rows(l, k.tile_m))
         .sum();
     let tc = 2.0 * 3.0 * s.hidden * wide * rows
-        / (k.compute_fraction * dev.gemm_peak[kind] * dev.gemm_scale[kind]);
-    let tm = weight_bytes / (k.memory_fraction * peak_bw * dev.mem_scale);
+        / (Device::attained(k.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind]);
+    let tm = weight_bytes / (Device::attained(k.memory_fraction, dev.mem_eff) * peak_bw);
     let pairs = match k.pairs {
         crate::cost::generation::PairScope::All => s.tokens * s.top_k,
         crate::cost::generation::PairScope::Local => load.pairs,
@@ -106,7 +106,7 @@ pub fn decode_attention_time(
     let items = sequences * kv_heads;
     let splits = (span / k.split_block as f64).clamp(1.0, k.max_splits as f64);
     let busy = (items * splits / sms).min(1.0);
-    let bw = k.memory_fraction * dev.system.gpu.memory_bandwidth.0 * dev.mem_scale;
+    let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
     let stream = kv_bytes / (bw * busy) + other_bytes / bw;
     Some(k.floor.0 + stream + k.per_item.0 * items / sms)
 }

@@ -31,8 +31,16 @@ pub struct EngineSpec {
     pub nccl_protocol: NcclProtocol,
     /// Largest message the custom all-reduce takes (vLLM: 8 MB for 8 GPUs).
     pub custom_allreduce_max: Bytes,
-    /// Below this size the custom kernel is one-shot, above it two-shot.
+    /// Below this size the custom kernel is one-shot, above it two-shot (the system's GPU
+    /// count's rule).
     pub one_shot_max: Bytes,
+    /// The same limit for an all-reduce over at most 4 GPUs (a smaller TP group).
+    #[serde(default)]
+    pub one_shot_max_4gpu: Option<Bytes>,
+    /// Largest message a symmetric-memory (NVLS) all-reduce takes on NVSwitch systems with
+    /// NVLS, above the custom kernel's limit (none: NCCL straight above it).
+    #[serde(default)]
+    pub symm_mem_max: Option<Bytes>,
     /// GPU idle time between consecutive kernels inside a CUDA graph.
     pub kernel_gap: Seconds,
     /// CPU launch cost per kernel when CUDA graphs are off.
@@ -106,6 +114,9 @@ pub struct EngineFile {
     /// One-shot limit of the custom all-reduce by world size; the first rule whose
     /// `max_gpus` covers the system applies.
     pub one_shot_max: Vec<WorldSizeRule>,
+    /// Largest message of the symmetric-memory all-reduce on NVSwitch systems with NVLS.
+    #[serde(default)]
+    pub symm_mem_max: Option<Bytes>,
     pub kernel_gap: Seconds,
     pub kernel_launch: Seconds,
     pub step_overhead: Seconds,
@@ -155,6 +166,12 @@ impl EngineFile {
             nccl_protocol: self.nccl_protocol,
             custom_allreduce_max: self.custom_allreduce_max,
             one_shot_max: one_shot.size,
+            one_shot_max_4gpu: self
+                .one_shot_max
+                .iter()
+                .find(|r| r.max_gpus <= 4)
+                .map(|r| r.size),
+            symm_mem_max: self.symm_mem_max,
             kernel_gap: self.kernel_gap,
             kernel_launch: self.kernel_launch,
             step_overhead: self.step_overhead,

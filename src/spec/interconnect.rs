@@ -5,7 +5,7 @@
 //! transport (from NCCL's `src/graph/tuning.cc`), so the collective cost follows the same
 //! reasoning NCCL uses to choose its algorithm and protocol.
 
-use crate::units::{BytesPerSec, Seconds};
+use crate::units::{Bytes, BytesPerSec, Fraction, Seconds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -35,6 +35,71 @@ pub struct AlgorithmLatency {
     pub tree: ProtocolLatency,
 }
 
+/// Achievable NCCL bus bandwidth (Simple protocol, large messages) by the slowest path a
+/// collective's ring crosses, as fractions of `bandwidth_per_direction`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BusFraction {
+    /// GPUs under one PCIe switch, or every pair through NVSwitch.
+    pub switch: Fraction,
+    /// GPUs on one CPU socket, through its root complex (PCIe; defaults to `switch`).
+    #[serde(default)]
+    pub root_complex: Option<Fraction>,
+    /// GPUs on different CPU sockets (PCIe; defaults to `root_complex`).
+    #[serde(default)]
+    pub cross_socket: Option<Fraction>,
+}
+
+/// NCCL's NVLink SHARP all-reduce (NVLS): the reduction happens in the NVSwitch.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NvlsSpec {
+    /// Achievable all-reduce bus bandwidth as a fraction of `bandwidth_per_direction`.
+    pub bus_fraction: Fraction,
+    /// Time of an NVLS all-reduce with no payload (setup and pipeline fill).
+    pub latency: Seconds,
+    /// Fewest ranks at which NCCL's tuner is seen to pick NVLS over the ring.
+    pub min_ranks: u32,
+}
+
+/// Latency of one NCCL point-to-point call (all-to-all, send/recv) by protocol.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct P2pLatency {
+    pub ll: Seconds,
+    pub simple: Seconds,
+}
+
+/// How collectives run over this link, beyond NCCL's published latency tables: the protocols
+/// NCCL enables, the bus bandwidth rings reach by path, NVLS, point-to-point calls and vLLM's
+/// custom all-reduce kernel.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveModel {
+    /// NCCL enables LL128 over this link (NVLink only, by default).
+    pub ll128: bool,
+    pub bus_fraction: BusFraction,
+    /// NCCL's ring bus bandwidth (Simple, large messages) per unit of the P2P copy rate on the
+    /// same path: applied to a system's measured `[paths]` (defaults to 1).
+    #[serde(default)]
+    pub ring_efficiency: Option<Fraction>,
+    /// Achievable all-to-all bus bandwidth, where it differs from the ring's.
+    #[serde(default)]
+    pub alltoall_bus_fraction: Option<Fraction>,
+    #[serde(default)]
+    pub nvls: Option<NvlsSpec>,
+    pub p2p_call_latency: P2pLatency,
+    /// Per-peer message size up to which NCCL's point-to-point uses LL.
+    pub p2p_ll_threshold: Bytes,
+    /// vLLM's custom all-reduce kernel time with no payload, inside a CUDA graph.
+    #[serde(default)]
+    pub custom_allreduce_latency: Option<Seconds>,
+    /// vLLM's custom all-reduce called eagerly (no CUDA graph): the host-side time of one
+    /// call, under which the GPU work hides (none: the in-graph floor).
+    #[serde(default)]
+    pub custom_allreduce_eager_latency: Option<Seconds>,
+}
+
 /// One link type, read 1:1 from `configs/interconnects/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +124,10 @@ pub struct InterconnectSpec {
     pub nccl_base_latency: AlgorithmLatency,
     /// NCCL's per-step hardware latency for this transport.
     pub nccl_step_latency: AlgorithmLatency,
+    /// Protocols, bus bandwidth by path, NVLS and point-to-point; without it the model falls
+    /// back to the P2P bandwidths above and NCCL's published latencies.
+    #[serde(default)]
+    pub collective: Option<CollectiveModel>,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -90,6 +159,45 @@ impl InterconnectSpec {
                 for (proto, v) in [("ll", p.ll), ("ll128", p.ll128), ("simple", p.simple)] {
                     latencies.push((format!("{table}.{algo}.{proto}"), v));
                 }
+            }
+        }
+        if let Some(c) = &self.collective {
+            latencies.push((
+                "collective.p2p_call_latency.ll".into(),
+                c.p2p_call_latency.ll,
+            ));
+            latencies.push((
+                "collective.p2p_call_latency.simple".into(),
+                c.p2p_call_latency.simple,
+            ));
+            if let Some(n) = c.nvls {
+                latencies.push(("collective.nvls.latency".into(), n.latency));
+                if n.min_ranks < 2 {
+                    return Err((
+                        "collective.nvls.min_ranks".into(),
+                        "at least 2 ranks".into(),
+                    ));
+                }
+            }
+            if let Some(l) = c.custom_allreduce_latency {
+                latencies.push(("collective.custom_allreduce_latency".into(), l));
+            }
+            if let Some(l) = c.custom_allreduce_eager_latency {
+                latencies.push(("collective.custom_allreduce_eager_latency".into(), l));
+            }
+            if c.ring_efficiency
+                .is_some_and(|f| !(f.0 >= 1e-3 && f.0 <= 1.0))
+            {
+                return Err((
+                    "collective.ring_efficiency".into(),
+                    "a fraction between 0.001 and 1".into(),
+                ));
+            }
+            if c.bus_fraction.switch.0 * self.bandwidth_per_direction.0 < 1e6 {
+                return Err((
+                    "collective.bus_fraction.switch".into(),
+                    "a bus bandwidth of at least 1 MB/s".into(),
+                ));
             }
         }
         if let Some((field, _)) = latencies

@@ -10,9 +10,11 @@ pub mod registry;
 pub mod system;
 
 pub use gpu::{GpuSpec, MathDtype};
-pub use interconnect::{InterconnectSpec, LinkKind};
+pub use interconnect::{
+    BusFraction, CollectiveModel, InterconnectSpec, LinkKind, NvlsSpec, P2pLatency,
+};
 pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, WeightFormat};
-pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, SystemSpec, Topology};
+pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, PathBandwidth, SystemSpec, Topology};
 
 use crate::error::Result;
 use engine::{EngineRef, EngineSpec};
@@ -69,14 +71,23 @@ impl System {
         sets: &[overrides::Override],
     ) -> Result<System> {
         use overrides::{apply, Target};
-        let spec = registry::load_system_spec(name)?;
-        let spec: SystemSpec = apply(&spec, Target::System, sets, name)?;
+        let file = registry::load_system_spec(name)?;
+        let mut spec: SystemSpec = apply(&file, Target::System, sets, name)?;
         spec.validate().map_err(|fe| after_set(name, fe))?;
         let gpu = registry::load_gpu(&spec.gpu)?;
         let gpu: GpuSpec = apply(&gpu, Target::Gpu, sets, &spec.gpu)?;
         gpu.validate().map_err(|fe| after_set(&spec.gpu, fe))?;
         let link = registry::load_interconnect(&spec.interconnect)?;
+        let described = link.bandwidth_per_direction.0;
         let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;
+        // The system's path bandwidths were measured on its own link: a swapped link leaves
+        // them behind (the new link's fractions apply), a faster or slower one scales them.
+        spec.paths = if spec.interconnect != file.interconnect {
+            None
+        } else {
+            spec.paths
+                .map(|p| p.scaled(link.bandwidth_per_direction.0 / described))
+        };
         link.validate()
             .map_err(|fe| after_set(&spec.interconnect, fe))?;
         let resolved = match (engine, &spec.engine) {
@@ -84,6 +95,20 @@ impl System {
             (None, EngineRef::Name(e)) => resolve_engine(e, &gpu, spec.gpu_count)?,
             (None, EngineRef::Inline(e)) => (**e).clone(),
         };
+        if let Some(p) = &spec.paths {
+            let raw = link.bandwidth_per_direction.0 * 1.0001;
+            if let Some((field, _)) = p.fields().find(|(_, b)| b.0 > raw) {
+                return Err(crate::error::Error::Invalid {
+                    file: name.to_string(),
+                    line: None,
+                    field: field.into(),
+                    expected: format!(
+                        "a bandwidth no higher than {}'s raw {}",
+                        link.name, link.bandwidth_per_direction
+                    ),
+                });
+            }
+        }
         let label = resolved.name.clone();
         let engine: EngineSpec = apply(&resolved, Target::Engine, sets, &label)?;
         engine.validate().map_err(|fe| after_set(&label, fe))?;

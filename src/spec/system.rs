@@ -8,7 +8,7 @@
 
 pub use crate::spec::engine::{EngineRef, EngineSpec};
 use crate::spec::model::FormatKind;
-use crate::units::Fraction;
+use crate::units::{BytesPerSec, Fraction};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -96,6 +96,48 @@ pub struct EfficiencySpec {
     pub link: Fraction,
 }
 
+/// Achievable GPU-to-GPU copy bandwidth, one direction, by the slowest path a transfer
+/// crosses on this platform. How fast peers reach each other is a property of the box (its
+/// switches, root complexes, socket link, BIOS), not a fixed fraction of the link: two boxes
+/// with the same PCIe generation differ by more than an order of magnitude across sockets.
+/// Collectives reach the link's `[collective] ring_efficiency` of these rates.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PathBandwidth {
+    /// GPUs under one PCIe switch (`pcie-switch` topology; defaults to `root_complex`).
+    #[serde(default)]
+    pub switch: Option<BytesPerSec>,
+    /// GPUs on one CPU socket, through its root complex.
+    pub root_complex: BytesPerSec,
+    /// GPUs on different CPU sockets, or any pair when P2P is off and copies are staged
+    /// through host memory (defaults to `root_complex`).
+    #[serde(default)]
+    pub cross_socket: Option<BytesPerSec>,
+}
+
+impl PathBandwidth {
+    /// The paths given, with their field names.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, BytesPerSec)> {
+        [
+            ("paths.switch", self.switch),
+            ("paths.root_complex", Some(self.root_complex)),
+            ("paths.cross_socket", self.cross_socket),
+        ]
+        .into_iter()
+        .filter_map(|(f, b)| b.map(|b| (f, b)))
+    }
+
+    /// The same platform on a link `ratio` times as fast: every path keeps its share.
+    pub fn scaled(self, ratio: f64) -> PathBandwidth {
+        let s = |b: BytesPerSec| BytesPerSec(b.0 * ratio);
+        PathBandwidth {
+            switch: self.switch.map(s),
+            root_complex: s(self.root_complex),
+            cross_socket: self.cross_socket.map(s),
+        }
+    }
+}
+
 /// One system, read 1:1 from `configs/systems/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -111,8 +153,15 @@ pub struct SystemSpec {
     /// CPU sockets the GPUs are spread over (PCIe root-complex systems).
     #[serde(default = "one")]
     pub sockets: u32,
+    /// GPUs behind one PCIe switch (`pcie-switch` topology; defaults to all of a socket's).
+    #[serde(default)]
+    pub gpus_per_switch: Option<u32>,
     /// Peer-to-peer access between GPUs enabled.
     pub p2p: bool,
+    /// Achievable P2P bandwidth by path on this platform (without it, the interconnect's
+    /// `[collective] bus_fraction` of the raw link).
+    #[serde(default)]
+    pub paths: Option<PathBandwidth>,
     /// Rental or amortised price, US dollars per GPU-hour, where known.
     #[serde(default)]
     pub price_per_gpu_hour_usd: Option<f64>,
@@ -134,6 +183,14 @@ impl SystemSpec {
         }
         if self.sockets == 0 {
             return Err(("sockets".into(), "at least 1 socket".into()));
+        }
+        if self.gpus_per_switch == Some(0) {
+            return Err(("gpus_per_switch".into(), "at least 1 GPU".into()));
+        }
+        if let Some(p) = &self.paths {
+            if let Some((field, _)) = p.fields().find(|(_, b)| b.0.is_nan() || b.0 < 1e6) {
+                return Err((field.into(), "a bandwidth of at least 1 MB/s".into()));
+            }
         }
         if let EngineRef::Inline(e) = &self.engine {
             e.validate()?;

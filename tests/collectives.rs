@@ -1,0 +1,267 @@
+//! Collective physics on every built-in system: time never falls as a message grows, across
+//! every switch point the engine has (one-shot → two-shot → symmetric memory → NCCL, LL →
+//! Simple, ring → NVLS, point-to-point LL → Simple); a faster link or path never slows a
+//! collective; NCCL never runs LL128 over PCIe unless told to; no collective beats the bytes
+//! it must move at the raw link rate.
+
+use rooftop::cost::collective::{self, AllReduceAlgo, CollectiveCost};
+use rooftop::cost::CostParams;
+use rooftop::spec::overrides::parse_all;
+use rooftop::spec::registry::{builtin_names, Kind};
+use rooftop::spec::{LinkKind, NcclProtocol, System};
+
+type Collective = fn(&System, f64, u32, &CostParams) -> CollectiveCost;
+
+const FAMILIES: [(&str, Collective); 4] = [
+    ("all-reduce", collective::allreduce),
+    ("all-gather", collective::all_gather),
+    ("reduce-scatter", collective::reduce_scatter),
+    ("all-to-all", collective::all_to_all),
+];
+
+fn load(name: &str, sets: &[&str]) -> System {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    System::load_with(name, &parse_all(&sets).unwrap()).unwrap()
+}
+
+/// Every built-in system, also without CUDA graphs, and the PCIe ones also with a custom
+/// all-reduce (a community PCIe kernel) and with P2P off, so every implementation and switch
+/// point is exercised.
+fn systems() -> Vec<(String, System)> {
+    let mut out = Vec::new();
+    for name in builtin_names(Kind::System) {
+        out.push((name.to_string(), load(name, &[])));
+        // eager: the custom all-reduce pays its host-side call and an input copy
+        let eager = "system.cuda_graphs=false";
+        out.push((format!("{name} [{eager}]"), load(name, &[eager])));
+        if load(name, &[]).link.kind == LinkKind::Pcie {
+            for set in ["engine.allreduce=custom", "system.p2p=false"] {
+                out.push((format!("{name} [{set}]"), load(name, &[set])));
+            }
+        }
+    }
+    out
+}
+
+/// 1 KiB to 1 GiB in steps of 2^(1/8), plus both sides of every size at which an engine or
+/// NCCL switches implementation or protocol.
+fn sizes(n: u32) -> Vec<f64> {
+    let mut s: Vec<f64> = (0..=160)
+        .map(|i| 1024.0 * 2f64.powf(i as f64 / 8.0))
+        .collect();
+    let kib = 1024.0;
+    for limit in [
+        256.0 * kib,
+        512.0 * kib,
+        8.0 * kib * kib,
+        64.0 * kib * kib,
+        16.0 * kib * n as f64, // all-to-all: 16 KiB per peer
+    ] {
+        s.extend([limit * (1.0 - 1e-6), limit, limit * (1.0 + 1e-6)]);
+    }
+    s.sort_by(f64::total_cmp);
+    s
+}
+
+fn rank_counts(sys: &System) -> Vec<u32> {
+    (2..=sys.spec.gpu_count).collect()
+}
+
+#[test]
+fn time_never_falls_as_a_message_grows() {
+    let params = |sys: &System| {
+        let d = CostParams::default_for(sys);
+        let mut fast = d;
+        fast.collective_latency_scale = 0.3;
+        let mut slow = d;
+        slow.link_efficiency = 0.4;
+        [d, fast, slow]
+    };
+    for (name, sys) in systems() {
+        for p in params(&sys) {
+            for n in rank_counts(&sys) {
+                for (family, f) in FAMILIES {
+                    let mut last: Option<(f64, CollectiveCost)> = None;
+                    for b in sizes(n) {
+                        let c = f(&sys, b, n, &p);
+                        assert!(c.time().is_finite() && c.time() > 0.0, "{name} {family}");
+                        if let Some((lb, lc)) = last {
+                            assert!(
+                                c.time() >= lc.time() * (1.0 - 1e-12),
+                                "{name}: {family} over {n} GPUs: {b} B takes {:.3} us ({}), \
+                                 {lb} B takes {:.3} us ({})",
+                                c.time() * 1e6,
+                                c.algo.name(),
+                                lc.time() * 1e6,
+                                lc.algo.name()
+                            );
+                        }
+                        last = Some((b, c));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn more_link_bandwidth_never_slows_a_collective() {
+    for name in builtin_names(Kind::System) {
+        let base = load(name, &[]);
+        let raw = base.link.bandwidth_per_direction.0;
+        let faster_link = format!("interconnect.bandwidth={} GB/s", raw * 2.0 / 1e9);
+        let mut variants = vec![
+            load(name, &[&faster_link]),
+            load(name, &["efficiency.link=1.0"]),
+        ];
+        if let Some(paths) = base.spec.paths {
+            // a faster socket link or root complex, within the raw link rate
+            let cs = format!("system.paths.cross_socket={} GB/s", raw * 0.99 / 1e9);
+            let rc = format!("system.paths.root_complex={} GB/s", raw * 0.99 / 1e9);
+            variants.push(load(name, &[&cs]));
+            variants.push(load(name, &[&rc, &cs]));
+            assert!(
+                paths.root_complex.0 <= raw * 0.99,
+                "{name}: paths above the link"
+            );
+        }
+        for faster in variants {
+            let (pb, pf) = (
+                CostParams::default_for(&base),
+                CostParams::default_for(&faster),
+            );
+            assert!(pf.link_efficiency >= pb.link_efficiency);
+            for n in rank_counts(&base) {
+                for (family, f) in FAMILIES {
+                    for b in sizes(n).into_iter().step_by(3) {
+                        let (slow, fast) = (f(&base, b, n, &pb), f(&faster, b, n, &pf));
+                        assert!(
+                            fast.time() <= slow.time() * (1.0 + 1e-12),
+                            "{name}: {family} over {n} GPUs of {b} B: {:.3} us on the faster \
+                             link ({}) vs {:.3} us ({})",
+                            fast.time() * 1e6,
+                            fast.algo.name(),
+                            slow.time() * 1e6,
+                            slow.algo.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn nccl_never_picks_ll128_over_pcie_by_default() {
+    let mut checked = 0;
+    for (name, sys) in systems() {
+        if sys.link.kind != LinkKind::Pcie || sys.engine.nccl_protocol != NcclProtocol::Auto {
+            continue;
+        }
+        let p = CostParams::default_for(&sys);
+        for n in rank_counts(&sys) {
+            for b in sizes(n) {
+                for c in [
+                    collective::nccl_allreduce(&sys, b, n, &p),
+                    collective::allreduce(&sys, b, n, &p),
+                    collective::all_gather(&sys, b, n, &p),
+                    collective::reduce_scatter(&sys, b, n, &p),
+                ] {
+                    checked += 1;
+                    assert!(
+                        !matches!(
+                            c.algo,
+                            AllReduceAlgo::NcclRing(NcclProtocol::Ll128)
+                                | AllReduceAlgo::NcclTree(NcclProtocol::Ll128)
+                        ),
+                        "{name}: LL128 chosen over PCIe for {b} B on {n} GPUs"
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "no PCIe system was checked");
+}
+
+#[test]
+fn no_collective_beats_its_bytes_at_the_raw_link_rate() {
+    for (name, sys) in systems() {
+        let raw = sys.link.bandwidth_per_direction.0;
+        for p in [CostParams::default_for(&sys), CostParams::speed_of_light()] {
+            for n in rank_counts(&sys) {
+                let nf = n as f64;
+                for b in sizes(n) {
+                    // bytes each rank must send or receive over its own link at the least
+                    let floors = [
+                        (
+                            "all-reduce",
+                            collective::allreduce(&sys, b, n, &p),
+                            (nf - 1.0) / nf * b,
+                        ),
+                        (
+                            "all-gather",
+                            collective::all_gather(&sys, b, n, &p),
+                            (nf - 1.0) * b,
+                        ),
+                        (
+                            "reduce-scatter",
+                            collective::reduce_scatter(&sys, b, n, &p),
+                            (nf - 1.0) / nf * b,
+                        ),
+                        (
+                            "all-to-all",
+                            collective::all_to_all(&sys, b, n, &p),
+                            (nf - 1.0) / nf * b,
+                        ),
+                    ];
+                    for (family, c, bytes) in floors {
+                        let ideal = bytes / raw;
+                        assert!(
+                            c.time() >= ideal * (1.0 - 1e-12),
+                            "{name}: {family} of {b} B over {n} GPUs in {:.3} us, under the \
+                             {:.3} us its bytes take at the raw link rate",
+                            c.time() * 1e6,
+                            ideal * 1e6
+                        );
+                        assert!(
+                            c.time() >= sys.link.p2p_latency.0 * (1.0 - 1e-12),
+                            "{name}: {family} faster than one hop"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The team's box: rings stay within a socket's root complex up to 4 GPUs and cross sockets
+/// above; a cross-socket ring is never faster than a single-socket one, and its bus
+/// bandwidth is the system's measured P2P rate times the link's ring efficiency.
+#[test]
+fn pcie_ring_bandwidth_follows_the_system_paths() {
+    let sys = load("8x-rtx-pro-6000-pcie", &[]);
+    let paths = sys.spec.paths.expect("the team's box states its paths");
+    let eff = collective::model(&sys.link)
+        .ring_efficiency
+        .expect("PCIe links state NCCL's ring efficiency")
+        .0;
+    let p = CostParams::default_for(&sys);
+    let big = 512.0 * 1024.0 * 1024.0;
+    let busbw = |n: u32| {
+        let nf = n as f64;
+        2.0 * (nf - 1.0) / nf * big / collective::nccl_allreduce(&sys, big, n, &p).time()
+    };
+    let rc = paths.root_complex.0 * eff;
+    let cs = paths.cross_socket.unwrap().0 * eff;
+    assert!(
+        (busbw(4) / rc - 1.0).abs() < 0.02,
+        "4 GPUs: {} vs {rc}",
+        busbw(4)
+    );
+    assert!(
+        (busbw(8) / cs - 1.0).abs() < 0.02,
+        "8 GPUs: {} vs {cs}",
+        busbw(8)
+    );
+    assert!(busbw(8) <= busbw(4));
+}

@@ -249,6 +249,7 @@ fn predict(s: &Scenario, run: &E2eRun) -> Result<(f64, f64)> {
         input_len: run.isl,
         output_len: run.osl,
         tpot_def: TpotDef::Itl,
+        client: Default::default(),
     };
     let r = sweep(s, &[run.batch_size], w)?;
     let p = &r.points[0];

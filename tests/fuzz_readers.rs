@@ -1091,6 +1091,7 @@ fn evaluate(m: &ModelSpec, s: &System) -> Result<(), TestCaseError> {
             input_len: 256,
             output_len: 64,
             tpot_def: TpotDef::Itl,
+            client: Default::default(),
         };
         let r = sweep(&sc, &[1, 64], w).map_err(|e| TestCaseError::fail(e.to_string()))?;
         check_json(&serde_json::to_value(&r).unwrap(), "sweep")?;

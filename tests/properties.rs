@@ -191,6 +191,8 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 max_num_batched_tokens: tokens,
                 chunked_prefill: chunked,
                 unfused_dequant: unfused,
+                cpu: Default::default(),
+                kv: Default::default(),
             },
         )
 }
@@ -763,6 +765,7 @@ proptest! {
             input_len,
             output_len,
             tpot_def: if e2e { TpotDef::E2e } else { TpotDef::Itl },
+            client: Default::default(),
         };
         let r = sweep(&sc, &concurrency, w).unwrap();
         assert_json_finite(&serde_json::to_value(&r).unwrap(), "sweep", &[]);

@@ -276,6 +276,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         input_len: 32,
         output_len: 32,
         tpot_def: crate::serve::TpotDef::E2e,
+        client: Default::default(),
     };
     let set = sweep_set(&l, &conc, w, &m)?;
     for (metric, name) in [

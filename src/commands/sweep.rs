@@ -22,6 +22,7 @@ pub fn request_shape(
         input_len,
         output_len,
         tpot_def,
+        client: Default::default(),
     })
 }
 

@@ -112,6 +112,9 @@ pub struct Assumptions {
     pub input_len: u32,
     /// Output tokens where a measurement does not give them.
     pub output_len: u32,
+    /// The client that measured (`--client`; an ideal closed loop when not given).
+    #[serde(skip)]
+    pub client: crate::serve::ClientModel,
 }
 
 impl Default for Assumptions {
@@ -119,6 +122,7 @@ impl Default for Assumptions {
         Assumptions {
             input_len: 32,
             output_len: 32,
+            client: crate::serve::ClientModel::IDEAL,
         }
     }
 }
@@ -163,7 +167,7 @@ pub fn predict_observation(
             input_len: i.unwrap_or(a.input_len),
             output_len: out.unwrap_or(a.output_len),
             tpot_def: def,
-            client: Default::default(),
+            client: a.client,
         };
         let r = sweep(&sc, &[c.max(1)], w)?;
         r.points

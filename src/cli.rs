@@ -74,6 +74,9 @@ pub struct MeasuredArgs {
     /// Output length to assume where a measurement does not give it.
     #[arg(long, default_value_t = 32)]
     pub assume_output_len: u32,
+    /// The client that took the measurements (see `rooftop list clients`), e.g. team-macro.
+    #[arg(long)]
+    pub client: Option<String>,
     /// GPUs in nccl-tests output that does not say.
     #[arg(long)]
     pub nccl_gpus: Option<u32>,
@@ -117,6 +120,10 @@ pub struct ServingArgs {
     /// prefill included).
     #[arg(long, value_enum, default_value_t)]
     pub tpot_def: crate::serve::TpotDef,
+    /// Benchmark client (see `rooftop list clients`: vllm-bench-serve, aiohttp-default,
+    /// team-macro, closed-loop, poisson) or a client TOML; default an ideal closed loop.
+    #[arg(long)]
+    pub client: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -116,6 +116,7 @@ fn known_parameters_are_recovered_from_synthetic_measurements() {
     let a = Assumptions {
         input_len: 256,
         output_len: 256,
+        client: rooftop::serve::ClientModel::IDEAL,
     };
     let mut truth = CostParams::default_for(&s);
     truth.memory_efficiency = 0.62;

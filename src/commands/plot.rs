@@ -46,6 +46,7 @@ pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) ->
             measured: m.measured.clone(),
             assume_input_len: m.assume_input_len,
             assume_output_len: m.assume_output_len,
+            client: None,
             nccl_gpus: None,
             trace_concurrency: None,
         };
@@ -59,6 +60,7 @@ pub fn sweep_set(l: &Loaded, conc: &[u32], w: Workload, m: &PlotMeasuredArgs) ->
             Assumptions {
                 input_len: m.assume_input_len,
                 output_len: m.assume_output_len,
+                client: crate::serve::ClientModel::IDEAL,
             },
             sources.clone(),
         )?),

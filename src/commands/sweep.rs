@@ -26,13 +26,23 @@ pub fn request_shape(
     })
 }
 
+/// The serving loop's view of `--client` (an ideal closed loop when none is given).
+pub fn client_model(name: Option<&str>) -> Result<crate::serve::ClientModel> {
+    Ok(match name {
+        Some(n) => crate::spec::registry::load_client(n)?.model(),
+        None => crate::serve::ClientModel::IDEAL,
+    })
+}
+
 pub fn workload(a: &ServingArgs) -> Result<Workload> {
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
         return Err(Error::Scenario(
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    request_shape(a.input_len, a.output_len, a.tpot_def)
+    let mut w = request_shape(a.input_len, a.output_len, a.tpot_def)?;
+    w.client = client_model(a.client.as_deref())?;
+    Ok(w)
 }
 
 pub fn run(args: &ScenarioArgs, serving: &ServingArgs, format: Format) -> Result<Vec<u8>> {
@@ -138,6 +148,16 @@ fn text(r: &Sweep) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = writeln!(o, "limited by: {}", r.limited_by.join(", "));
+    let _ = writeln!(o, "limited by:");
+    for l in &r.limits {
+        let _ = writeln!(
+            o,
+            "  {} = {} {}: {}",
+            l.term,
+            crate::export::num(l.value, 4),
+            l.unit,
+            l.detail
+        );
+    }
     o
 }

@@ -67,8 +67,7 @@ pub struct MeasuredArgs {
     #[arg(long, num_args = 1.., default_value = "k25b6000bench1")]
     pub measured: Vec<String>,
     /// Prompt length to assume where a measurement does not give it (the team's record does
-    /// not: 32 tokens stands for a short chat prompt with its template; prompts of 64 tokens
-    /// or more would put the measured plateau above the model's speed-of-light bound).
+    /// not: 32 tokens stands for a short chat prompt with its template).
     #[arg(long, default_value_t = 32)]
     pub assume_input_len: u32,
     /// Output length to assume where a measurement does not give it.
@@ -175,6 +174,15 @@ pub enum Command {
         format: Format,
     },
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
+    /// Why a measured throughput curve stops growing: every mechanism that could hold the
+    /// plateau, the value it needs, how plausible that is, ranked, and the separating test.
+    #[command(after_help = "Examples:\n  rooftop explain --measured k25b6000bench1")]
+    Explain {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[command(flatten)]
+        measured: MeasuredArgs,
+    },
     #[command(
         after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json"
     )]

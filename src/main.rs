@@ -27,6 +27,7 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
             out,
             format,
         } => commands::calibrate::run_calibrate(&scenario, &measured, out.as_deref(), format)?,
+        Command::Explain { scenario, measured } => commands::explain::run(&scenario, &measured)?,
         Command::Validate {
             scenario,
             measured,

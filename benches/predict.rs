@@ -56,6 +56,7 @@ fn bench(c: &mut Criterion) {
                         input_len: 1000,
                         output_len: 1000,
                         tpot_def: TpotDef::Itl,
+                        client: Default::default(),
                     },
                 )
                 .unwrap()

@@ -64,6 +64,7 @@ pub fn predict_observation(
             input_len: i.unwrap_or(a.input_len),
             output_len: out.unwrap_or(a.output_len),
             tpot_def: def,
+            client: a.client,
         };
         let r = sweep(&sc, &[c.max(1)], w)?;
         r.points

@@ -99,6 +99,9 @@ pub struct Assumptions {
     pub input_len: u32,
     /// Output tokens where a measurement does not give them.
     pub output_len: u32,
+    /// The client that measured (`--client`; an ideal closed loop when not given).
+    #[serde(skip)]
+    pub client: crate::serve::ClientModel,
 }
 
 impl Default for Assumptions {
@@ -106,6 +109,7 @@ impl Default for Assumptions {
         Assumptions {
             input_len: 32,
             output_len: 32,
+            client: crate::serve::ClientModel::IDEAL,
         }
     }
 }

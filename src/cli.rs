@@ -69,13 +69,15 @@ pub struct MeasuredArgs {
     #[arg(long, num_args = 1.., default_value = "k25b6000bench1")]
     pub measured: Vec<String>,
     /// Prompt length to assume where a measurement does not give it (the team's record does
-    /// not: 32 tokens stands for a short chat prompt with its template; prompts of 64 tokens
-    /// or more would put the measured plateau above the model's speed-of-light bound).
+    /// not: 32 tokens stands for a short chat prompt with its template).
     #[arg(long, default_value_t = 32)]
     pub assume_input_len: u32,
     /// Output length to assume where a measurement does not give it.
     #[arg(long, default_value_t = 32)]
     pub assume_output_len: u32,
+    /// The client that took the measurements (see `rooftop list clients`), e.g. team-macro.
+    #[arg(long)]
+    pub client: Option<String>,
     /// GPUs in nccl-tests output that does not say.
     #[arg(long)]
     pub nccl_gpus: Option<u32>,
@@ -126,6 +128,10 @@ pub struct ServingArgs {
     /// prefill included).
     #[arg(long, value_enum, default_value_t)]
     pub tpot_def: crate::serve::TpotDef,
+    /// Benchmark client (see `rooftop list clients`: vllm-bench-serve, aiohttp-default,
+    /// team-macro, closed-loop, poisson) or a client TOML; default an ideal closed loop.
+    #[arg(long)]
+    pub client: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -145,6 +151,10 @@ pub enum Command {
         after_help = "Examples:\n  rooftop calibrate --measured k25b6000bench1 --out calibrated.toml\n  rooftop calibrate --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --measured bench/*.json nccl.txt --format json\n  rooftop predict --calibration calibrated.toml --batch 64"
     )]
     Calibrate(CalibrateArgs),
+    /// Why a measured throughput curve stops growing: every mechanism that could hold the
+    /// plateau, the value it needs, how plausible that is, ranked, and the separating test.
+    #[command(after_help = "Examples:\n  rooftop explain --measured k25b6000bench1")]
+    Explain(ExplainArgs),
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
         after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured ../shared/measured/dev/gemm_h100-sxm.csv\n  rooftop validate --measured ../shared/measured/dev   (every kernel table in it, each on its GPU's system)"
@@ -232,6 +242,15 @@ pub struct CalibrateArgs {
     pub out: Option<std::path::PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+}
+
+/// Arguments of `Command::Explain`.
+#[derive(Debug, Args, Clone)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub measured: MeasuredArgs,
 }
 
 /// Arguments of `Command::Validate`.

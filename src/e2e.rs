@@ -9,7 +9,7 @@
 //! counted as skipped with its reason; nothing is guessed.
 
 use crate::cost::Parallel;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measured::e2e_csv::E2eRun;
 use crate::predict::Scenario;
 use crate::serve::{sweep, TpotDef, Workload};
@@ -26,6 +26,10 @@ const MODELS_LABEL: &str = "configs/e2e/models.toml";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct E2eMap {
+    /// The client that measured the runs (`configs/clients/`).
+    pub client: String,
+    /// Backend -> engine description.
+    pub engines: BTreeMap<String, String>,
     pub systems: BTreeMap<String, String>,
     pub quant_modes: BTreeMap<String, String>,
     pub models: Vec<ModelEntry>,
@@ -233,22 +237,12 @@ pub struct E2eValidation {
 }
 
 /// Predicted (TPOT, TTFT) of one run, seconds, on a loaded scenario.
-fn predict(s: &Scenario, run: &E2eRun) -> Result<(f64, f64)> {
-    let mem = s.memory(1.0, (run.isl + run.osl) as f64);
-    if mem.max_sequences_at_context < 1.0 {
-        return Err(Error::Scenario(if mem.kv_budget_gb <= 0.0 {
-            format!(
-                "does not fit: weights {:.1} GB per GPU leave no KV cache in {:.1} GB usable",
-                mem.weights_per_gpu_gb, mem.usable_gb
-            )
-        } else {
-            "does not fit: not one sequence fits the KV cache".into()
-        }));
-    }
+fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Result<(f64, f64)> {
     let w = Workload {
         input_len: run.isl,
         output_len: run.osl,
         tpot_def: TpotDef::Itl,
+        client,
     };
     let r = sweep(s, &[run.batch_size], w)?;
     let p = &r.points[0];
@@ -258,6 +252,7 @@ fn predict(s: &Scenario, run: &E2eRun) -> Result<(f64, f64)> {
 /// Evaluate every run; `source` labels the record.
 pub fn evaluate(runs: &[E2eRun], source: &str) -> Result<E2eValidation> {
     let map = E2eMap::builtin()?;
+    let client = registry::load_client(&map.client)?.model();
     let mut systems: BTreeMap<String, System> = BTreeMap::new();
     let mut models: BTreeMap<
         (String, String, String, String),
@@ -277,14 +272,20 @@ pub fn evaluate(runs: &[E2eRun], source: &str) -> Result<E2eValidation> {
                 .or_insert_with(|| map.model(run))
                 .clone()?;
             let sys_name = map.system(run)?;
-            if !systems.contains_key(sys_name) {
-                let sys = System::load(sys_name).map_err(|e| e.to_string())?;
-                systems.insert(sys_name.to_string(), sys);
+            let engine = map
+                .engines
+                .get(&run.backend)
+                .ok_or_else(|| format!("backend \"{}\" not in {MODELS_LABEL}", run.backend))?;
+            let key = format!("{sys_name}|{engine}");
+            if !systems.contains_key(&key) {
+                let sys = System::load_with_engine(sys_name, Some(engine), &[])
+                    .map_err(|e| e.to_string())?;
+                systems.insert(key.clone(), sys);
             }
-            let system = &systems[sys_name];
+            let system = &systems[&key];
             let parallel = layout(run, model.moe().is_some())?;
             let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
-            let (tpot, ttft) = predict(&s, run).map_err(|e| e.to_string())?;
+            let (tpot, ttft) = predict(&s, run, client).map_err(|e| e.to_string())?;
             Ok(RunRow {
                 line: run.line,
                 backend: run.backend.clone(),

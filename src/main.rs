@@ -12,6 +12,7 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
         Command::Predict(a) => commands::predict::run(&a)?,
         Command::Sweep(a) => commands::sweep::run(&a)?,
         Command::Calibrate(a) => commands::calibrate::run_calibrate(&a)?,
+        Command::Explain(a) => commands::explain::run(&a)?,
         Command::Validate(a) => commands::calibrate::run_validate(&a)?,
         Command::Specdec(a) => commands::specdec::run(&a)?,
         Command::Compare(a) => commands::whatif::run_compare(&a)?,

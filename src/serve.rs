@@ -25,8 +25,10 @@
 //!   `e2e` = E2E / output (prefill included, as the team's macro benchmark computed it).
 
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
+use crate::error::Error;
 use crate::error::Result;
 use crate::predict::{breakdown_ms, Scenario};
+pub use crate::spec::client::{ClientModel, Start};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -38,6 +40,41 @@ pub struct Workload {
     pub input_len: u32,
     pub output_len: u32,
     pub tpot_def: TpotDef,
+    /// The benchmark client (default: a closed loop with no cap, steady state, free).
+    pub client: ClientModel,
+}
+
+/// A term that binds the serving curve, with its number.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Limit {
+    /// `client_connections`, `kv_capacity`, `max_num_seqs`, `engine_cpu`, `api_server`,
+    /// `client_cpu`, or a GPU category (`moe`, `allreduce`, ...).
+    pub term: String,
+    /// The binding number, in `unit`.
+    pub value: f64,
+    pub unit: &'static str,
+    /// One line for people.
+    pub detail: String,
+}
+
+/// Why a configuration cannot serve at all (weights or one sequence do not fit).
+pub fn does_not_fit(s: &Scenario, input: f64, output: f64) -> Option<String> {
+    let m = s.memory(1.0, input + output);
+    if m.kv_budget_gb <= 0.0 {
+        return Some(format!(
+            "does not fit: weights {:.1} GB per GPU and {:.1} GB reserved exceed the {:.1} GB the engine may use",
+            m.weights_per_gpu_gb, m.activation_reserve_gb, m.usable_gb
+        ));
+    }
+    if m.max_sequences_at_context < 1.0 {
+        return Some(format!(
+            "does not fit: one sequence of {} tokens needs {:.2} GB of KV cache per GPU, {:.2} GB left",
+            input + output,
+            (input + output + 1.0) * m.kv_bytes_per_token_per_gpu / 1e9,
+            m.kv_budget_gb
+        ));
+    }
+    None
 }
 
 /// One concurrency of the sweep.
@@ -53,6 +90,12 @@ pub struct ServePoint {
     pub tpot_itl_ms: f64,
     pub tpot_e2e_ms: f64,
     pub ttft_ms: f64,
+    /// TTFT in the serving loop's steady state (no burst), ms.
+    pub ttft_steady_ms: f64,
+    /// GPU part of the step (kernels, gaps), ms.
+    pub gpu_step_ms: f64,
+    /// Engine CPU per step (fixed + per running sequence), ms.
+    pub cpu_step_ms: f64,
     pub e2e_ms: f64,
     /// Output tokens per second of the server.
     pub throughput_tok_s: f64,
@@ -99,8 +142,11 @@ pub struct Sweep {
     /// The terms that set the plateau, largest first (`kv_capacity` when the cache caps
     /// concurrency, `max_num_seqs` when the scheduler does).
     pub limited_by: Vec<String>,
-    /// Sequences the KV cache holds at input + output tokens each.
+    /// Sequences the KV cache holds (at input + output tokens each, or input + output / 2
+    /// when the engine allocates on demand, in whole blocks).
     pub kv_max_concurrency: u32,
+    /// Every binding term with its number.
+    pub limits: Vec<Limit>,
 }
 
 /// Marginal gain per doubling below which throughput counts as flat (5 %).
@@ -147,10 +193,24 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
     let input = w.input_len.max(1) as f64;
     let output = w.output_len.max(1) as f64;
     let ctx = input + output / 2.0;
+    if let Some(why) = does_not_fit(s, input, output) {
+        return Err(Error::Scenario(why));
+    }
     let mem = s.memory(1.0, input + output);
-    let kv_max = mem.max_sequences_at_context.max(0.0) as u32;
-    let cap = kv_max.min(eng.max_num_seqs);
+    // Tokens one sequence holds on average, in whole blocks.
+    let block = eng.kv.block_size.max(1) as f64;
+    let held = if eng.kv.on_demand {
+        input + output / 2.0
+    } else {
+        input + output
+    };
+    let held = (held / block).ceil() * block;
+    let kv_max = ((mem.max_kv_tokens / (held + 1.0)).floor().max(1.0)) as u32;
+    let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
+    let cap = kv_max.min(eng.max_num_seqs).min(client_cap);
     let prefill_alone = costs.prefill_alone(input);
+    let cpu = &eng.cpu;
+    let mut last = (0.0, 0.0, 0.0, 0.0); // (gpu, cpu, api, client) per step at the last point
 
     let mut points = Vec::with_capacity(concurrency.len());
     for &c in concurrency {
@@ -173,10 +233,35 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
                 dec + p * prefill_alone
             }
         };
-        let step = with_prompts(p);
-        let prefill_per_step = step - dec;
+        let with = with_prompts(p);
+        let prefill_per_step = with - dec;
+        // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
+        // behind the previous GPU step with overlap, added to it without.
+        let gpu = with - costs.step_overhead;
+        let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
+        let engine_step = if cpu.overlap {
+            gpu.max(cpu_step)
+        } else {
+            gpu + cpu_step
+        };
+        // One chunk per token per request passes the API server process and the client:
+        // pipelined beside the engine, they bound the rate tokens are seen at.
+        let api = running * cpu.api_per_token.0;
+        let client_cpu = running * w.client.per_chunk;
+        let step = engine_step.max(api).max(client_cpu);
+        last = (gpu, cpu_step, api, client_cpu);
         let mut bm = breakdown_ms(&b);
         bm.insert("prefill", prefill_per_step * 1e3);
+        if cpu.overlap {
+            // The fixed CPU cost is no longer in series; what CPU work exceeds the GPU is.
+            if let Some(o) = bm.get_mut("overhead") {
+                *o -= costs.step_overhead * 1e3;
+            }
+            bm.insert("engine_cpu", (cpu_step - gpu).max(0.0) * 1e3);
+        } else {
+            bm.insert("engine_cpu", cpu.per_seq.0 * running * 1e3);
+        }
+        bm.insert("token_stream", (step - engine_step) * 1e3);
         // TTFT: the prompt's own prefill plus M/D/1 queueing behind the other prompts
         // competing for the same prefill capacity.
         let (own, rho) = if costs.chunked {
@@ -186,13 +271,15 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
             let room = (costs.budget - others).max(1.0);
             let chunks = (input / room).ceil();
             let chunk = (input / chunks).min(room);
-            let demand = running / output * input; // prompt tokens wanted per step
-                                                   // The step that carries the prompt is at least a typical step of this load.
+            // Prompt tokens the other requests want per step (this request's own prompt is
+            // not queue load ahead of itself).
+            let demand = others / output * input;
+            // The step that carries the prompt is at least a typical step of this load.
             let carrier = costs.mixed(others, ctx, chunk, input).max(step);
             (chunks * carrier, (demand / room).min(0.95))
         } else {
             let own = prefill_alone + costs.step_overhead;
-            (own, (running / output * own / step).min(0.95))
+            ((own), ((running - 1.0) / output * own / step).min(0.95))
         };
         let wait = rho * own / (2.0 * (1.0 - rho));
         let e2e_busy = own + wait + (output - 1.0) * step;
@@ -201,7 +288,27 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         } else {
             0.0
         };
-        let ttft = own + wait + slot_wait;
+        let steady = own + wait + slot_wait;
+        // A burst start sends every in-flight prompt at once: they share the prefill budget,
+        // chunk j of K finishing at j/K of the whole wave's prefill. When the wave fits one
+        // step the requests stay in lockstep (equal lengths finish together), so every wave
+        // bursts; otherwise the wave staggers and only the first of num_prompts / C waves
+        // does.
+        let ttft = if w.client.start == Start::Burst && running > 1.0 {
+            let wave = running * input;
+            let k = (wave / costs.budget).ceil().max(1.0);
+            let all =
+                costs.ev.evaluate(&Pass::prefill(running, input, 0.0)).total + costs.step_overhead;
+            let burst = all * (k + 1.0) / (2.0 * k) + slot_wait;
+            let first = match (k > 1.0, w.client.num_prompts) {
+                (false, _) => 1.0,
+                (true, Some(n)) => (c as f64 / n as f64).min(1.0),
+                (true, None) => 0.0,
+            };
+            (first * burst + (1.0 - first) * steady).max(steady)
+        } else {
+            steady
+        };
         let e2e = ttft + (output - 1.0) * step;
         let itl = step;
         let e2e_tpot = e2e / output;
@@ -220,6 +327,9 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
             tpot_itl_ms: itl * 1e3,
             tpot_e2e_ms: e2e_tpot * 1e3,
             ttft_ms: ttft * 1e3,
+            ttft_steady_ms: steady * 1e3,
+            gpu_step_ms: gpu * 1e3,
+            cpu_step_ms: cpu_step * 1e3,
             e2e_ms: e2e * 1e3,
             throughput_tok_s: throughput,
             decode_step_ms: dec * 1e3,
@@ -267,15 +377,89 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         }
     }
     terms.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut limited_by: Vec<String> = Vec::new();
+    let mut limits: Vec<Limit> = Vec::new();
+    let mut lim = |term: &str, value: f64, unit: &'static str, detail: String| {
+        limits.push(Limit {
+            term: term.into(),
+            value,
+            unit,
+            detail,
+        })
+    };
     if concurrency.iter().any(|&c| c > cap) {
-        limited_by.push(if kv_max <= eng.max_num_seqs {
-            "kv_capacity".into()
+        if cap == client_cap {
+            lim(
+                "client_connections",
+                cap as f64,
+                "requests",
+                format!("the client holds at most {cap} requests in flight"),
+            );
+        } else if cap == kv_max {
+            lim(
+                "kv_capacity",
+                kv_max as f64,
+                "sequences",
+                format!("the KV cache holds {kv_max} sequences of {held:.0} tokens"),
+            );
         } else {
-            "max_num_seqs".into()
-        });
+            lim(
+                "max_num_seqs",
+                cap as f64,
+                "sequences",
+                format!("the scheduler runs at most {cap} sequences"),
+            );
+        }
     }
-    limited_by.extend(terms.into_iter().map(|(n, _)| n));
+    let (g, cs, api, cl) = last;
+    let engine_last = if cpu.overlap { g.max(cs) } else { g + cs };
+    if cs > 0.05 * engine_last && (!cpu.overlap || cs >= g) {
+        lim(
+            "engine_cpu",
+            cs * 1e6,
+            "us per step",
+            format!(
+                "engine CPU {:.3} ms per step beside a {:.3} ms GPU step ({})",
+                cs * 1e3,
+                g * 1e3,
+                if cpu.overlap {
+                    "not hidden by overlap"
+                } else {
+                    "in series, no overlap"
+                }
+            ),
+        );
+    }
+    if api >= engine_last && api > 0.0 {
+        lim(
+            "api_server",
+            cpu.api_per_token.0 * 1e6,
+            "us per token",
+            format!(
+                "the API server streams {:.0} tok/s at most",
+                1.0 / cpu.api_per_token.0
+            ),
+        );
+    }
+    if cl >= engine_last && cl > 0.0 {
+        lim(
+            "client_cpu",
+            w.client.per_chunk * 1e6,
+            "us per chunk",
+            format!(
+                "the client counts {:.0} tok/s at most",
+                1.0 / w.client.per_chunk
+            ),
+        );
+    }
+    for (n, d) in &terms {
+        lim(
+            n,
+            d * 1e3,
+            "ms per added sequence",
+            format!("{n}: {:.4} ms of step per added sequence", d * 1e3),
+        );
+    }
+    let limited_by: Vec<String> = limits.iter().map(|l| l.term.clone()).collect();
     for p in points.iter_mut() {
         let c = p.concurrency;
         let at = |q: &Scenario| {
@@ -303,5 +487,6 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         marginal_ms_per_token: marginal,
         limited_by,
         kv_max_concurrency: kv_max,
+        limits,
     })
 }

@@ -86,6 +86,7 @@ fn compute() -> BTreeMap<String, f64> {
                     input_len: 1000,
                     output_len: 1000,
                     tpot_def: TpotDef::Itl,
+                    client: Default::default(),
                 },
             )
             .unwrap();

@@ -34,6 +34,7 @@ fn throughput_rises_and_tpot_grows_with_concurrency() {
                     input_len: i,
                     output_len: o,
                     tpot_def: TpotDef::Itl,
+                    client: Default::default(),
                 },
             )
             .unwrap();
@@ -93,6 +94,7 @@ fn plateau_is_consistent_with_the_marginal_cost() {
             input_len: 100,
             output_len: 200,
             tpot_def: TpotDef::Itl,
+            client: Default::default(),
         },
     )
     .unwrap();
@@ -132,6 +134,7 @@ fn kv_capacity_caps_concurrency_on_the_team_box() {
             input_len: 1000,
             output_len: 1000,
             tpot_def: TpotDef::Itl,
+            client: Default::default(),
         },
     )
     .unwrap();

@@ -15,6 +15,7 @@ const W: Workload = Workload {
     input_len: 256,
     output_len: 256,
     tpot_def: TpotDef::Itl,
+    client: rooftop::serve::ClientModel::IDEAL,
 };
 
 fn better_everywhere(s: &System) -> System {

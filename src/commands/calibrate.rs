@@ -56,6 +56,7 @@ fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
     Ok(Assumptions {
         input_len: a.assume_input_len,
         output_len: a.assume_output_len,
+        client: crate::commands::sweep::client_model(a.client.as_deref())?,
     })
 }
 

@@ -24,7 +24,8 @@ fn describe(kind: Kind, name: &str) -> String {
         Kind::System => System::load(name).map(|s| s.spec.description),
         Kind::Model => registry::load_model(name).map(|m| m.full_name),
         Kind::Engine => registry::load_engine(name).map(|e| e.description),
-        Kind::Measured | Kind::Client => Ok(String::new()),
+        Kind::Client => registry::load_client(name).map(|c| c.description),
+        Kind::Measured => Ok(String::new()),
     };
     d.unwrap_or_else(|e| format!("(invalid: {e})"))
 }

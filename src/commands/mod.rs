@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod catalog;
+pub mod explain;
 pub mod import_hf;
 pub mod kernel_validate;
 pub mod op;

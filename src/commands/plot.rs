@@ -55,6 +55,7 @@ pub fn sweep_set(
             measured: m.measured.clone(),
             assume_input_len: m.assume_input_len,
             assume_output_len: m.assume_output_len,
+            client: None,
             nccl_gpus: None,
             trace_concurrency: None,
         };
@@ -257,6 +258,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         input_len: 32,
         output_len: 32,
         tpot_def: crate::serve::TpotDef::E2e,
+        client: Default::default(),
     };
     // The calibrated curve: fitted here, at the command's level, and handed to the records.
     let (measured, sources) = load_measured(&MeasuredArgs {
@@ -265,6 +267,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         assume_output_len: m.assume_output_len,
         nccl_gpus: None,
         trace_concurrency: None,
+        client: None,
     })?;
     let cal = crate::calibrate::calibrate(
         &Scenario::new(&l.model, &l.system, l.parallel)?,
@@ -272,6 +275,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         crate::calibrate::Assumptions {
             input_len: m.assume_input_len,
             output_len: m.assume_output_len,
+            client: crate::serve::ClientModel::IDEAL,
         },
         sources,
     )?;

@@ -22,6 +22,15 @@ pub fn request_shape(
         input_len,
         output_len,
         tpot_def,
+        client: Default::default(),
+    })
+}
+
+/// The serving loop's view of `--client` (an ideal closed loop when none is given).
+pub fn client_model(name: Option<&str>) -> Result<crate::serve::ClientModel> {
+    Ok(match name {
+        Some(n) => crate::spec::registry::load_client(n)?.model(),
+        None => crate::serve::ClientModel::IDEAL,
     })
 }
 
@@ -31,7 +40,9 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    request_shape(a.request.input_len, a.request.output_len, a.tpot_def)
+    let mut w = request_shape(a.request.input_len, a.request.output_len, a.tpot_def)?;
+    w.client = client_model(a.client.as_deref())?;
+    Ok(w)
 }
 
 pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
@@ -135,6 +146,16 @@ fn text(r: &Sweep) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = writeln!(o, "limited by: {}", r.limited_by.join(", "));
+    let _ = writeln!(o, "limited by:");
+    for l in &r.limits {
+        let _ = writeln!(
+            o,
+            "  {} = {} {}: {}",
+            l.term,
+            crate::export::num(l.value, 4),
+            l.unit,
+            l.detail
+        );
+    }
     o
 }

@@ -62,6 +62,51 @@ pub struct EngineSpec {
     /// instead of inside the GEMM.
     #[serde(default)]
     pub unfused_dequant: Vec<FormatKind>,
+    #[serde(default)]
+    pub cpu: CpuCosts,
+    #[serde(default)]
+    pub kv: KvPolicy,
+}
+
+/// CPU work of serving, beside the GPU step.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CpuCosts {
+    /// CPU per running sequence per step: scheduling, input preparation, sampling and output
+    /// bookkeeping (the fixed part is `step_overhead`).
+    #[serde(default)]
+    pub per_seq: Seconds,
+    /// API-server process time per streamed token (detokenize, serialize, send one chunk).
+    /// A separate process: it bounds the token rate, it does not lengthen the GPU step.
+    #[serde(default)]
+    pub api_per_token: Seconds,
+    /// The CPU work of a step runs while the GPU runs the previous one (async scheduling,
+    /// overlap schedulers): step = max(GPU, CPU) instead of GPU + CPU.
+    #[serde(default)]
+    pub overlap: bool,
+}
+
+/// How the KV cache is handed out.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KvPolicy {
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// Blocks allocated as tokens arrive (a sequence holds input + output/2 on average,
+    /// preempted when the cache runs out), rather than reserved for input + output at
+    /// admission.
+    pub on_demand: bool,
+}
+
+impl Default for KvPolicy {
+    /// Reserve the whole request at admission, one-token blocks: the model before engines
+    /// carried a policy.
+    fn default() -> Self {
+        KvPolicy {
+            block_size: 1,
+            on_demand: false,
+        }
+    }
 }
 
 /// A system's engine: a name (built-in or path) or, in older files, the resolved table.
@@ -127,6 +172,10 @@ pub struct EngineFile {
     pub chunked_prefill: bool,
     #[serde(default)]
     pub unfused_dequant: Vec<ArchRule>,
+    #[serde(default)]
+    pub cpu: CpuCosts,
+    #[serde(default)]
+    pub kv: KvPolicy,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -181,6 +230,8 @@ impl EngineFile {
             max_num_batched_tokens: batch.max_num_batched_tokens,
             chunked_prefill: self.chunked_prefill,
             unfused_dequant: unfused,
+            cpu: self.cpu,
+            kv: self.kv,
         };
         e.validate()?;
         Ok(e)
@@ -203,10 +254,15 @@ impl EngineSpec {
             ("engine.kernel_gap", self.kernel_gap),
             ("engine.kernel_launch", self.kernel_launch),
             ("engine.step_overhead", self.step_overhead),
+            ("engine.cpu.per_seq", self.cpu.per_seq),
+            ("engine.cpu.api_per_token", self.cpu.api_per_token),
         ] {
             if v.0.is_nan() || v.0 > 1.0 {
                 return Err((field.into(), "a time of at most 1 s".into()));
             }
+        }
+        if self.kv.block_size == 0 {
+            return Err(("engine.kv.block_size".into(), "at least 1 token".into()));
         }
         let u = self.gpu_memory_utilization.0;
         if !(1e-3..=1.0).contains(&u) {

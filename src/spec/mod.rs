@@ -1,6 +1,7 @@
 //! Descriptions as data: GPUs, interconnects, systems and models, read from TOML with units
 //! in the text, validated, and resolved into the [`System`] the cost model evaluates.
 
+pub mod client;
 pub mod engine;
 pub mod gpu;
 pub mod interconnect;

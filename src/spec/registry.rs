@@ -138,6 +138,14 @@ pub fn load_engine(name: &str) -> Result<EngineFile> {
     parse_toml(&text, &label)
 }
 
+/// A client description by built-in name or path, validated.
+pub fn load_client(name: &str) -> Result<crate::spec::client::ClientSpec> {
+    let (text, label) = load_text(Kind::Client, name)?;
+    let c: crate::spec::client::ClientSpec = parse_toml(&text, &label)?;
+    c.validate().map_err(|e| invalid(&label, &text, e))?;
+    Ok(c)
+}
+
 /// A model by built-in name, TOML path, or Hugging Face `config.json` path (imported with
 /// `import_hf`; its warnings are dropped here, `rooftop import-hf` shows them).
 pub fn load_model(name: &str) -> Result<ModelSpec> {

@@ -1,0 +1,100 @@
+//! Benchmark clients as descriptions (`configs/clients/<name>.toml`): what the program that
+//! measures a server does to the numbers it reports.
+//!
+//! A harness may hold fewer requests in flight than asked (aiohttp's default connector allows
+//! 100 connections), may start every request at once (TTFT then includes waiting behind the
+//! other prompts), spends CPU on every streamed chunk, and defines TPOT its own way. The
+//! serving loop (`serve::sweep`) reads the numbers as a [`ClientModel`].
+
+use crate::measured::TpotDef;
+use crate::units::Seconds;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How requests start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Start {
+    /// Requests arrive desynchronized (the serving loop's steady state).
+    #[default]
+    Steady,
+    /// All in-flight requests are sent at once.
+    Burst,
+    /// Open loop: Poisson arrivals independent of completions.
+    Poisson,
+}
+
+/// What TTFT the client reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TtftDef {
+    /// Time to the first streamed chunk.
+    #[default]
+    FirstChunk,
+}
+
+/// One client, read 1:1 from `configs/clients/<name>.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    pub name: String,
+    pub description: String,
+    /// Most simultaneous connections (0: no cap below the concurrency asked for).
+    pub connection_cap: u32,
+    pub start: Start,
+    /// Requests per run (0: each of the C clients loops without end). With a burst start the
+    /// first wave of C is a fraction C / num_prompts of the requests.
+    pub num_prompts: u32,
+    /// Client CPU per received chunk (one process: a bound on the token rate it can count).
+    pub per_chunk_cpu: Seconds,
+    pub tpot: TpotDef,
+    pub ttft: TtftDef,
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The numbers the serving loop reads from a client.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClientModel {
+    /// Most requests in flight (None: no cap).
+    pub cap: Option<u32>,
+    pub start: Start,
+    /// Requests per run (None: unbounded).
+    pub num_prompts: Option<u32>,
+    /// Seconds of client CPU per streamed chunk.
+    pub per_chunk: f64,
+}
+
+impl ClientModel {
+    /// A closed loop of C users with no cap, in steady state, costing nothing.
+    pub const IDEAL: ClientModel = ClientModel {
+        cap: None,
+        start: Start::Steady,
+        num_prompts: None,
+        per_chunk: 0.0,
+    };
+}
+
+impl Default for ClientModel {
+    fn default() -> Self {
+        ClientModel::IDEAL
+    }
+}
+
+impl ClientSpec {
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let c = self.per_chunk_cpu.0;
+        if !(c.is_finite() && (0.0..=1.0).contains(&c)) {
+            return Err(("per_chunk_cpu".into(), "a time of at most 1 s".into()));
+        }
+        Ok(())
+    }
+
+    pub fn model(&self) -> ClientModel {
+        ClientModel {
+            cap: (self.connection_cap > 0).then_some(self.connection_cap),
+            start: self.start,
+            num_prompts: (self.num_prompts > 0).then_some(self.num_prompts),
+            per_chunk: self.per_chunk_cpu.0,
+        }
+    }
+}

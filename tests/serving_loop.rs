@@ -1,0 +1,117 @@
+//! The serving loop's mechanisms beside the GPU: a client's connection cap, CPU overlap, a
+//! burst start, and configurations that cannot serve.
+
+use rooftop::cost::Parallel;
+use rooftop::predict::Scenario;
+use rooftop::serve::{sweep, ClientModel, Start, TpotDef, Workload};
+use rooftop::spec::registry::{load_client, load_model};
+use rooftop::spec::System;
+
+fn w(input: u32, output: u32, client: ClientModel) -> Workload {
+    Workload {
+        input_len: input,
+        output_len: output,
+        tpot_def: TpotDef::Itl,
+        client,
+    }
+}
+
+#[test]
+fn a_closed_loop_saturates_at_the_client_cap() {
+    let m = load_model("llama-3.1-8b").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let client = load_client("aiohttp-default").unwrap().model();
+    let r = sweep(&sc, &[64, 100, 128, 256], w(128, 512, client)).unwrap();
+    assert_eq!(r.points[1].running, 100);
+    assert_eq!(r.points[2].running, 100);
+    assert_eq!(r.points[3].running, 100);
+    let t = |i: usize| r.points[i].throughput_tok_s;
+    assert!((t(2) - t(1)).abs() < 1e-9 * t(1) && (t(3) - t(1)).abs() < 1e-9 * t(1));
+    assert!(t(0) < t(1));
+    assert_eq!(r.limited_by[0], "client_connections");
+}
+
+#[test]
+fn overlap_never_makes_a_step_slower() {
+    let m = load_model("kimi-k2.5-int4").unwrap();
+    for engine in ["vllm-v1", "sglang", "trtllm"] {
+        for per_seq in ["0 us", "5 us", "200 us"] {
+            let step = |overlap: bool| {
+                let sets = [
+                    format!("engine.cpu.overlap={overlap}"),
+                    format!("engine.cpu.per_seq={per_seq}"),
+                ]
+                .map(|s| s.parse().unwrap());
+                let s =
+                    System::load_with_engine("8x-rtx-pro-6000-pcie", Some(engine), &sets).unwrap();
+                let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+                let r = sweep(&sc, &[1, 16, 256], w(32, 256, ClientModel::IDEAL)).unwrap();
+                r.points.iter().map(|p| p.tpot_itl_ms).collect::<Vec<_>>()
+            };
+            for (on, off) in step(true).iter().zip(step(false)) {
+                assert!(
+                    *on <= off * (1.0 + 1e-12),
+                    "{engine} {per_seq}: {on} > {off}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_burst_start_raises_mean_ttft_above_steady_state() {
+    let m = load_model("llama-3.1-70b-fp8").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(4)).unwrap();
+    for c in [4, 8, 64] {
+        // A run of 4 waves: the first bursts at least.
+        let burst = ClientModel {
+            start: Start::Burst,
+            num_prompts: Some(4 * c),
+            ..ClientModel::IDEAL
+        };
+        let b = sweep(&sc, &[c], w(1024, 256, burst)).unwrap().points[0].clone();
+        let st = sweep(&sc, &[c], w(1024, 256, ClientModel::IDEAL))
+            .unwrap()
+            .points[0]
+            .clone();
+        assert!(
+            b.ttft_ms > st.ttft_ms,
+            "C={c}: burst {} vs steady {}",
+            b.ttft_ms,
+            st.ttft_ms
+        );
+        assert!((b.ttft_steady_ms - st.ttft_ms).abs() < 1e-9 * st.ttft_ms);
+    }
+}
+
+#[test]
+fn ttft_at_one_request_is_its_prefill() {
+    let m = load_model("llama-3.1-8b").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let r = sweep(&sc, &[1], w(65536, 1, ClientModel::IDEAL)).unwrap();
+    let ev = sc.evaluator().unwrap();
+    let chunks = (65536.0f64 / s.engine.max_num_batched_tokens as f64).ceil();
+    let prefill = ev
+        .evaluate(&rooftop::cost::Pass::prefill(1.0, 65536.0, 0.0))
+        .total;
+    // Chunked: each chunk a step; never the 10x the old queue term produced.
+    assert!(
+        r.points[0].ttft_ms * 1e-3 < 2.0 * prefill + chunks * 1e-3,
+        "{:?}",
+        r.points[0].ttft_ms
+    );
+}
+
+#[test]
+fn a_configuration_that_does_not_fit_is_refused() {
+    let m = load_model("deepseek-v3-fp8").unwrap();
+    let s = System::load("8x-rtx-5090-pcie").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let e = sweep(&sc, &[1, 8], w(1000, 1000, ClientModel::IDEAL))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("does not fit:"), "{e}");
+}

@@ -12,14 +12,18 @@ use super::axis::Axis;
 use super::font::line_height;
 use super::layout::PxRect;
 use super::palette::{AXIS, GRID, GRID_MINOR, INK, MUTED, WHITE_BG};
-use super::text::{draw_text, draw_text_vertical, fit_text, AXIS_TITLE_SIZE, TICK_SIZE};
+use super::text::{
+    draw_text, draw_text_vertical, fit_text, AXIS_TITLE_SIZE, LABEL_SIZE, TICK_SIZE,
+};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 pub(crate) type Area<DB> = DrawingArea<DB, Shift>;
-pub(crate) type Drawn<DB> =
-    std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+/// The result of drawing: `T` is what a step hands on to later ones (a layout, the boxes
+/// it covered), `()` for most.
+pub(crate) type Drawn<DB, T = ()> =
+    std::result::Result<T, DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 /// The plot area in pixels with its two axes.
 #[derive(Debug, Clone, Copy)]
@@ -209,6 +213,26 @@ pub(crate) fn draw_box<DB: DrawingBackend>(root: &Area<DB>, r: PxRect, alpha: f6
         WHITE_BG.mix(alpha).filled(),
     ))?;
     draw_outline(root, r, GRID)
+}
+
+/// `text` at label size in a box `r` over the data (see [`draw_box`]), 4 px in from its
+/// left edge.
+pub(crate) fn draw_boxed_label<DB: DrawingBackend>(
+    root: &Area<DB>,
+    r: PxRect,
+    text: &str,
+    alpha: f64,
+) -> Drawn<DB> {
+    draw_box(root, r, alpha)?;
+    draw_text(
+        root,
+        text,
+        (r.x0 + 4, (r.y0 + r.y1) / 2),
+        LABEL_SIZE,
+        INK,
+        HPos::Left,
+        VPos::Center,
+    )
 }
 
 /// A one-pixel `color` outline of `r`.

@@ -10,7 +10,6 @@ use super::{axis::*, canvas::*, font::*, layout::*, legend::*, marker::*, palett
 use super::{render_svg, write_chart, Chart};
 use crate::error::Result;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, VPos};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -167,24 +166,85 @@ impl Chart for CurveChart {
         SIZE
     }
 
+    /// Title and notes, then the layout (which needs the data in axis units and the
+    /// legend's size), then the layers bottom to top: frame, bands, marker lines, series,
+    /// measured points, marker labels, legend.
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Drawn<DB> {
         root.fill(&WHITE_BG)?;
         let top = draw_title(root, &self.title, None)?;
-        let xs_scale = if self.log_x {
+        let (x_scale, y_scale) = self.scales();
+        let (xs, ys) = self.extent(x_scale, y_scale);
+        let xa = Axis::fit(x_scale, &xs, false);
+        let ya0 = Axis::fit(y_scale, &ys, !self.log_y);
+        let data = prepare(self, &xa, &ya0);
+        let notes = self.notes(data.skipped);
+        let (w, _) = root.dim_in_pixel();
+        let bottom = notes_height(&notes, w as i32);
+        draw_notes(root, &notes)?;
+
+        let frame = Frame {
+            chart: self,
+            data: &data,
+            top,
+            bottom,
+            xa,
+            ya0,
+        };
+        if ys.is_empty() {
+            let m = frame.margins(&ya0, 0);
+            return draw_empty(root, plot_rect(SIZE, &m), "No data to plot");
+        }
+        let entries = self.legend_entries(&data);
+        let Layout {
+            plot,
+            x_ticks_h,
+            marker_labels,
+            legend_at,
+        } = frame.layout(&entries);
+        let r = plot.r;
+        let x_ticks = fit_ticks(&plot.xa, r.width(), true);
+        let y_ticks = fit_ticks(&plot.ya, r.height(), false);
+        let x_title_y = r.y1 + x_ticks_h + 6;
+        let (x_label, y_label) = (&self.x_label, &self.y_label);
+        draw_axes(
+            root, &plot, &x_ticks, &y_ticks, true, x_label, y_label, x_title_y,
+        )?;
+
+        draw_bands(root, &plot, &data.bands)?;
+        draw_marker_lines(root, &plot, &data.markers)?;
+        draw_lines(root, &plot, &data.lines)?;
+        draw_measured(root, &plot, &data.measured)?;
+        draw_marker_labels(root, &data.markers, &marker_labels)?;
+        if let Some(at) = legend_at {
+            draw_legend(root, &entries, at, true)?;
+        }
+        Ok(())
+    }
+}
+
+impl CurveChart {
+    /// The axis scales the chart asks for.
+    fn scales(&self) -> (Scale, Scale) {
+        let x = if self.log_x {
             Scale::Log2
         } else {
             Scale::Linear
         };
-        let ys_scale = if self.log_y {
+        let y = if self.log_y {
             Scale::Log10
         } else {
             Scale::Linear
         };
+        (x, y)
+    }
 
+    /// The values the axes must span: each point and band edge that both scales can show,
+    /// and the x of each marker. The y values are empty when there is no data to draw.
+    fn extent(&self, x_scale: Scale, y_scale: Scale) -> (Vec<f64>, Vec<f64>) {
         let mut xs = Vec::new();
         let mut ys = Vec::new();
         let mut keep = |x: f64, y: &[f64]| {
-            if Axis::accepts(xs_scale, x) && y.iter().all(|v| Axis::accepts(ys_scale, *v)) {
+            if Axis::accepts(x_scale, x) && y.iter().all(|v| Axis::accepts(y_scale, *v)) {
                 xs.push(x);
                 ys.extend_from_slice(y);
             }
@@ -202,62 +262,35 @@ impl Chart for CurveChart {
                 keep(*x, &[*y]);
             }
         }
-        let have_data = !ys.is_empty();
         xs.extend(
             self.markers
                 .iter()
                 .map(|(x, _)| *x)
-                .filter(|x| Axis::accepts(xs_scale, *x)),
+                .filter(|x| Axis::accepts(x_scale, *x)),
         );
-        let xa = Axis::fit(xs_scale, &xs, false);
-        let ya0 = Axis::fit(ys_scale, &ys, !self.log_y);
-        let data = prepare(self, &xa, &ya0);
+        (xs, ys)
+    }
 
-        let mut notes = Vec::new();
-        if data.skipped > 0 {
-            notes.push(format!(
-                "{} point{} not shown: not finite{}.",
-                data.skipped,
-                if data.skipped == 1 { "" } else { "s" },
-                if self.log_x || self.log_y {
-                    ", or not positive on a log axis"
-                } else {
-                    ""
-                }
-            ));
+    /// The note under the chart counting the points it could not show, if any.
+    fn notes(&self, skipped: usize) -> Vec<String> {
+        if skipped == 0 {
+            return Vec::new();
         }
-        let (w, _) = root.dim_in_pixel();
-        let bottom = notes_height(&notes, w as i32);
-        draw_notes(root, &notes)?;
-
-        let x_ticks_h = line_height(TICK_SIZE) + 12;
-        let margins = |ya: &Axis, right: i32| {
-            let labels: Vec<String> = ya.ticks(12).iter().map(|t| ya.label(*t)).collect();
-            Margins {
-                top,
-                bottom,
-                right,
-                x_ticks: x_ticks_h,
-                y_ticks: widest(&labels, TICK_SIZE),
-                has_x_title: !self.x_label.is_empty(),
-                has_y_title: !self.y_label.is_empty(),
+        vec![format!(
+            "{} point{} not shown: not finite{}.",
+            skipped,
+            if skipped == 1 { "" } else { "s" },
+            if self.log_x || self.log_y {
+                ", or not positive on a log axis"
+            } else {
+                ""
             }
-        };
-        if !have_data {
-            let m = margins(&ya0, 0);
-            return draw_empty(root, plot_rect(SIZE, &m), "No data to plot");
-        }
+        )]
+    }
 
-        let data_hi = data
-            .lines
-            .iter()
-            .chain(&data.measured)
-            .flatten()
-            .map(|p| p.1)
-            .chain(data.bands.iter().flatten().map(|b| b.2))
-            .fold(f64::NEG_INFINITY, f64::max);
-
-        // Legend entries.
+    /// One entry per series (its line, with a band swatch if it has one), then one per
+    /// measured set (its marker).
+    fn legend_entries(&self, data: &Prepared) -> Vec<Entry> {
         let mut entries: Vec<Entry> = Vec::new();
         for (i, s) in self.series.iter().enumerate() {
             entries.push(Entry {
@@ -279,144 +312,230 @@ impl Chart for CurveChart {
                 },
             });
         }
-        let lsize = legend_size(&entries);
+        entries
+    }
+}
 
-        // Layout: leave room above the data for the marker labels; put the legend in the
-        // inside corner covering the least data, or outside on the right when every corner
-        // covers some.
-        let layout = |right: i32| {
-            let m = margins(&ya0, right);
-            let r = plot_rect(SIZE, &m);
-            let (_, rows) = layout_markers(&Plot { r, xa, ya: ya0 }, &data.markers);
-            let ya = if rows > 0 {
-                let need = rows as i32 * (line_height(LABEL_SIZE) + 10) + 12;
-                ya0.with_headroom(data_hi, need as f64 / r.height() as f64)
-            } else {
-                ya0
-            };
-            let m = margins(&ya, right);
-            let plot = Plot {
-                r: plot_rect(SIZE, &m),
-                xa,
-                ya,
-            };
-            let (labels, _) = layout_markers(&plot, &data.markers);
-            (plot, m, labels)
+impl Prepared {
+    /// The highest y drawn (axis units), band tops included.
+    fn data_hi(&self) -> f64 {
+        self.lines
+            .iter()
+            .chain(&self.measured)
+            .flatten()
+            .map(|p| p.1)
+            .chain(self.bands.iter().flatten().map(|b| b.2))
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// Pixels the drawn data covers, every few pixels along lines, band edges, band
+    /// middles and marker lines: what a legend box is scored against.
+    fn pixels(&self, plot: &Plot) -> Vec<(i32, i32)> {
+        let mut px: Vec<(i32, i32)> = Vec::new();
+        for l in &self.lines {
+            let v: Vec<(i32, i32)> = l.iter().map(|p| plot.pt(*p)).collect();
+            px.extend(densify(&v, 4.0));
+            px.extend(v.iter().copied());
+        }
+        for b in &self.bands {
+            for part in [
+                b.iter()
+                    .map(|(x, lo, _)| plot.pt((*x, *lo)))
+                    .collect::<Vec<_>>(),
+                b.iter().map(|(x, _, hi)| plot.pt((*x, *hi))).collect(),
+                b.iter()
+                    .map(|(x, lo, hi)| plot.pt((*x, (lo + hi) / 2.0)))
+                    .collect(),
+            ] {
+                px.extend(densify(&part, 4.0));
+            }
+        }
+        for m in &self.measured {
+            px.extend(m.iter().map(|p| plot.pt(*p)));
+        }
+        for (t, _) in &self.markers {
+            let x = plot.px(*t).round() as i32;
+            px.extend(densify(&[(x, plot.r.y0), (x, plot.r.y1)], 4.0));
+        }
+        px
+    }
+}
+
+/// What the plot area is laid out from: the chart, its data in axis units, the room the
+/// title and notes take, and the axes before any headroom for marker labels.
+struct Frame<'a> {
+    chart: &'a CurveChart,
+    data: &'a Prepared,
+    top: i32,
+    bottom: i32,
+    xa: Axis,
+    ya0: Axis,
+}
+
+/// The plot area chosen, with where its labels and legend go.
+struct Layout {
+    plot: Plot,
+    /// Height of the x tick labels, pixels.
+    x_ticks_h: i32,
+    /// Marker label boxes, in the order of the markers.
+    marker_labels: Vec<PxRect>,
+    /// Top-left corner of the legend; none without entries.
+    legend_at: Option<(i32, i32)>,
+}
+
+impl Frame<'_> {
+    /// Margins for tick labels of `ya`, with `right` pixels kept free right of the plot.
+    fn margins(&self, ya: &Axis, right: i32) -> Margins {
+        let labels: Vec<String> = ya.ticks(12).iter().map(|t| ya.label(*t)).collect();
+        Margins {
+            top: self.top,
+            bottom: self.bottom,
+            right,
+            x_ticks: line_height(TICK_SIZE) + 12,
+            y_ticks: widest(&labels, TICK_SIZE),
+            has_x_title: !self.chart.x_label.is_empty(),
+            has_y_title: !self.chart.y_label.is_empty(),
+        }
+    }
+
+    /// The plot area with `right` pixels free beside it, and the marker labels in it. The
+    /// y axis gets headroom above the data for as many rows as the labels take; that can
+    /// change the y tick labels and so the plot's width, so the labels are laid out again
+    /// on the final plot.
+    fn plot(&self, right: i32) -> (Plot, Margins, Vec<PxRect>) {
+        let (xa, ya0, markers) = (self.xa, self.ya0, &self.data.markers);
+        let m = self.margins(&ya0, right);
+        let r = plot_rect(SIZE, &m);
+        let (_, rows) = layout_markers(&Plot { r, xa, ya: ya0 }, markers);
+        let ya = if rows > 0 {
+            let need = rows as i32 * (line_height(LABEL_SIZE) + 10) + 12;
+            ya0.with_headroom(self.data.data_hi(), need as f64 / r.height() as f64)
+        } else {
+            ya0
         };
-        let sample = |plot: &Plot| {
-            let mut px: Vec<(i32, i32)> = Vec::new();
-            for l in &data.lines {
-                let v: Vec<(i32, i32)> = l.iter().map(|p| plot.pt(*p)).collect();
-                px.extend(densify(&v, 4.0));
-                px.extend(v.iter().copied());
-            }
-            for b in &data.bands {
-                for part in [
-                    b.iter()
-                        .map(|(x, lo, _)| plot.pt((*x, *lo)))
-                        .collect::<Vec<_>>(),
-                    b.iter().map(|(x, _, hi)| plot.pt((*x, *hi))).collect(),
-                    b.iter()
-                        .map(|(x, lo, hi)| plot.pt((*x, (lo + hi) / 2.0)))
-                        .collect(),
-                ] {
-                    px.extend(densify(&part, 4.0));
-                }
-            }
-            for m in &data.measured {
-                px.extend(m.iter().map(|p| plot.pt(*p)));
-            }
-            for (t, _) in &data.markers {
-                let x = plot.px(*t).round() as i32;
-                px.extend(densify(&[(x, plot.r.y0), (x, plot.r.y1)], 4.0));
-            }
-            px
+        let m = self.margins(&ya, right);
+        let plot = Plot {
+            r: plot_rect(SIZE, &m),
+            xa,
+            ya,
         };
-        let (mut plot, mut m, mut marker_labels) = layout(0);
+        let (labels, _) = layout_markers(&plot, markers);
+        (plot, m, labels)
+    }
+
+    /// The legend goes in the inside corner covering the least data; when every corner
+    /// covers some, outside on the right, and the plot narrows to make room.
+    fn layout(&self, entries: &[Entry]) -> Layout {
+        let (mut plot, mut m, mut marker_labels) = self.plot(0);
         let mut legend_at = None;
         if !entries.is_empty() {
-            let px = sample(&plot);
+            let lsize = legend_size(entries);
+            let px = self.data.pixels(&plot);
             let cands = legend_corners(plot.r, lsize);
             let best = least_covered(&cands, &px, &marker_labels);
             let covered = px.iter().any(|p| best.grow(4).contains(*p))
                 || marker_labels.iter().any(|l| l.overlaps(&best));
             if covered {
-                (plot, m, marker_labels) = layout(lsize.0 + 16);
+                (plot, m, marker_labels) = self.plot(lsize.0 + 16);
                 legend_at = Some((plot.r.x1 + 16, plot.r.y0));
             } else {
                 legend_at = Some((best.x0, best.y0));
             }
         }
-        let r = plot.r;
+        Layout {
+            plot,
+            x_ticks_h: m.x_ticks,
+            marker_labels,
+            legend_at,
+        }
+    }
+}
 
-        let x_ticks = fit_ticks(&plot.xa, r.width(), true);
-        let y_ticks = fit_ticks(&plot.ya, r.height(), false);
-        draw_axes(
-            root,
-            &plot,
-            &x_ticks,
-            &y_ticks,
-            true,
-            &self.x_label,
-            &self.y_label,
-            r.y1 + m.x_ticks + 6,
-        )?;
+/// Each band with two points or more, as a translucent area in its series' colour.
+fn draw_bands<DB: DrawingBackend>(
+    root: &Area<DB>,
+    plot: &Plot,
+    bands: &[Vec<(f64, f64, f64)>],
+) -> Drawn<DB> {
+    for (i, b) in bands.iter().enumerate() {
+        if b.len() < 2 {
+            continue;
+        }
+        let color = PALETTE[i % PALETTE.len()];
+        let mut poly: Vec<(i32, i32)> = b.iter().map(|(x, _, hi)| plot.pt((*x, *hi))).collect();
+        poly.extend(b.iter().rev().map(|(x, lo, _)| plot.pt((*x, *lo))));
+        root.draw(&Polygon::new(poly, color.mix(0.18).filled()))?;
+    }
+    Ok(())
+}
 
-        for (i, b) in data.bands.iter().enumerate() {
-            if b.len() < 2 {
-                continue;
-            }
-            let color = PALETTE[i % PALETTE.len()];
-            let mut poly: Vec<(i32, i32)> = b.iter().map(|(x, _, hi)| plot.pt((*x, *hi))).collect();
-            poly.extend(b.iter().rev().map(|(x, lo, _)| plot.pt((*x, *lo))));
-            root.draw(&Polygon::new(poly, color.mix(0.18).filled()))?;
+/// A dashed vertical line at each marker, across the plot.
+fn draw_marker_lines<DB: DrawingBackend>(
+    root: &Area<DB>,
+    plot: &Plot,
+    markers: &[(f64, String)],
+) -> Drawn<DB> {
+    for (t, _) in markers {
+        let x = plot.px(*t).round() as i32;
+        draw_dashed(root, vec![(x, plot.r.y1), (x, plot.r.y0)], MUTED, 2, 8, 5)?;
+    }
+    Ok(())
+}
+
+/// Each series as a line with a dot per point; past the palette's length the colours
+/// repeat, so those lines are dashed.
+fn draw_lines<DB: DrawingBackend>(
+    root: &Area<DB>,
+    plot: &Plot,
+    lines: &[Vec<(f64, f64)>],
+) -> Drawn<DB> {
+    for (i, l) in lines.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let px: Vec<(i32, i32)> = l.iter().map(|p| plot.pt(*p)).collect();
+        if i >= PALETTE.len() {
+            draw_dashed(root, px.clone(), color, 3, 10, 5)?;
+        } else {
+            root.draw(&PathElement::new(px.clone(), color.stroke_width(3)))?;
         }
-        for (t, _) in &data.markers {
-            let x = plot.px(*t).round() as i32;
-            draw_dashed(root, vec![(x, r.y1), (x, r.y0)], MUTED, 2, 8, 5)?;
+        for c in &px {
+            root.draw(&Circle::new(*c, 4, color.filled()))?;
         }
-        for (i, l) in data.lines.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let px: Vec<(i32, i32)> = l.iter().map(|p| plot.pt(*p)).collect();
-            if i >= PALETTE.len() {
-                draw_dashed(root, px.clone(), color, 3, 10, 5)?;
-            } else {
-                root.draw(&PathElement::new(px.clone(), color.stroke_width(3)))?;
-            }
-            for c in &px {
-                root.draw(&Circle::new(*c, 4, color.filled()))?;
-            }
-        }
-        for (i, pts) in data.measured.iter().enumerate() {
-            let shape = MEASURED_SHAPES[i % MEASURED_SHAPES.len()];
-            for p in pts {
-                draw_marker(
-                    root,
-                    shape,
-                    plot.pt(*p),
-                    6,
-                    measured_color(i).to_rgba(),
-                    Some(WHITE_BG),
-                )?;
-            }
-        }
-        for ((_, label), b) in data.markers.iter().zip(&marker_labels) {
-            draw_box(root, *b, 0.9)?;
-            draw_text(
+    }
+    Ok(())
+}
+
+/// Each measured set's points as white-filled markers, a shape per set.
+fn draw_measured<DB: DrawingBackend>(
+    root: &Area<DB>,
+    plot: &Plot,
+    measured: &[Vec<(f64, f64)>],
+) -> Drawn<DB> {
+    for (i, pts) in measured.iter().enumerate() {
+        let shape = MEASURED_SHAPES[i % MEASURED_SHAPES.len()];
+        for p in pts {
+            draw_marker(
                 root,
-                label,
-                (b.x0 + 4, (b.y0 + b.y1) / 2),
-                LABEL_SIZE,
-                INK,
-                HPos::Left,
-                VPos::Center,
+                shape,
+                plot.pt(*p),
+                6,
+                measured_color(i).to_rgba(),
+                Some(WHITE_BG),
             )?;
         }
-        if let Some(at) = legend_at {
-            draw_legend(root, &entries, at, true)?;
-        }
-        Ok(())
     }
+    Ok(())
+}
+
+/// Each marker's label in its box (from [`layout_markers`]).
+fn draw_marker_labels<DB: DrawingBackend>(
+    root: &Area<DB>,
+    markers: &[(f64, String)],
+    boxes: &[PxRect],
+) -> Drawn<DB> {
+    for ((_, label), b) in markers.iter().zip(boxes) {
+        draw_boxed_label(root, *b, label, 0.9)?;
+    }
+    Ok(())
 }
 
 /// Colour of the i-th measured set: near-black first, then dark shades unlike the lines.

@@ -115,6 +115,14 @@ impl Heatmap {
             .copied()
             .filter(|v| v.is_finite())
     }
+
+    /// The cells' finite values, row by row from the first y.
+    fn finite_values(&self) -> Vec<f64> {
+        let (nx, ny) = (self.xs.len(), self.ys.len());
+        (0..ny)
+            .flat_map(|j| (0..nx).filter_map(move |i| self.value(i, j)))
+            .collect()
+    }
 }
 
 impl Chart for Heatmap {
@@ -122,47 +130,24 @@ impl Chart for Heatmap {
         SIZE
     }
 
+    /// The margins are settled in steps, each needing the last: the colour bar's width
+    /// sets the right margin, the cell width then the x label height, the cell size then
+    /// whether values are printed, which adds a note and so the bottom margin.
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Drawn<DB> {
         root.fill(&WHITE_BG)?;
         let top = draw_title(root, &self.title, None)?;
         let (nx, ny) = (self.xs.len(), self.ys.len());
-        let finite: Vec<f64> = (0..ny)
-            .flat_map(|j| (0..nx).filter_map(move |i| self.value(i, j)))
-            .collect();
+        let finite = self.finite_values();
         let lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let missing = nx * ny - finite.len();
-
-        // Colour-bar ticks, inside the value range.
-        let (bar_lo, bar_hi) = if hi > lo {
-            (lo, hi)
-        } else {
-            (lo - 0.5, hi + 0.5)
-        };
-        let bar_axis = Axis {
-            scale: Scale::Linear,
-            lo: bar_lo,
-            hi: bar_hi,
-        };
-        let bar_ticks = bar_axis.ticks(6);
-        let bar_labels: Vec<String> = bar_ticks.iter().map(|t| bar_axis.label(*t)).collect();
-        let bar_w = 22;
-        let right = 24 + bar_w + 8 + widest(&bar_labels, TICK_SIZE);
-
-        let mut notes = Vec::new();
-        if missing > 0 && !finite.is_empty() {
-            notes.push(format!(
-                "{missing} cell{} without a value, shown as –.",
-                if missing == 1 { "" } else { "s" }
-            ));
-        }
-        let y_labels: Vec<String> = self.ys.clone();
+        let bar = ColorBar::new(lo, hi);
+        let mut notes = self.missing_note(finite.len());
         let mut m = Margins {
             top,
             bottom: 0,
-            right,
+            right: bar.width(),
             x_ticks: line_height(TICK_SIZE) + 12,
-            y_ticks: widest(&y_labels, TICK_SIZE).min(260),
+            y_ticks: widest(&self.ys, TICK_SIZE).min(260),
             has_x_title: !self.x_label.is_empty(),
             has_y_title: !self.y_label.is_empty(),
         };
@@ -173,21 +158,9 @@ impl Chart for Heatmap {
         let slot = plot_rect(SIZE, &m).width() as f64 / nx as f64;
         let cat = category_labels(&self.xs, slot);
         m.x_ticks = cat.height;
-
-        // Cell values: the largest font up to 18 px that fits every cell.
-        let r0 = plot_rect(SIZE, &m);
-        let (cw, ch) = (
-            r0.width() as f64 / nx as f64,
-            r0.height() as f64 / ny as f64,
-        );
         let dec = decimals_for(&finite);
-        let texts: Vec<String> = finite.iter().map(|v| format!("{v:.dec$}")).collect();
-        let mut vsize = (ch * 0.45).min(18.0);
-        while vsize >= 10.0 && widest(&texts, vsize) as f64 > cw - 8.0 {
-            vsize -= 1.0;
-        }
-        let print_values = vsize >= 10.0;
-        if !print_values {
+        let value_size = value_size(plot_rect(SIZE, &m), (nx, ny), &finite, dec);
+        if value_size.is_none() {
             notes.push(
                 "Cells too small to print their values; read them off the colour bar.".into(),
             );
@@ -195,20 +168,47 @@ impl Chart for Heatmap {
         let (w, _) = root.dim_in_pixel();
         m.bottom = notes_height(&notes, w as i32);
         draw_notes(root, &notes)?;
-        let r = plot_rect(SIZE, &m);
+
+        let plot = self.draw_frame(root, &m)?;
+        let scale = ColorScale::for_range(lo, hi);
+        self.draw_cells(root, &plot, scale, dec, value_size)?;
+        let centers: Vec<i32> = (0..nx)
+            .map(|i| plot.px(i as f64 + 0.5).round() as i32)
+            .collect();
+        draw_category_labels(root, &self.xs, &centers, plot.r.y1, &cat)?;
+        self.draw_y_labels(root, &plot, m.y_ticks)?;
+        bar.draw(root, plot.r, scale)
+    }
+}
+
+impl Heatmap {
+    /// The note counting cells without a value, when some have one.
+    fn missing_note(&self, finite: usize) -> Vec<String> {
+        let missing = self.xs.len() * self.ys.len() - finite;
+        if missing == 0 || finite == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{missing} cell{} without a value, shown as –.",
+            if missing == 1 { "" } else { "s" }
+        )]
+    }
+
+    /// The plot area with one unit per cell on each axis, framed, with the axis titles
+    /// (the category labels are drawn with the cells).
+    fn draw_frame<DB: DrawingBackend>(&self, root: &Area<DB>, m: &Margins) -> Drawn<DB, Plot> {
+        let r = plot_rect(SIZE, m);
+        let unit = |n: usize| Axis {
+            scale: Scale::Linear,
+            lo: 0.0,
+            hi: n as f64,
+        };
         let plot = Plot {
             r,
-            xa: Axis {
-                scale: Scale::Linear,
-                lo: 0.0,
-                hi: nx as f64,
-            },
-            ya: Axis {
-                scale: Scale::Linear,
-                lo: 0.0,
-                hi: ny as f64,
-            },
+            xa: unit(self.xs.len()),
+            ya: unit(self.ys.len()),
         };
+        let x_title_y = r.y1 + m.x_ticks + 6;
         draw_axes(
             root,
             &plot,
@@ -217,12 +217,23 @@ impl Chart for Heatmap {
             false,
             &self.x_label,
             &self.y_label,
-            r.y1 + m.x_ticks + 6,
+            x_title_y,
         )?;
+        Ok(plot)
+    }
 
-        let scale = ColorScale::for_range(lo, hi);
-        for j in 0..ny {
-            for i in 0..nx {
+    /// Each cell filled by its value (grey without one), with the value printed in it at
+    /// `value_size` when there is one.
+    fn draw_cells<DB: DrawingBackend>(
+        &self,
+        root: &Area<DB>,
+        plot: &Plot,
+        scale: ColorScale,
+        dec: usize,
+        value_size: Option<f64>,
+    ) -> Drawn<DB> {
+        for j in 0..self.ys.len() {
+            for i in 0..self.xs.len() {
                 let x0 = plot.px(i as f64).round() as i32;
                 let x1 = plot.px(i as f64 + 1.0).round() as i32;
                 let y1 = plot.py(j as f64).round() as i32;
@@ -233,29 +244,29 @@ impl Chart for Heatmap {
                     [(x0 + 1, y0 + 1), (x1 - 1, y1 - 1)],
                     fill.filled(),
                 ))?;
-                if print_values {
+                if let Some(size) = value_size {
                     let text = v
                         .map(|v| format!("{v:.dec$}"))
                         .unwrap_or_else(|| "–".into());
-                    draw_text(
-                        root,
-                        &text,
-                        ((x0 + x1) / 2, (y0 + y1) / 2),
-                        vsize,
-                        text_on(fill),
-                        HPos::Center,
-                        VPos::Center,
-                    )?;
+                    let at = ((x0 + x1) / 2, (y0 + y1) / 2);
+                    let color = text_on(fill);
+                    draw_text(root, &text, at, size, color, HPos::Center, VPos::Center)?;
                 }
             }
         }
+        Ok(())
+    }
 
-        // Axis labels: x under the cells, y left of them (thinned when rows are short).
-        let centers: Vec<i32> = (0..nx)
-            .map(|i| plot.px(i as f64 + 0.5).round() as i32)
-            .collect();
-        draw_category_labels(root, &self.xs, &centers, r.y1, &cat)?;
-        let cell_h = r.height() as f64 / ny as f64;
+    /// The y labels left of the rows, cut to `width`; every n-th only when rows are too
+    /// short for a line of text each.
+    fn draw_y_labels<DB: DrawingBackend>(
+        &self,
+        root: &Area<DB>,
+        plot: &Plot,
+        width: i32,
+    ) -> Drawn<DB> {
+        let r = plot.r;
+        let cell_h = r.height() as f64 / self.ys.len() as f64;
         let every = ((line_height(TICK_SIZE) + 2) as f64 / cell_h)
             .ceil()
             .max(1.0) as usize;
@@ -266,7 +277,7 @@ impl Chart for Heatmap {
             let y = plot.py(j as f64 + 0.5).round() as i32;
             draw_text(
                 root,
-                &fit_text(label, TICK_SIZE, m.y_ticks),
+                &fit_text(label, TICK_SIZE, width),
                 (r.x0 - 10, y),
                 TICK_SIZE,
                 INK,
@@ -274,31 +285,85 @@ impl Chart for Heatmap {
                 VPos::Center,
             )?;
         }
+        Ok(())
+    }
+}
 
-        // Colour bar.
-        let bx0 = r.x1 + 24;
-        let bx1 = bx0 + bar_w;
+/// Font size for the values in cells of plot area `r` with `(nx, ny)` cells: the largest up
+/// to 18 px (and 45% of a cell's height) at which every value fits its cell's width; none
+/// below 10 px.
+fn value_size(r: PxRect, (nx, ny): (usize, usize), finite: &[f64], dec: usize) -> Option<f64> {
+    let (cw, ch) = (r.width() as f64 / nx as f64, r.height() as f64 / ny as f64);
+    let texts: Vec<String> = finite.iter().map(|v| format!("{v:.dec$}")).collect();
+    let mut size = (ch * 0.45).min(18.0);
+    while size >= 10.0 && widest(&texts, size) as f64 > cw - 8.0 {
+        size -= 1.0;
+    }
+    (size >= 10.0).then_some(size)
+}
+
+/// Width of the colour bar, pixels.
+const BAR_W: i32 = 22;
+
+/// The colour bar right of the cells: the values' range with its ticks. Equal values get
+/// a range of 1 around them, so the bar still has an extent.
+struct ColorBar {
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+    labels: Vec<String>,
+}
+
+impl ColorBar {
+    fn new(lo: f64, hi: f64) -> ColorBar {
+        let (lo, hi) = if hi > lo {
+            (lo, hi)
+        } else {
+            (lo - 0.5, hi + 0.5)
+        };
+        let axis = Axis {
+            scale: Scale::Linear,
+            lo,
+            hi,
+        };
+        let ticks = axis.ticks(6);
+        let labels = ticks.iter().map(|t| axis.label(*t)).collect();
+        ColorBar {
+            lo,
+            hi,
+            ticks,
+            labels,
+        }
+    }
+
+    /// Room it takes right of the plot: gap, bar, tick marks and labels.
+    fn width(&self) -> i32 {
+        24 + BAR_W + 8 + widest(&self.labels, TICK_SIZE)
+    }
+
+    /// The bar beside plot area `r` and as tall, in 2 px bands of `scale`'s colours,
+    /// framed, with its ticks and labels on the right.
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, r: PxRect, scale: ColorScale) -> Drawn<DB> {
+        let (bx0, bx1) = (r.x1 + 24, r.x1 + 24 + BAR_W);
         let step = 2;
         let mut y = r.y0;
         while y < r.y1 {
             let f = (r.y1 - y) as f64 / r.height() as f64;
-            let v = bar_lo + f * (bar_hi - bar_lo);
+            let v = self.lo + f * (self.hi - self.lo);
             root.draw(&Rectangle::new(
                 [(bx0, y), (bx1, (y + step).min(r.y1))],
                 scale.color(v).filled(),
             ))?;
             y += step;
         }
-        root.draw(&Rectangle::new(
-            [(bx0, r.y0), (bx1, r.y1)],
-            ShapeStyle {
-                color: AXIS.to_rgba(),
-                filled: false,
-                stroke_width: 1,
-            },
-        ))?;
-        for (t, label) in bar_ticks.iter().zip(&bar_labels) {
-            let f = (t - bar_lo) / (bar_hi - bar_lo);
+        let frame = ShapeStyle {
+            color: AXIS.to_rgba(),
+            filled: false,
+            stroke_width: 1,
+        };
+        root.draw(&Rectangle::new([(bx0, r.y0), (bx1, r.y1)], frame))?;
+        for (t, label) in self.ticks.iter().zip(&self.labels) {
+            let f = (t - self.lo) / (self.hi - self.lo);
             let y = (r.y1 as f64 - f * r.height() as f64).round() as i32;
             root.draw(&PathElement::new(vec![(bx1, y), (bx1 + 5, y)], AXIS))?;
             draw_text(

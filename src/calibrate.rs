@@ -155,7 +155,7 @@ pub fn describe(o: &Observation) -> String {
             output_len,
             definition,
             ..
-        } => format!("TPOT ({:?}) C={concurrency} out={output_len}", definition).to_lowercase(),
+        } => format!("tpot ({definition}) c={concurrency} out={output_len}"),
         Quantity::Ttft { concurrency, .. } => format!("TTFT C={concurrency}"),
         Quantity::Throughput { concurrency, .. } => format!("throughput C={concurrency}"),
         Quantity::CategoryShare {
@@ -458,6 +458,7 @@ pub fn calibrate(
     Ok(Calibration {
         model: s.model.name.clone(),
         system: s.system.spec.name.clone(),
+        engine: s.system.spec.engine.name.clone(),
         parallel: s.parallel.to_string(),
         sources,
         assumptions: a,

@@ -11,6 +11,7 @@ pub mod commands;
 pub mod cost;
 pub mod error;
 pub mod explore;
+pub mod files;
 pub mod spec;
 pub mod units;
 pub mod whatif;

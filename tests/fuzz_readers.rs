@@ -1448,6 +1448,7 @@ fn overrides(long: bool) {
             pp: None,
             dp: None,
             calibration: None,
+            transfer_calibration: false,
             set: sets.clone(),
         };
         let r = no_panic("commands::load", || commands::load(&args))?;

@@ -347,3 +347,7 @@ fn layouts_past_32_bits_of_gpus_do_not_wrap() {
     assert!(e.contains("needs"), "{e}");
     assert!(Parallel::resolve(&h200(), None, None, Some(1 << 16), Some(1 << 16)).is_err());
 }
+
+/// Issue 15's refusals, run through the binary.
+#[path = "regressions/trust.rs"]
+mod trust;

@@ -25,26 +25,100 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
         concurrency: a.trace_concurrency,
     };
     let mut set = MeasuredSet::default();
-    let mut sources = Vec::new();
+    let mut sources: Vec<String> = Vec::new();
+    // Files that name different models or systems measured different things: one fit
+    // cannot describe both.
+    let mut merge = |set: &mut MeasuredSet, one: MeasuredSet, label: &str| -> Result<()> {
+        for (what, have, new) in [
+            ("model", &set.model, &one.model),
+            ("system", &set.system, &one.system),
+        ] {
+            if let (Some(h), Some(n)) = (have, new) {
+                if h != n {
+                    return Err(Error::Measured {
+                        file: label.into(),
+                        line: None,
+                        message: format!(
+                            "names {what} \"{n}\", but {} named \"{h}\"; measure one {what} per run",
+                            sources.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        set.merge(one);
+        sources.push(label.into());
+        Ok(())
+    };
     for m in &a.measured {
         let p = Path::new(m);
         if !p.exists() {
             if let Some(text) = builtin_text(Kind::Measured, m) {
                 let label = format!("configs/measured/{m}.toml");
-                set.merge(measured::parse_text(
-                    text,
-                    &label,
-                    measured::Format::Toml,
-                    &opts,
-                )?);
-                sources.push(label);
+                let one = measured::parse_text(text, &label, measured::Format::Toml, &opts)?;
+                merge(&mut set, one, &label)?;
                 continue;
             }
         }
-        set.merge(measured::read_file_with(p, &opts)?);
-        sources.push(m.clone());
+        merge(&mut set, measured::read_file_with(p, &opts)?, m)?;
     }
     Ok((set, sources))
+}
+
+/// The scenario options for measurements: the model and system the files name are the
+/// default, a `--model`/`--system` that names another is an error (a fit of one model to
+/// another's data reports a small error and means nothing), and so is a name that is
+/// neither a built-in nor a file.
+pub fn scenario_for(
+    args: &ScenarioArgs,
+    set: &MeasuredSet,
+    sources: &[String],
+) -> Result<ScenarioArgs> {
+    let mut args = args.clone();
+    let files = sources.join(", ");
+    for (what, named, given, default) in [
+        (
+            "model",
+            &set.model,
+            &mut args.model,
+            crate::cli::DEFAULT_MODEL,
+        ),
+        (
+            "system",
+            &set.system,
+            &mut args.system,
+            crate::cli::DEFAULT_SYSTEM,
+        ),
+    ] {
+        let Some(named) = named else { continue };
+        let known = match what {
+            "model" => crate::spec::registry::load_model(named).map(|_| ()),
+            _ => crate::spec::registry::load_system_spec(named).map(|_| ()),
+        };
+        if let Err(e) = known {
+            return Err(Error::Measured {
+                file: files.clone(),
+                line: None,
+                message: format!("names {what} \"{named}\", which cannot be loaded: {e}"),
+            });
+        }
+        if given == named {
+            continue;
+        }
+        if given == default {
+            *given = named.clone();
+            continue;
+        }
+        return Err(Error::Measured {
+            file: files.clone(),
+            line: None,
+            message: format!(
+                "measured on {what} \"{named}\", but --{what} is \"{given}\"; \
+                 a fit to another {what}'s measurements means nothing (drop --{what}, or measure \"{given}\")"
+            ),
+        });
+    }
+    Ok(args)
 }
 
 fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
@@ -61,14 +135,14 @@ fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
 
 pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
     let (args, m, out, format) = (&a.scenario, &a.measured, a.out.as_deref(), a.format);
-    let l = load(args)?;
-    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let (set, sources) = load_measured(m)?;
+    let l = load(&scenario_for(args, &set, &sources)?)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let c = calibrate(&s, &set, assumptions(m)?, sources)?;
     if let Some(path) = out {
-        std::fs::write(path, c.to_toml()).map_err(|source| Error::Io {
+        std::fs::write(path, c.to_toml()).map_err(|error| Error::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
     }
     export::export(&c, format, |c| {
@@ -229,9 +303,9 @@ fn error_of(q: &Quantity, pred: f64, m: f64) -> f64 {
 }
 
 pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
-    let l = load(args)?;
-    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let (set, sources) = load_measured(m)?;
+    let l = load(&scenario_for(args, &set, &sources)?)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let a = assumptions(m)?;
     let cal = match &l.calibration {
         Some(c) => c.clone(),

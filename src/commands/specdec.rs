@@ -17,10 +17,7 @@ fn acceptance(a: &AcceptanceArg) -> Result<Acceptance> {
         AcceptanceArg::File(p) => p.as_path(),
     };
     let s = &p.display().to_string();
-    let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-        path: p.to_path_buf(),
-        source,
-    })?;
+    let text = crate::files::read_text(p)?;
     let mut lengths = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("");

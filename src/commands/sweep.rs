@@ -50,8 +50,15 @@ fn text(r: &Sweep) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} on {} ({}), input {} / output {} tokens, TPOT as {:?}, {} parameters",
-        r.model, r.system, r.parallel, r.input_len, r.output_len, r.tpot_def, r.provenance
+        "{} on {} ({}), input {} / output {} tokens, TPOT as {} ({}), {} parameters",
+        r.model,
+        r.system,
+        r.parallel,
+        r.input_len,
+        r.output_len,
+        r.tpot_def,
+        r.tpot_def.meaning(),
+        r.provenance
     );
     let _ = writeln!(o);
     let rows: Vec<Vec<String>> = r

@@ -95,9 +95,9 @@ pub(crate) fn write_chart<C: Chart>(chart: &C, path: &Path) -> Result<()> {
     match ImageFormat::from_path(path)? {
         ImageFormat::Svg => {
             let svg = render_svg(chart)?;
-            std::fs::write(path, svg).map_err(|source| Error::Io {
+            std::fs::write(path, svg).map_err(|error| Error::Io {
                 path: path.to_path_buf(),
-                source,
+                error,
             })
         }
         ImageFormat::Png => {
@@ -146,9 +146,9 @@ fn slug(s: &str) -> String {
 /// (created if missing), each as PNG and SVG. File names carry model, system, layout,
 /// batch and context. Returns the paths written.
 pub fn write_prediction_plots(p: &Prediction, gpu: &GpuSpec, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let stem = slug(&format!(
         "{}_{}_{}_b{}_c{}",

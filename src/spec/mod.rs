@@ -33,7 +33,21 @@ impl System {
     /// `system.interconnect` can swap the parts, then the parts).
     pub fn load_with(name: &str, sets: &[overrides::Override]) -> Result<System> {
         use overrides::{apply, Target};
-        let spec = registry::load_system_spec(name)?;
+        let mut spec = registry::load_system_spec(name)?;
+        // A relative path inside a system file names a file beside it, not one in whatever
+        // folder rooftop runs in (`--set system.gpu=...` stays relative to the shell's).
+        if let Some(dir) = std::path::Path::new(name)
+            .parent()
+            .filter(|_| crate::files::is_readable(std::path::Path::new(name)))
+        {
+            for part in [&mut spec.gpu, &mut spec.interconnect] {
+                let p = std::path::Path::new(part.as_str());
+                let looks_like_path = part.contains('/') || part.ends_with(".toml");
+                if looks_like_path && p.is_relative() {
+                    *part = dir.join(p).display().to_string();
+                }
+            }
+        }
         let spec: SystemSpec = apply(&spec, Target::System, sets, name)?;
         spec.validate()
             .map_err(|(f, e)| crate::error::Error::Invalid {
@@ -60,6 +74,23 @@ impl System {
                 field: f,
                 expected: e,
             })?;
+        // The reserve comes out of the memory the engine may use: one as large leaves a
+        // negative KV budget, which is no answer.
+        let usable = gpu.memory_capacity.0 * spec.engine.gpu_memory_utilization.0;
+        if spec.engine.activation_reserve.0 >= usable {
+            return Err(crate::error::Error::Invalid {
+                file: name.into(),
+                line: None,
+                field: "engine.activation_reserve".into(),
+                expected: format!(
+                    "less than the memory the engine may use on {} ({} × {} = {})",
+                    gpu.name,
+                    gpu.memory_capacity,
+                    spec.engine.gpu_memory_utilization.0,
+                    crate::units::Bytes(usable)
+                ),
+            });
+        }
         Ok(System { spec, gpu, link })
     }
 }

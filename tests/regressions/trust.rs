@@ -1,0 +1,427 @@
+//! Issue 15: what rooftop must refuse, bound, or say exactly. Each test runs the binary as a
+//! user would and names the behaviour it keeps.
+
+use assert_cmd::Command;
+use rooftop::spec::registry::{builtin_text, Kind};
+use std::path::Path;
+
+fn rooftop() -> Command {
+    Command::cargo_bin("rooftop").unwrap()
+}
+
+/// Run; return (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = rooftop().args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Must fail with `code`; returns stderr.
+fn refused(args: &[&str], code: i32) -> String {
+    let (c, out, err) = run(args);
+    assert_eq!(c, code, "{args:?}: exit {c}\nstdout: {out}\nstderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn fixture() -> String {
+    format!(
+        "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// A built-in model's TOML with `from` replaced by `to`, written into `dir`.
+fn edited_model(dir: &Path, name: &str, from: &str, to: &str) -> String {
+    let t = builtin_text(Kind::Model, name).unwrap();
+    assert!(t.contains(from), "{name} has no {from}");
+    let p = dir.join(format!("{name}-edited.toml"));
+    std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
+    p.display().to_string()
+}
+
+// ---- exit codes and flag values ----------------------------------------------------------
+
+#[test]
+fn zero_counts_in_flags_are_bad_usage_exit_2_everywhere() {
+    for args in [
+        &["predict", "--batch", "0"][..],
+        &["predict", "--tp", "0"],
+        &["sweep", "--concurrency", "0"],
+        &["sweep", "--concurrency", "1,0"],
+        &["specdec", "--k", "0"],
+        &["plot", "roofline", "--batch", "0", "--out", "x.png"],
+        &["plot", "breakdown", "--batch", "0", "--out", "x.png"],
+        &["predict", "--batch", "4294967296"],
+    ] {
+        let e = refused(args, 2);
+        assert!(
+            e.contains("expected") || e.contains("must be"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn draft_length_ranges_say_the_bound_whatever_their_size() {
+    for k in ["1..100", "1..1000000", "1..100000000000"] {
+        let e = refused(&["specdec", "--k", k], 2);
+        assert!(e.contains("must be 1..64"), "{k}: {e}");
+    }
+}
+
+#[test]
+fn layout_typos_name_the_layout_not_a_fragment_of_it() {
+    let e = refused(
+        &[
+            "compare",
+            "--systems",
+            "8x-h200-nvlink",
+            "--parallel",
+            "foo",
+        ],
+        2,
+    );
+    assert!(
+        e.contains("\"foo\" does not start with tp, ep, pp or dp"),
+        "{e}"
+    );
+    assert!(!e.contains("fo needs"), "{e}");
+    let e = refused(
+        &[
+            "compare",
+            "--systems",
+            "8x-h200-nvlink",
+            "--parallel",
+            "tp2tp4",
+        ],
+        2,
+    );
+    assert!(e.contains("given twice"), "{e}");
+}
+
+#[test]
+fn a_time_with_an_exponent_reads_as_a_number_then_a_unit() {
+    let (c, _, err) = run(&["sensitivity", "--target-tpot", "1e-3ms"]);
+    assert_eq!(c, 0, "{err}");
+    let e = refused(&["sensitivity", "--target-tpot", "8"], 2);
+    assert!(e.contains("no unit"), "{e}");
+}
+
+// ---- bounded work -------------------------------------------------------------------------
+
+#[test]
+fn ranges_are_counted_before_they_are_expanded() {
+    let e = refused(&["explore", "--batch", "1..4294967295"], 2);
+    assert!(e.contains("more than 1000000 values"), "{e}");
+    // Values past 32 bits are refused, not wrapped.
+    let e = refused(&["explore", "--context", "4294967296"], 2);
+    assert!(e.contains("reaches outside"), "{e}");
+}
+
+#[test]
+fn a_grid_past_max_points_is_refused_with_its_estimated_time() {
+    let e = refused(
+        &["explore", "--batch", "1..200000", "--context", "1..200000"],
+        1,
+    );
+    assert!(
+        e.contains("40000000000 design points")
+            && e.contains("points/s")
+            && e.contains("--max-points"),
+        "{e}"
+    );
+    let e = refused(
+        &[
+            "explore",
+            "--batch",
+            "1..64",
+            "--context",
+            "1..64",
+            "--max-points",
+            "100",
+        ],
+        1,
+    );
+    assert!(e.contains("4096 design points"), "{e}");
+}
+
+#[test]
+fn a_grid_where_nothing_can_run_is_an_error_not_zero_points() {
+    let e = refused(&["explore", "--parallel", "tp3", "--format", "text"], 1);
+    assert!(e.contains("no design point") && e.contains("tp 3"), "{e}");
+    let e = refused(
+        &[
+            "compare",
+            "--systems",
+            "8x-h200-nvlink",
+            "--parallel",
+            "tp3",
+        ],
+        1,
+    );
+    assert!(e.contains("no system and layout can run"), "{e}");
+}
+
+#[test]
+fn endless_files_are_refused_after_a_bounded_read() {
+    if !Path::new("/dev/zero").exists() {
+        return;
+    }
+    for args in [
+        &["calibrate", "--measured", "/dev/zero"][..],
+        &["predict", "--calibration", "/dev/zero"],
+        &["predict", "--model", "/dev/zero"],
+    ] {
+        let e = refused(args, 1);
+        assert!(
+            e.contains("/dev/zero") && e.contains("MiB"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+// ---- errors a user can act on -------------------------------------------------------------
+
+#[test]
+fn os_errors_are_printed_once_and_say_not_found() {
+    let e = refused(&["predict", "--model", "/no/such/model.toml"], 1);
+    assert_eq!(e.matches("os error 2").count(), 1, "{e}");
+    assert!(e.contains("not found"), "{e}");
+    let e = refused(&["calibrate", "--measured", "/no/such/run.json"], 1);
+    assert_eq!(e.matches("os error 2").count(), 1, "{e}");
+}
+
+#[test]
+fn a_missing_acceptance_file_says_not_found() {
+    let e = refused(&["specdec", "--acceptance", "/no/such/accepted.txt"], 2);
+    assert!(e.contains("not found"), "{e}");
+}
+
+#[test]
+fn a_model_read_from_a_pipe_loads_like_a_file() {
+    let text = builtin_text(Kind::Model, "llama-3.1-8b").unwrap();
+    rooftop()
+        .args([
+            "predict",
+            "--model",
+            "/dev/stdin",
+            "--system",
+            "8x-h100-nvlink",
+            "--tp",
+            "1",
+        ])
+        .write_stdin(text)
+        .assert()
+        .success();
+}
+
+#[test]
+fn relative_paths_in_a_system_file_are_read_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("box");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(
+        sub.join("my-gpu.toml"),
+        builtin_text(Kind::Gpu, "h200").unwrap(),
+    )
+    .unwrap();
+    let sys = builtin_text(Kind::System, "8x-h200-nvlink")
+        .unwrap()
+        .replacen("gpu = \"h200\"", "gpu = \"./my-gpu.toml\"", 1);
+    std::fs::write(sub.join("system.toml"), sys).unwrap();
+    // Run from elsewhere: the GPU file must be found beside the system file.
+    let o = rooftop()
+        .current_dir(dir.path())
+        .args([
+            "predict",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "box/system.toml",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn text_output_uses_words_not_debug_names_or_raw_digits() {
+    let (_, out, _) = run(&["sweep", "--concurrency", "1", "--tpot-def", "e2e"]);
+    assert!(out.contains("TPOT as e2e") && !out.contains("E2e"), "{out}");
+    let (_, out, _) = run(&[
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h100-nvlink",
+        "--tp",
+        "1",
+    ]);
+    assert!(out.contains("(tp1, 1 GPU)"), "{out}");
+    assert!(
+        !out.contains("0      of"),
+        "all-reduces of a size when there are none: {out}"
+    );
+    let (_, out, _) = run(&["list", "gpus"]);
+    assert!(
+        out.contains("102.6 GB") && !out.contains("102.641958912"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["list", "measured"]);
+    assert!(
+        out.contains("kimi-k2.5-int4 on 8x-rtx-pro-6000-pcie"),
+        "empty description: {out}"
+    );
+}
+
+// ---- silent wrong numbers ------------------------------------------------------------------
+
+#[test]
+fn a_calibration_applied_to_another_system_is_refused_unless_transferred() {
+    let cal = fixture();
+    let e = refused(
+        &[
+            "predict",
+            "--calibration",
+            &cal,
+            "--system",
+            "8x-h200-nvlink",
+        ],
+        1,
+    );
+    assert!(
+        e.contains("8x-rtx-pro-6000-pcie (this run: 8x-h200-nvlink)")
+            && e.contains("--transfer-calibration"),
+        "{e}"
+    );
+    for cmd in ["sweep", "specdec"] {
+        refused(
+            &[cmd, "--calibration", &cal, "--system", "8x-h200-nvlink"],
+            1,
+        );
+    }
+    refused(
+        &["predict", "--calibration", &cal, "--tp", "4", "--pp", "2"],
+        1,
+    );
+    let (c, out, err) = run(&[
+        "predict",
+        "--calibration",
+        &cal,
+        "--system",
+        "8x-h200-nvlink",
+        "--transfer-calibration",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("calibrated"), "{out}");
+    assert!(
+        err.contains("carries over kernel_gap_us") && err.contains("memory_efficiency"),
+        "the note must say what carried over and what did not: {err}"
+    );
+    // On the system it was fitted on, it applies as before.
+    assert_eq!(run(&["predict", "--calibration", &cal]).0, 0);
+}
+
+#[test]
+fn a_measurement_is_fitted_only_to_its_own_model_and_system() {
+    let e = refused(
+        &[
+            "calibrate",
+            "--measured",
+            "k25b6000bench1",
+            "--model",
+            "llama-3.1-8b",
+        ],
+        1,
+    );
+    assert!(e.contains("measured on model \"kimi-k2.5-int4\""), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.toml");
+    let t = builtin_text(Kind::Measured, "k25b6000bench1")
+        .unwrap()
+        .replacen("system = \"8x-rtx-pro-6000-pcie\"", "system = \"nope\"", 1);
+    std::fs::write(&p, t).unwrap();
+    let e = refused(&["calibrate", "--measured", p.to_str().unwrap()], 1);
+    assert!(e.contains("names system \"nope\""), "{e}");
+}
+
+#[test]
+fn zero_sized_and_impossible_descriptions_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (name, from, to, field) in [
+        ("llama-3.1-8b", "head_dim = 128", "head_dim = 0", "head_dim"),
+        (
+            "gpt-oss-120b",
+            "sliding_window = 128",
+            "sliding_window = 0",
+            "sliding_window",
+        ),
+        ("gpt-oss-120b", "sliding_window = 128", "", "sliding_window"),
+        (
+            "kimi-k2.5-int4",
+            "num_layers = 1",
+            "num_layers = 0",
+            "eagle_head.num_layers",
+        ),
+    ] {
+        let m = edited_model(d, name, from, to);
+        let e = refused(&["predict", "--model", &m, "--system", "8x-h200-nvlink"], 1);
+        assert!(e.contains(field), "{name} {to}: {e}");
+    }
+    let e = refused(
+        &[
+            "predict",
+            "--set",
+            "system.engine.activation_reserve=500 GB",
+        ],
+        1,
+    );
+    assert!(e.contains("engine.activation_reserve"), "{e}");
+    let gpu = d.join("gpu.toml");
+    std::fs::write(
+        &gpu,
+        builtin_text(Kind::Gpu, "h200").unwrap().replacen(
+            "host_link = \"nvlink4\"",
+            "host_link = \"nope\"",
+            1,
+        ),
+    )
+    .unwrap();
+    let e = refused(
+        &[
+            "op",
+            "gemm",
+            "--gpu",
+            gpu.to_str().unwrap(),
+            "--m",
+            "1",
+            "--n",
+            "1",
+            "--k",
+            "1",
+        ],
+        1,
+    );
+    assert!(e.contains("host_link") && e.contains("nope"), "{e}");
+}
+
+#[test]
+fn an_all_reduce_of_nothing_is_refused_not_timed_at_minus_zero() {
+    let e = refused(
+        &[
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h200-nvlink",
+            "--bytes",
+            "0",
+        ],
+        1,
+    );
+    assert!(e.contains("at least 1 byte"), "{e}");
+}

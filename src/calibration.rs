@@ -323,6 +323,20 @@ impl Calibration {
         Ok((c, Some(note)))
     }
 
+    /// 95 % interval of a share `f(params)` in [0, 1]: the delta method on its log-odds,
+    /// mapped back, so the interval never leaves [0, 1] (a share's interval of −3 % to 9 %
+    /// says nothing true about its lower end).
+    pub fn share_interval<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
+        let eps = 1e-9;
+        let logit = |s: f64| {
+            let s = s.clamp(eps, 1.0 - eps);
+            (s / (1.0 - s)).ln()
+        };
+        let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+        let (lo, hi) = self.interval(base, |p| logit(f(p)));
+        (sigmoid(lo), sigmoid(hi))
+    }
+
     /// 95 % interval of a prediction `f(params)` by the delta method on the covariance.
     pub fn interval<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
         let p0 = self.params(base);

@@ -22,6 +22,28 @@ with the built-in measurement k25b6000bench1).",
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// With no subcommand: write the default charts into this folder (default: plots/ of
+    /// the rooftop checkout when run inside it; elsewhere none are written).
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
+}
+
+/// Where a bare `rooftop` writes its charts: `--plots DIR`, else `plots/` of the checkout
+/// the binary was built from when the working folder is inside it, else nowhere (a tool
+/// run from another folder must not litter it).
+pub fn default_plots_dir(
+    plots: Option<&std::path::Path>,
+    cwd: &std::path::Path,
+) -> Option<std::path::PathBuf> {
+    if let Some(p) = plots {
+        return Some(p.to_path_buf());
+    }
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let inside = match (cwd.canonicalize(), checkout.canonicalize()) {
+        (Ok(c), Ok(k)) => c.starts_with(&k),
+        _ => false,
+    };
+    inside.then(|| checkout.join("plots"))
 }
 
 /// The model of `--model` when none is given: the team's deployment.

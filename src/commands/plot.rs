@@ -201,7 +201,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
         }) => {
             let l = load(scenario)?;
             let s = l.scenario()?;
-            let d = crate::commands::specdec::draft(draft, l.parallel.tp)?;
+            let d = crate::commands::specdec::draft(draft, &l)?;
             let mut runs = Vec::new();
             for a in acceptance {
                 let acc = Acceptance(vec![*a]);

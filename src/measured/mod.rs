@@ -247,9 +247,9 @@ impl Format {
     pub fn sniff(text: &str) -> Option<Format> {
         let t = text.trim_start_matches('\u{feff}').trim_start();
         if t.starts_with('{') || t.starts_with('[') {
-            // Both JSON formats; a trace names its event list, a bare-array trace starts with
-            // '[' (vLLM writes objects).
-            if t.contains("\"traceEvents\"") || t.starts_with('[') {
+            // Both JSON formats; a trace names its event list, or is a bare array of events
+            // (each with a phase `ph`); an array of vLLM results has neither.
+            if t.contains("\"traceEvents\"") || (t.starts_with('[') && t.contains("\"ph\"")) {
                 return Some(Format::Trace);
             }
             return Some(Format::VllmJson);

@@ -111,6 +111,12 @@ pub(crate) fn write_chart<C: Chart>(chart: &C, path: &Path) -> Result<()> {
                     )));
                 }
             }
+            // Open the file first: an OS error (a folder, no permission) is then reported as
+            // one, not as the backend's debug dump.
+            std::fs::File::create(path).map_err(|error| Error::Io {
+                path: path.to_path_buf(),
+                error,
+            })?;
             // plotters places ab_glyph glyphs on whole pixels without their side bearings,
             // which spaces letters unevenly; PNG text is rasterised by `font` instead.
             let _raster = font::RasterText::on();

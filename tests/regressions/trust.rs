@@ -425,3 +425,175 @@ fn an_all_reduce_of_nothing_is_refused_not_timed_at_minus_zero() {
     );
     assert!(e.contains("at least 1 byte"), "{e}");
 }
+
+#[test]
+fn measurements_beyond_the_speed_of_light_or_absurdly_slow_are_refused_with_row_and_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = builtin_text(Kind::Measured, "k25b6000bench1").unwrap();
+    for (to, says) in [
+        ("tpot = \"1e308 ms\"", "longer than 600 s"),
+        ("tpot = \"1 ms\"", "speed-of-light bound"),
+    ] {
+        let p = dir.path().join("m.toml");
+        std::fs::write(&p, t.replacen("tpot = \"12.71875 ms\"", to, 1)).unwrap();
+        for cmd in ["validate", "calibrate"] {
+            let e = refused(&[cmd, "--measured", p.to_str().unwrap()], 1);
+            assert!(e.contains("m.toml:") && e.contains(says), "{to}: {e}");
+            assert!(!e.contains("000000000000"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_serving_benchmark_names_its_model_by_hf_id_and_must_match() {
+    let f = format!(
+        "{}/tests/fixtures/measured/vllm_c8.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let e = refused(
+        &["calibrate", "--measured", &f, "--model", "llama-3.1-8b"],
+        1,
+    );
+    assert!(e.contains("moonshotai/Kimi-K2.5"), "{e}");
+    assert_eq!(run(&["calibrate", "--measured", &f]).0, 0);
+}
+
+#[test]
+fn share_intervals_stay_within_zero_and_one() {
+    let (c, out, err) = run(&["validate", "--format", "json"]);
+    assert_eq!(c, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut shares = 0;
+    for r in v["rows"].as_array().unwrap() {
+        if r["unit"] == "fraction" {
+            shares += 1;
+            let ci = r["calibrated_ci95"].as_array().unwrap();
+            let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+            assert!(
+                (0.0..=1.0).contains(&lo) && (0.0..=1.0).contains(&hi),
+                "{r}"
+            );
+        }
+    }
+    assert!(shares > 0, "no share rows: {out}");
+}
+
+#[test]
+fn validate_and_calibrate_json_label_values_with_the_unit_they_are_in() {
+    for cmd in ["validate", "calibrate"] {
+        let (_, out, _) = run(&[cmd, "--format", "json"]);
+        assert!(
+            !out.contains("\"unit\": \"ms\"") && !out.contains("\"unit\": \"%\""),
+            "{out}"
+        );
+        assert!(out.contains("\"unit\": \"s\""), "{cmd}: {out}");
+    }
+}
+
+#[test]
+fn a_vllm_result_saved_as_a_json_array_is_read_as_vllm_results() {
+    let f = format!(
+        "{}/tests/fixtures/measured/vllm_c8.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let one = std::fs::read_to_string(f).unwrap();
+    let set = rooftop::measured::parse_text(
+        &format!("[{one}, {one}]"),
+        "a.json",
+        rooftop::measured::Format::sniff(&format!("[{one}]")).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(!set.observations.is_empty());
+    assert_eq!(
+        rooftop::measured::Format::sniff(&format!("[{one}]")),
+        Some(rooftop::measured::Format::VllmJson)
+    );
+}
+
+#[test]
+fn impossible_trial_times_name_their_line_and_value_even_on_the_last_line() {
+    for bad in ["0s", "-0.4s", "1e400s"] {
+        let text = format!(
+            "Testing max_tokens=32...\n  Trial 1: 0.407s, 32 tokens\n  Trial 2: {bad}, 32 tokens\n"
+        );
+        let e = rooftop::measured::parse_text(
+            &text,
+            "run.log",
+            rooftop::measured::Format::MacroLog,
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("run.log:3") && e.contains(bad), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_plot_that_cannot_be_written_says_so_without_a_debug_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = refused(
+        &[
+            "plot",
+            "roofline",
+            "--out",
+            &format!("{}/", dir.path().join("x.png").display()),
+        ],
+        1,
+    );
+    let e2 = {
+        std::fs::create_dir(dir.path().join("d.png")).unwrap();
+        refused(
+            &[
+                "plot",
+                "roofline",
+                "--out",
+                dir.path().join("d.png").to_str().unwrap(),
+            ],
+            1,
+        )
+    };
+    for e in [e, e2] {
+        assert!(!e.contains("ImageError") && !e.contains("Os {"), "{e}");
+    }
+}
+
+#[test]
+fn a_bare_run_outside_the_checkout_writes_no_charts_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = rooftop().current_dir(dir.path()).output().unwrap();
+    assert!(o.status.success());
+    assert!(!dir.path().join("plots").exists());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--plots DIR"));
+    let target = dir.path().join("charts");
+    let o = rooftop()
+        .current_dir(dir.path())
+        .args(["--plots", target.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains(&format!("charts written to {}", target.display())));
+    assert!(std::fs::read_dir(&target).unwrap().count() > 0);
+}
+
+#[test]
+fn a_draft_model_must_share_the_vocabulary_and_fit_in_memory() {
+    let e = refused(&["specdec", "--draft", "model:llama-3.1-8b"], 1);
+    assert!(e.contains("vocabulary"), "{e}");
+    let e = refused(
+        &[
+            "specdec",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-l40s-pcie",
+            "--tp",
+            "1",
+            "--draft",
+            "model:llama-3.1-70b",
+        ],
+        1,
+    );
+    assert!(e.contains("does not fit"), "{e}");
+}

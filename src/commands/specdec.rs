@@ -144,7 +144,7 @@ pub fn run(a: &SpecdecArgs) -> Result<Vec<u8>> {
     export::export(&r, format, text)
 }
 
-fn text(r: &SpecDec) -> String {
+pub fn text(r: &SpecDec) -> String {
     let mut o = String::new();
     let acc: Vec<String> = r.acceptance.0.iter().map(|p| format!("{p:.2}")).collect();
     let _ = writeln!(

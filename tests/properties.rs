@@ -688,7 +688,8 @@ fn assert_printed_quantities(v: &serde_json::Value, path: &str) {
 
 /// Text a command prints: no NaN, no infinity, no negative zero.
 fn assert_printed_text(t: &str, what: &str) {
-    let minus_zero = regex::Regex::new(r"-0(\.0+)?\b").unwrap();
+    // "-0", "-0.000" not followed by another digit ("-0.6" is a negative number, not zero).
+    let minus_zero = regex::Regex::new(r"-0(\.0*)?([^0-9.]|$)").unwrap();
     for bad in ["NaN", "inf"] {
         assert!(!t.contains(bad), "{what} prints {bad}:\n{t}");
     }

@@ -122,10 +122,16 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
     o.push_str(&breakdown_table(p));
     let _ = writeln!(o);
     let m = &p.memory;
+    // A negative budget is no KV cache, said in words (JSON keeps the signed figure).
+    let kv = if m.kv_budget_gb > 0.0 {
+        format!("{:.1} GB for KV", m.kv_budget_gb)
+    } else {
+        format!("no room for KV (short by {:.1} GB)", -m.kv_budget_gb)
+    };
     let _ = writeln!(
         o,
-        "memory per GPU: {:.1} GB weights + {:.1} GB reserve of {:.1} GB usable ({:.1} GB capacity) -> {:.1} GB for KV",
-        m.weights_per_gpu_gb, m.activation_reserve_gb, m.usable_gb, m.capacity_gb, m.kv_budget_gb
+        "memory per GPU: {:.1} GB weights + {:.1} GB reserve of {:.1} GB usable ({:.1} GB capacity) -> {kv}",
+        m.weights_per_gpu_gb, m.activation_reserve_gb, m.usable_gb, m.capacity_gb
     );
     let _ = writeln!(
         o,

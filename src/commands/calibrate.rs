@@ -245,6 +245,12 @@ pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
         o
     })
 }
+/// A signed difference to one decimal; one that rounds to zero prints "+0.0", never "-0.0".
+fn signed1(x: f64) -> String {
+    let x = if (x * 10.0).round() == 0.0 { 0.0 } else { x };
+    format!("{x:+.1}")
+}
+
 pub fn calibration_text(c: &Calibration) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -299,9 +305,9 @@ pub fn calibration_text(c: &Calibration) -> String {
             let (k, label) = report_scale(&r.unit, r.measured);
             let scale = |v: f64| v * k;
             let err = if is_share(&r.unit) {
-                format!("{:+.1} pt", r.error * 100.0)
+                format!("{} pt", signed1(r.error * 100.0))
             } else {
-                format!("{:+.1} %", r.error * 100.0)
+                format!("{} %", signed1(r.error * 100.0))
             };
             vec![
                 r.point.clone(),
@@ -530,9 +536,9 @@ pub fn validation_text(v: &Validation) -> String {
             let scale = |_: &str, v: f64| v * k;
             let e = |x: f64| {
                 if is_share(r.unit) {
-                    format!("{:+.1} pt", x * 100.0)
+                    format!("{} pt", signed1(x * 100.0))
                 } else {
-                    format!("{:+.1} %", x * 100.0)
+                    format!("{} %", signed1(x * 100.0))
                 }
             };
             vec![

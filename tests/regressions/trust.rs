@@ -597,3 +597,15 @@ fn a_draft_model_must_share_the_vocabulary_and_fit_in_memory() {
     );
     assert!(e.contains("does not fit"), "{e}");
 }
+
+#[test]
+fn an_error_that_rounds_to_zero_prints_without_a_minus_sign() {
+    for cmd in ["validate", "calibrate"] {
+        let (c, out, err) = run(&[cmd]);
+        assert_eq!(c, 0, "{err}");
+        assert!(
+            !out.contains("-0.0 pt") && !out.contains("-0.0 %"),
+            "{cmd}:\n{out}"
+        );
+    }
+}

@@ -99,7 +99,7 @@ fn bench(c: &mut Criterion) {
                         Stream::None,
                         true,
                         &mut sink,
-                        None,
+                        false,
                     )
                     .unwrap()
                     .1

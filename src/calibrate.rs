@@ -156,7 +156,7 @@ pub fn describe(o: &Observation) -> String {
             output_len,
             definition,
             ..
-        } => format!("TPOT ({:?}) C={concurrency} out={output_len}", definition).to_lowercase(),
+        } => format!("tpot ({definition}) c={concurrency} out={output_len}"),
         Quantity::Ttft { concurrency, .. } => format!("TTFT C={concurrency}"),
         Quantity::Throughput { concurrency, .. } => format!("throughput C={concurrency}"),
         Quantity::CategoryShare {
@@ -169,14 +169,36 @@ pub fn describe(o: &Observation) -> String {
     }
 }
 
-/// Units and scale for reports: (value in report units, unit).
-pub fn display_value(o: &Observation, v: f64) -> (f64, &'static str) {
+/// The unit the values of an observation are stored in (records, JSON, calibration files):
+/// seconds, tok/s, or a fraction. Reports scale them with [`report_scale`].
+pub fn si_unit(o: &Observation) -> &'static str {
     match &o.quantity {
-        Quantity::Tpot { .. } | Quantity::Ttft { .. } => (v * 1e3, "ms"),
-        Quantity::Throughput { .. } => (v, "tok/s"),
-        Quantity::CategoryShare { .. } => (v * 100.0, "%"),
-        Quantity::AllReduce { .. } | Quantity::Gemm { .. } => (v * 1e6, "us"),
+        Quantity::Tpot { .. }
+        | Quantity::Ttft { .. }
+        | Quantity::AllReduce { .. }
+        | Quantity::Gemm { .. } => "s",
+        Quantity::Throughput { .. } => "tok/s",
+        Quantity::CategoryShare { .. } => "fraction",
     }
+}
+
+/// How a report shows values stored in `unit`: (factor, label). Times in ms, or µs below a
+/// millisecond (`typical` is a value of the row, so a row keeps one scale); fractions in %.
+/// Also reads the labels of calibration files written before values were labelled with
+/// their stored unit (`ms`, `us`, `%` next to seconds and fractions).
+pub fn report_scale(unit: &str, typical: f64) -> (f64, &'static str) {
+    match unit {
+        "s" if typical.abs() < 1e-3 => (1e6, "us"),
+        "s" | "ms" => (1e3, "ms"),
+        "us" => (1e6, "us"),
+        "fraction" | "%" => (100.0, "%"),
+        _ => (1.0, "tok/s"),
+    }
+}
+
+/// Whether values in `unit` are shares (their errors are differences in points).
+pub fn is_share(unit: &str) -> bool {
+    matches!(unit, "fraction" | "%")
 }
 
 /// Parameters worth fitting for this scenario: memory, the GEMM formats the model uses,
@@ -407,7 +429,7 @@ pub fn calibrate(
         let (m, _) = measured_value(o);
         let d = predict_observation(s, &base, o, &a)?;
         let c = predict_observation(s, &fitted, o, &a)?;
-        let (_, unit) = display_value(o, m);
+        let unit = si_unit(o);
         let error = match o.quantity {
             Quantity::CategoryShare { .. } => c - m,
             _ => (c - m) / m,
@@ -459,6 +481,7 @@ pub fn calibrate(
     Ok(Calibration {
         model: s.model.name.clone(),
         system: s.system.spec.name.clone(),
+        engine: s.system.engine.name.clone(),
         parallel: s.parallel.to_string(),
         sources,
         assumptions: a,

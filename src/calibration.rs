@@ -65,6 +65,16 @@ impl ParamKind {
         }
     }
 
+    /// Whether a fit of it on one system says something about another: the engine's fixed
+    /// costs (GPU idle between graph kernels, CPU launch and step time) carry over; the
+    /// fractions of one GPU's memory, tensor or link peak do not describe another GPU.
+    pub fn transfers(self) -> bool {
+        matches!(
+            self,
+            ParamKind::KernelGap | ParamKind::KernelLaunch | ParamKind::StepOverhead
+        )
+    }
+
     /// Physical range.
     pub fn bounds(self) -> (f64, f64) {
         match self {
@@ -153,6 +163,10 @@ pub struct Residual {
 pub struct Calibration {
     pub model: String,
     pub system: String,
+    /// The system's engine (name and version) the fit was made under; empty in files
+    /// written before it was recorded.
+    #[serde(default)]
+    pub engine: String,
     pub parallel: String,
     pub sources: Vec<String>,
     pub assumptions: Assumptions,
@@ -186,10 +200,7 @@ impl Calibration {
     }
 
     pub fn load(path: &str) -> Result<Calibration> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
+        let text = crate::files::read_text(std::path::Path::new(path))?;
         let c: Calibration = crate::spec::registry::parse_toml(&text, path)?;
         if c.covariance.len() != c.parameters.len()
             || c.covariance.iter().any(|r| r.len() != c.parameters.len())
@@ -241,6 +252,93 @@ impl Calibration {
             }
         }
         Ok(c)
+    }
+
+    /// This calibration for a run of `model` on `system` with layout `parallel`: itself when
+    /// it was fitted there; otherwise an error naming both, unless `transfer`, which keeps
+    /// only the parameters that carry over to other hardware ([`ParamKind::transfers`]) and
+    /// returns a note saying which did and which did not.
+    pub fn for_run(
+        &self,
+        model: &str,
+        system: &crate::spec::System,
+        parallel: &str,
+        transfer: bool,
+        file: &str,
+    ) -> Result<(Calibration, Option<String>)> {
+        let engine = &system.engine.name;
+        let mut differs = Vec::new();
+        for (what, fitted, here) in [
+            ("model", &self.model, model),
+            ("system", &self.system, system.spec.name.as_str()),
+            ("engine", &self.engine, engine.as_str()),
+            ("layout", &self.parallel, parallel),
+        ] {
+            // Files written before the engine was recorded leave it empty.
+            if !fitted.is_empty() && fitted != here {
+                differs.push(format!("{what} {fitted} (this run: {here})"));
+            }
+        }
+        if differs.is_empty() {
+            return Ok((self.clone(), None));
+        }
+        let (carried, dropped): (Vec<&FitParam>, Vec<&FitParam>) =
+            self.parameters.iter().partition(|p| p.kind.transfers());
+        let names = |v: &[&FitParam]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        if !transfer {
+            return Err(Error::Invalid {
+                file: file.into(),
+                line: None,
+                field: "model/system/engine/parallel".into(),
+                expected: format!(
+                    "a calibration fitted on this run's model, system, engine and layout; it was fitted on {}. \
+                     Refit with `rooftop calibrate` here, or pass --transfer-calibration to carry over only \
+                     the engine's fixed costs ({})",
+                    differs.join(", "),
+                    names(&carried)
+                ),
+            });
+        }
+        let keep: Vec<usize> = (0..self.parameters.len())
+            .filter(|&i| self.parameters[i].kind.transfers())
+            .collect();
+        let mut c = self.clone();
+        c.parameters = keep.iter().map(|&i| self.parameters[i].clone()).collect();
+        c.covariance = keep
+            .iter()
+            .map(|&i| keep.iter().map(|&j| self.covariance[i][j]).collect())
+            .collect();
+        let note = format!(
+            "{file}: fitted on {}; --transfer-calibration carries over {} and keeps this system's own {} \
+             (efficiencies of another GPU do not describe this one)",
+            differs.join(", "),
+            names(&carried),
+            names(&dropped)
+        );
+        Ok((c, Some(note)))
+    }
+
+    /// 95 % interval of a share `f(params)` in [0, 1]: the delta method on its log-odds,
+    /// mapped back, so the interval never leaves [0, 1] (a share's interval of −3 % to 9 %
+    /// says nothing true about its lower end).
+    pub fn share_interval<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
+        let eps = 1e-9;
+        let logit = |s: f64| {
+            let s = s.clamp(eps, 1.0 - eps);
+            (s / (1.0 - s)).ln()
+        };
+        let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+        let (lo, hi) = self.interval(base, |p| logit(f(p)));
+        (sigmoid(lo), sigmoid(hi))
     }
 
     /// 95 % interval of a prediction `f(params)` by the delta method on the covariance.

@@ -22,36 +22,68 @@ with the built-in measurement k25b6000bench1).",
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// With no subcommand: write the default charts into this folder (default: plots/ of
+    /// the rooftop checkout when run inside it; elsewhere none are written).
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
 }
+
+/// Where a bare `rooftop` writes its charts: `--plots DIR`, else `plots/` of the checkout
+/// the binary was built from when the working folder is inside it, else nowhere (a tool
+/// run from another folder must not litter it).
+pub fn default_plots_dir(
+    plots: Option<&std::path::Path>,
+    cwd: &std::path::Path,
+) -> Option<std::path::PathBuf> {
+    if let Some(p) = plots {
+        return Some(p.to_path_buf());
+    }
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let inside = match (cwd.canonicalize(), checkout.canonicalize()) {
+        (Ok(c), Ok(k)) => c.starts_with(&k),
+        _ => false,
+    };
+    inside.then(|| checkout.join("plots"))
+}
+
+/// The model of `--model` when none is given: the team's deployment.
+pub const DEFAULT_MODEL: &str = "kimi-k2.5-int4";
+/// The system of `--system` when none is given: the team's box.
+pub const DEFAULT_SYSTEM: &str = "8x-rtx-pro-6000-pcie";
 
 /// The model/system/layout every prediction command takes.
 #[derive(Debug, Args, Clone)]
 pub struct ScenarioArgs {
     /// Model: a built-in name (see `rooftop list models`), a model TOML, or an HF config.json.
-    #[arg(long, default_value = "kimi-k2.5-int4")]
+    #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
     /// System: a built-in name (see `rooftop list systems`) or a path to a system TOML.
-    #[arg(long, default_value = "8x-rtx-pro-6000-pcie")]
+    #[arg(long, default_value = DEFAULT_SYSTEM)]
     pub system: String,
     /// Serving engine in place of the system's default: a built-in (see `rooftop list
     /// engines`: vllm-v1, vllm-v1-async, sglang, trtllm) or a path to an engine TOML.
     #[arg(long)]
     pub engine: Option<String>,
     /// Tensor-parallel degree (default: the system's GPUs / (pp × dp)).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub tp: Option<u32>,
     /// Expert-parallel groups among the tp × dp GPUs of a stage (default 1).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub ep: Option<u32>,
     /// Pipeline stages (default 1).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub pp: Option<u32>,
     /// Data-parallel attention replicas (default 1).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub dp: Option<u32>,
     /// Predict with parameters fitted by `rooftop calibrate` (a calibration TOML).
     #[arg(long)]
     pub calibration: Option<String>,
+    /// Apply a calibration fitted on another model, system, engine or layout, carrying over
+    /// only the engine's fixed costs (kernel gap, launch, step overhead), not the
+    /// efficiencies of another GPU or link.
+    #[arg(long, requires = "calibration")]
+    pub transfer_calibration: bool,
     /// Override a description field for this run, with units: gpu.memory_bandwidth="2.4 TB/s",
     /// interconnect.bandwidth="128 GB/s", system.interconnect=nvlink5, system.cuda_graphs=false,
     /// efficiency.memory=0.9, model.quantization.routed_experts=nvfp4. Repeatable.
@@ -70,19 +102,19 @@ pub struct MeasuredArgs {
     pub measured: Vec<String>,
     /// Prompt length to assume where a measurement does not give it (the team's record does
     /// not: 32 tokens stands for a short chat prompt with its template).
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
     pub assume_input_len: u32,
     /// Output length to assume where a measurement does not give it.
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
     pub assume_output_len: u32,
     /// The client that took the measurements (see `rooftop list clients`), e.g. team-macro.
     #[arg(long)]
     pub client: Option<String>,
     /// GPUs in nccl-tests output that does not say.
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub nccl_gpus: Option<u32>,
     /// Concurrency at which a profiler trace was taken (default 1).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub trace_concurrency: Option<u32>,
 }
 
@@ -94,7 +126,7 @@ pub struct DraftArgs {
     pub draft: DraftKind,
     /// Tensor parallelism of a separate draft model (default: the target's, or the
     /// largest that divides the draft's heads).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub draft_tp: Option<u32>,
     /// CPU time per step of n-gram lookup, microseconds (a prior; measure yours).
     #[arg(long, default_value = "50")]
@@ -105,10 +137,10 @@ pub struct DraftArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RequestArgs {
     /// Prompt tokens per request.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1000)]
     pub input_len: u32,
     /// Output tokens per request.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1000)]
     pub output_len: u32,
 }
 
@@ -117,6 +149,7 @@ pub struct RequestArgs {
 pub struct ServingArgs {
     /// Concurrent requests (comma-separated).
     #[arg(
+        value_parser = crate::options::positive_u32,
         long,
         value_delimiter = ',',
         default_value = "1,2,4,8,16,32,64,128,256"
@@ -207,7 +240,7 @@ pub struct PredictArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     /// Concurrent sequences decoded per step.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
     /// Tokens already in each sequence's KV cache.
     #[arg(long, default_value_t = 1024)]
@@ -279,7 +312,7 @@ pub struct SpecdecArgs {
     /// line).
     #[arg(long, default_value = "0.75,0.5,0.3")]
     pub acceptance: AcceptanceArg,
-    #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+    #[arg(value_parser = crate::options::positive_u32, long, value_delimiter = ',', default_value = "1,8,64")]
     pub concurrency: Vec<u32>,
     /// Tokens already in each sequence's KV cache.
     #[arg(long, default_value_t = 1024)]
@@ -309,7 +342,7 @@ pub struct ComparisonArgs {
     /// Layouts: tp8, tp4ep2, pp2tp4, tp8ep8dp8 ... (default: TP over all GPUs).
     #[arg(long, value_delimiter = ',')]
     pub parallel: Vec<Parallel>,
-    #[arg(long, value_delimiter = ',', default_value = "1,128")]
+    #[arg(value_parser = crate::options::positive_u32, long, value_delimiter = ',', default_value = "1,128")]
     pub concurrency: Vec<u32>,
     /// Tokens in each sequence's KV cache for the TPOT columns.
     #[arg(long, default_value_t = 1024)]
@@ -323,7 +356,7 @@ pub struct ComparisonArgs {
 pub struct SensitivityArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub concurrency: u32,
     #[arg(long, default_value_t = 1024)]
     pub context: u32,
@@ -359,6 +392,10 @@ pub struct ExploreArgs {
     /// Print only the Pareto front (TPOT vs throughput per GPU) and a summary.
     #[arg(long)]
     pub pareto: bool,
+    /// Most design points to evaluate: a larger grid is refused, with its estimated time,
+    /// before it starts.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), default_value_t = 100_000_000)]
+    pub max_points: u64,
     /// csv or json (JSON lines); text prints the summary only.
     #[arg(long, value_enum, default_value = "csv")]
     pub format: Format,
@@ -446,11 +483,11 @@ pub struct OpGemmArgs {
     /// System whose efficiencies to use (default: the first built-in system with this GPU).
     #[arg(long)]
     pub system: Option<String>,
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u64, long)]
     pub m: u64,
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u64, long)]
     pub n: u64,
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u64, long)]
     pub k: u64,
     /// Weight format: bf16, fp8, int8, int4 (W4A16 g32), nvfp4, mxfp4, or a full format
     /// string such as int4-g128.
@@ -497,7 +534,7 @@ pub struct OpCollectiveArgs {
     #[arg(long)]
     pub bytes: String,
     /// GPUs in the collective (default: all of the system's).
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub gpus: Option<u32>,
     /// Override a description field for this run, with units: interconnect.bandwidth="128 GB/s",
     /// system.p2p=false, system.paths.cross_socket="20 GB/s", efficiency.link=0.9. Repeatable.
@@ -513,7 +550,7 @@ pub struct OpMoeArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     /// Tokens in the batch.
-    #[arg(long)]
+    #[arg(value_parser = crate::options::positive_u32, long)]
     pub tokens: u32,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
@@ -524,7 +561,7 @@ pub struct OpMoeArgs {
 pub struct OpAttentionArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
     #[arg(long, default_value_t = 1024)]
     pub context: u32,
@@ -539,9 +576,9 @@ pub struct PlotMeasuredArgs {
     /// no --calibration is given).
     #[arg(long, num_args = 1..)]
     pub measured: Vec<String>,
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
     pub assume_input_len: u32,
-    #[arg(long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
     pub assume_output_len: u32,
 }
 
@@ -590,7 +627,7 @@ pub enum PlotCommand {
 pub struct PlotRooflineArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
     #[arg(long, default_value_t = 1024)]
     pub context: u32,
@@ -626,7 +663,7 @@ pub struct PlotBreakdownArgs {
     /// Systems for --by system, as for compare.
     #[arg(long)]
     pub systems: Option<Systems>,
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
     #[arg(long, default_value_t = 1024)]
     pub context: u32,
@@ -660,7 +697,7 @@ pub struct PlotSpecdecArgs {
     /// Constant acceptance rates, one heat-map row each.
     #[arg(long, value_delimiter = ',', default_value = "0.4,0.5,0.6,0.7,0.8,0.9")]
     pub acceptance: Vec<f64>,
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub concurrency: u32,
     #[arg(long, default_value_t = 1024)]
     pub context: u32,

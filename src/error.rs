@@ -44,11 +44,22 @@ pub enum Error {
     #[error("{0}")]
     Plot(String),
 
-    #[error("{path}: {source}")]
+    /// An OS error reading or writing `path` (printed once: it is not a `source`, so the
+    /// cause chain does not repeat it).
+    #[error("{path}: {}", io_message(error))]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
+}
+
+/// The OS error in words a user acts on: "not found" rather than only "os error 2".
+fn io_message(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("not found ({e})"),
+        std::io::ErrorKind::PermissionDenied => format!("permission denied ({e})"),
+        _ => e.to_string(),
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -8,10 +8,11 @@
 
 use crate::cost::memory::{cache_footprint_per_gpu, weight_bytes_per_gpu, CacheFootprint};
 use crate::cost::{CostParams, Evaluator, Parallel};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::spec::{ModelSpec, System, WeightFormat};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -97,8 +98,10 @@ pub fn pareto_front(mut pts: Vec<DesignPoint>) -> Vec<DesignPoint> {
     front
 }
 
-/// Run the grid. Rows stream to `sink` (CSV or JSON lines) unless `pareto` is set; a
-/// progress line goes to `progress` once the run passes a second.
+/// Run the grid. Rows stream to `sink` (CSV or JSON lines) unless `pareto` is set; with
+/// `progress`, a bar with an ETA is drawn on stderr (only when stderr is a terminal; it
+/// appears once the run passes a second). A grid where no (system, layout, quantization)
+/// can be evaluated is an error naming why each was refused, never zero points.
 #[allow(clippy::too_many_arguments)]
 pub fn explore(
     model: &ModelSpec,
@@ -110,7 +113,7 @@ pub fn explore(
     stream: Stream,
     pareto: bool,
     sink: &mut dyn Write,
-    progress: Option<&mut dyn Write>,
+    progress: bool,
 ) -> Result<(Vec<Combo>, ExploreSummary)> {
     let start = Instant::now();
     // Models per quantization (owned here so evaluators can borrow them).
@@ -165,6 +168,12 @@ pub fn explore(
             }
         }
     }
+    if prepared.is_empty() {
+        return Err(Error::Scenario(format!(
+            "no design point can be evaluated: every system, layout and quantization was refused:\n  {}",
+            skipped.join("\n  ")
+        )));
+    }
     let per_combo = batches.len() * contexts.len();
     let context_values: Vec<f64> = contexts.iter().map(|&c| c as f64).collect();
     let context_values = &context_values;
@@ -184,7 +193,19 @@ pub fn explore(
     }
     let mut front_parts: Vec<DesignPoint> = Vec::new();
     let mut done_points = 0u64;
-    let mut progress = progress;
+    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::with_draw_target(
+            Some(total as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "explore {bar:40} {pos}/{len} points, {per_sec}, ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let tx = tx.clone();
@@ -254,23 +275,17 @@ pub fn explore(
                 done_points += count;
                 want += 1;
             }
-            if let Some(w) = progress.as_deref_mut() {
+            if let Some(b) = &bar {
                 if start.elapsed().as_secs_f64() > 1.0 && last_report.elapsed().as_secs_f64() > 0.25
                 {
                     last_report = Instant::now();
-                    let _ = write!(
-                        w,
-                        "\rexplore: {done_points}/{total} points ({:.0} %)",
-                        100.0 * done_points as f64 / total.max(1) as f64
-                    );
+                    b.set_position(done_points);
                 }
             }
         }
     });
-    if let Some(w) = progress {
-        if start.elapsed().as_secs_f64() > 1.0 {
-            let _ = writeln!(w, "\rexplore: {total}/{total} points (100 %)");
-        }
+    if let Some(b) = bar {
+        b.finish_and_clear();
     }
     let seconds = start.elapsed().as_secs_f64();
     let pareto_rows = if pareto {

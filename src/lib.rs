@@ -12,6 +12,7 @@ pub mod cost;
 pub mod e2e;
 pub mod error;
 pub mod explore;
+pub mod files;
 pub mod spec;
 pub mod units;
 pub mod whatif;

@@ -31,6 +31,12 @@ fn main() -> ExitCode {
     // No subcommand: the embedded default scenario, the team's box against its measurement,
     // with its charts written into plots/.
     let default_run = cli.command.is_none();
+    if cli.plots.is_some() && !default_run {
+        eprintln!("error: --plots applies only to a bare `rooftop` (no subcommand); plot commands take --out");
+        return ExitCode::from(2);
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let plots_dir = rooftop::cli::default_plots_dir(cli.plots.as_deref(), &cwd);
     let command = match cli.command {
         Some(c) => c,
         None => match Cli::parse_from(["rooftop", "validate"]).command {
@@ -40,15 +46,27 @@ fn main() -> ExitCode {
     };
     let result = run(command).and_then(|mut out| {
         if default_run {
-            let files = commands::plot::default_plots(std::path::Path::new("plots"))?;
-            let names: Vec<String> = files
-                .iter()
-                .filter_map(|p| p.file_name())
-                .map(|n| n.to_string_lossy().to_string())
-                .collect();
-            out.extend_from_slice(
-                format!("\ncharts written to plots/: {}\n", names.join(", ")).as_bytes(),
-            );
+            match &plots_dir {
+                Some(dir) => {
+                    let files = commands::plot::default_plots(dir)?;
+                    let names: Vec<String> = files
+                        .iter()
+                        .filter_map(|p| p.file_name())
+                        .map(|n| n.to_string_lossy().to_string())
+                        .collect();
+                    out.extend_from_slice(
+                        format!(
+                            "\ncharts written to {}: {}\n",
+                            dir.display(),
+                            names.join(", ")
+                        )
+                        .as_bytes(),
+                    );
+                }
+                None => out.extend_from_slice(
+                    b"\ncharts not written: outside the rooftop checkout, pass --plots DIR to write them\n",
+                ),
+            }
         }
         Ok(out)
     });

@@ -13,69 +13,171 @@ use std::str::FromStr;
 const VALUES_EXPECTED: &str = "expected a list 1,8,64, a range 1..4096, \
 1024..131072:1024 (step) or 1..4096:x2 (factor)";
 
+/// Most values one list or range flag may expand to. Counted from the range arithmetic
+/// before anything is expanded, so `1..4294967295` is refused without allocating.
+pub const MAX_VALUES: u64 = 1_000_000;
+
 /// Whole numbers from `A..B` (every integer), `A..B:S` (step S), `A..B:xF` (multiply by F),
 /// or a list `a,b,c` whose items may themselves be ranges. In order, consecutive repeats
 /// dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Values(pub Vec<u32>);
 
-/// Parse [`Values`]; the error says why and what was expected.
-pub fn parse_values(s: &str) -> Result<Vec<u32>, String> {
-    let bad = |why: &str| format!("{why}; {VALUES_EXPECTED}");
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        match item.split_once("..") {
-            None => out.push(item.parse::<u32>().map_err(|_| bad("not a whole number"))?),
-            Some((a, rest)) => {
-                let a: u64 = a.trim().parse().map_err(|_| bad("bad range start"))?;
-                let (b, step) = match rest.split_once(':') {
-                    Some((b, st)) => (b, Some(st.trim())),
-                    None => (rest, None),
-                };
-                let b: u64 = b.trim().parse().map_err(|_| bad("bad range end"))?;
-                if a > b {
-                    return Err(bad("range start above its end"));
+/// One item of a list flag, before expansion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Item {
+    One(u64),
+    /// Every `step`-th integer of `a..=b`.
+    Step {
+        a: u64,
+        b: u64,
+        step: u64,
+    },
+    /// `a`, `a·f`, `a·f²` … up to `b`, rounded.
+    Factor {
+        a: u64,
+        b: u64,
+        f: f64,
+    },
+}
+
+impl Item {
+    /// How many values it expands to, and the largest (counted, not expanded: a factor
+    /// range has at most 64 doublings' worth of terms below 2^64 once f > 1 + 1e-3).
+    fn count_and_max(self) -> (u64, u64) {
+        match self {
+            Item::One(v) => (1, v),
+            Item::Step { a, b, step } => {
+                let n = (b - a) / step;
+                (n + 1, a + n * step)
+            }
+            Item::Factor { a, b, f } => {
+                let (mut n, mut v, mut last) = (0u64, a as f64, a);
+                while v <= b as f64 + 1e-9 && n <= MAX_VALUES {
+                    n += 1;
+                    last = v.round() as u64;
+                    v *= f;
                 }
-                match step {
-                    Some(st) if st.starts_with('x') => {
-                        let f: f64 = st[1..].parse().map_err(|_| bad("bad factor"))?;
-                        if f.partial_cmp(&1.0) != Some(std::cmp::Ordering::Greater) || a == 0 {
-                            return Err(bad("a factor range needs a start ≥ 1 and a factor > 1"));
-                        }
-                        let mut v = a as f64;
-                        while v <= b as f64 + 1e-9 {
-                            out.push(v.round() as u32);
-                            v *= f;
-                        }
-                    }
-                    Some(st) => {
-                        let st: u64 = st.parse().map_err(|_| bad("bad step"))?;
-                        if st == 0 {
-                            return Err(bad("step 0"));
-                        }
-                        if (b - a) / st > 50_000_000 {
-                            return Err(bad("too many values"));
-                        }
-                        out.extend((a..=b).step_by(st as usize).map(|v| v as u32));
-                    }
-                    None => {
-                        if b - a > 50_000_000 {
-                            return Err(bad("too many values"));
-                        }
-                        out.extend((a..=b).map(|v| v as u32));
-                    }
+                (n, last)
+            }
+        }
+    }
+
+    fn expand(self, out: &mut Vec<u32>) {
+        match self {
+            Item::One(v) => out.push(v as u32),
+            Item::Step { a, b, step } => {
+                out.extend((a..=b).step_by(step as usize).map(|v| v as u32))
+            }
+            Item::Factor { a, b, f } => {
+                let mut v = a as f64;
+                while v <= b as f64 + 1e-9 {
+                    out.push(v.round() as u32);
+                    v *= f;
                 }
             }
         }
-        if out.len() > 50_000_000 {
-            return Err(bad("too many values"));
+    }
+}
+
+fn parse_item(item: &str) -> Result<Item, String> {
+    let num = |x: &str, what: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{what} \"{}\" is not a whole number", x.trim()))
+    };
+    let Some((a, rest)) = item.split_once("..") else {
+        return num(item, "value").map(Item::One);
+    };
+    let a = num(a, "range start")?;
+    let (b, step) = match rest.split_once(':') {
+        Some((b, st)) => (b, Some(st.trim())),
+        None => (rest, None),
+    };
+    let b = num(b, "range end")?;
+    if a > b {
+        return Err(format!("range {item}: start above its end"));
+    }
+    match step {
+        Some(st) if st.starts_with('x') => {
+            let f: f64 = st[1..]
+                .parse()
+                .map_err(|_| format!("factor \"{st}\" is not a number"))?;
+            if !(f.is_finite() && f > 1.0) || a == 0 {
+                return Err(format!(
+                    "range {item}: a factor range needs a start of at least 1 and a factor above 1"
+                ));
+            }
+            Ok(Item::Factor { a, b, f })
         }
+        Some(st) => match num(st, "step")? {
+            0 => Err(format!("range {item}: step 0")),
+            step => Ok(Item::Step { a, b, step }),
+        },
+        None => Ok(Item::Step { a, b, step: 1 }),
+    }
+}
+
+/// Parse a list flag whose values must lie in `lo..=hi`; bounds and count are checked on the
+/// ranges as written, before any is expanded, and the error names the bound.
+pub fn parse_values_within(s: &str, lo: u64, hi: u64) -> Result<Vec<u32>, String> {
+    let hi = hi.min(u32::MAX as u64);
+    let mut items = Vec::new();
+    let mut count = 0u64;
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        let it = parse_item(item).map_err(|why| format!("{why}; {VALUES_EXPECTED}"))?;
+        let (n, max) = it.count_and_max();
+        let min = match it {
+            Item::One(v) | Item::Step { a: v, .. } | Item::Factor { a: v, .. } => v,
+        };
+        if min < lo || max > hi {
+            return Err(format!(
+                "\"{item}\" reaches outside {lo}..{hi}; values must be {lo}..{hi}"
+            ));
+        }
+        count = count.saturating_add(n);
+        if count > MAX_VALUES {
+            return Err(format!(
+                "\"{s}\" expands to more than {MAX_VALUES} values; use a step (1024..131072:1024) or a factor (1..4096:x2)"
+            ));
+        }
+        items.push(it);
+    }
+    if items.is_empty() {
+        return Err(format!("no values; {VALUES_EXPECTED}"));
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for it in items {
+        it.expand(&mut out);
     }
     out.dedup();
-    if out.is_empty() {
-        return Err(bad("no values"));
-    }
     Ok(out)
+}
+
+/// Parse [`Values`] (any whole number that fits 32 bits); the error says why and what was
+/// expected.
+pub fn parse_values(s: &str) -> Result<Vec<u32>, String> {
+    parse_values_within(s, 0, u32::MAX as u64)
+}
+
+/// A whole number of at least 1 (a batch, a degree of parallelism, a concurrency): zero is
+/// bad usage, refused when the flag is read, the same way in every command.
+pub fn positive_u32(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if (1..=u32::MAX as u64).contains(&v) => Ok(v as u32),
+        _ => Err(format!(
+            "expected a whole number from 1 to {}, e.g. 8",
+            u32::MAX
+        )),
+    }
+}
+
+/// [`positive_u32`] for 64-bit sizes (GEMM dimensions).
+pub fn positive_u64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err("expected a whole number of at least 1, e.g. 4096".into()),
+    }
 }
 
 impl FromStr for Values {
@@ -92,11 +194,7 @@ pub struct Positive(pub Vec<u32>);
 impl FromStr for Positive {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let v = parse_values(s)?;
-        if v.contains(&0) {
-            return Err("values must be at least 1".into());
-        }
-        Ok(Positive(v))
+        parse_values_within(s, 1, u32::MAX as u64).map(Positive)
     }
 }
 
@@ -107,11 +205,9 @@ pub struct DraftLengths(pub Vec<u32>);
 impl FromStr for DraftLengths {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let v = parse_values(s)?;
-        if v.iter().any(|k| *k == 0 || *k > 64) {
-            return Err("draft lengths must be 1..64, e.g. 1..6 or 1,2,4".into());
-        }
-        Ok(DraftLengths(v))
+        parse_values_within(s, 1, 64)
+            .map(DraftLengths)
+            .map_err(|e| format!("draft lengths must be 1..64, e.g. 1..6 or 1,2,4 ({e})"))
     }
 }
 
@@ -156,13 +252,25 @@ impl FromStr for AcceptanceArg {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let p = PathBuf::from(s);
-        if p.is_file() {
+        if crate::files::is_readable(&p) {
             return Ok(AcceptanceArg::File(p));
         }
         let expected = "expected a rate such as 0.8, rates such as 0.85,0.6,0.4, or a file of accepted lengths";
+        let not_rates = || {
+            let looks_like_path = s.contains('/')
+                || s.contains('\\')
+                || s.rsplit_once('.').is_some_and(|(_, ext)| {
+                    !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphabetic())
+                });
+            if looks_like_path {
+                format!("file \"{s}\" not found; {expected}")
+            } else {
+                format!("\"{s}\" is not a rate, and no file of that name was found; {expected}")
+            }
+        };
         let v: Vec<f64> = s
             .split(',')
-            .map(|x| x.trim().parse::<f64>().map_err(|_| expected.to_string()))
+            .map(|x| x.trim().parse::<f64>().map_err(|_| not_rates()))
             .collect::<Result<_, _>>()?;
         let a = Acceptance(v);
         a.validate().map_err(|e| e.to_string())?;
@@ -177,12 +285,8 @@ pub struct Duration(pub Seconds);
 impl FromStr for Duration {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let t = s.trim();
-        let Some(i) = t.find(|c: char| c.is_ascii_alphabetic()) else {
-            return Err("expected a time with its unit, e.g. 8ms".into());
-        };
-        let v =
-            Seconds::parse(&format!("{} {}", t[..i].trim(), &t[i..])).map_err(|e| e.to_string())?;
+        // The unit parser reads the number's exponent (`1e-3ms`) before the unit.
+        let v = Seconds::parse(s.trim()).map_err(|e| e.to_string())?;
         if v.0.is_nan() || v.0 <= 0.0 {
             return Err("expected a time above zero, e.g. 8ms".into());
         }

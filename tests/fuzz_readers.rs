@@ -1469,6 +1469,7 @@ fn overrides(long: bool) {
             pp: None,
             dp: None,
             calibration: None,
+            transfer_calibration: false,
             set: sets.clone(),
         };
         let r = no_panic("commands::load", || commands::load(&args))?;
@@ -1636,6 +1637,96 @@ fn acceptance(long: bool) {
     );
 }
 
+/// The CLI's own value parsers (ranges, layouts, durations, systems with overrides, counts):
+/// never a panic, never more values than the bound, every value within its flag's range,
+/// and a refusal always says what was expected. Inputs mix the grammar's pieces with noise.
+fn cli_values(long: bool) {
+    use rooftop::options::{
+        parse_values, positive_u32, DraftLengths, Duration as Dur, Positive, Systems, MAX_VALUES,
+    };
+    let piece = prop_oneof![
+        Just("..".to_string()),
+        Just(":".to_string()),
+        Just(":x".to_string()),
+        Just(",".to_string()),
+        Just("[".to_string()),
+        Just("]".to_string()),
+        Just(";".to_string()),
+        Just("=".to_string()),
+        Just("tp".to_string()),
+        Just("ep".to_string()),
+        Just("pp".to_string()),
+        Just("dp".to_string()),
+        Just("ms".to_string()),
+        Just("e-3".to_string()),
+        Just("8x-h200-nvlink".to_string()),
+        Just("gpu.memory_bandwidth=\"2 TB/s\"".to_string()),
+        Just("system.interconnect=nvlink5".to_string()),
+        Just("label=x".to_string()),
+        (0u64..=70).prop_map(|v| v.to_string()),
+        any::<u64>().prop_map(|v| v.to_string()),
+        prop_oneof![Just(1.5f64), Just(2.0), Just(1.0), Just(1e-9), Just(1e308)]
+            .prop_map(|v| v.to_string()),
+        "[ -~]{0,6}",
+    ];
+    let strategy = proptest::collection::vec(piece, 0..10).prop_map(|v| v.concat());
+    fuzz("cli-values", long, strategy, |s| {
+        let expected = |e: &str| {
+            check(e.contains("expected") || e.contains("must be"), || {
+                format!("{s:?}: a refusal that does not say what was expected: {e}")
+            })
+        };
+        match no_panic("parse_values", || parse_values(&s))? {
+            Ok(v) => {
+                accepted();
+                check(!v.is_empty() && v.len() as u64 <= MAX_VALUES, || {
+                    format!("{s:?}: {} values", v.len())
+                })?;
+            }
+            Err(e) => expected(&e)?,
+        }
+        match no_panic("Positive", || s.parse::<Positive>())? {
+            Ok(v) => check(v.0.iter().all(|x| *x >= 1), || {
+                format!("{s:?}: zero in {v:?}")
+            })?,
+            Err(e) => expected(&e)?,
+        }
+        match no_panic("DraftLengths", || s.parse::<DraftLengths>())? {
+            Ok(v) => check(v.0.iter().all(|k| (1..=64).contains(k)), || {
+                format!("{s:?}: {v:?}")
+            })?,
+            Err(e) => expected(&e)?,
+        }
+        match no_panic("Parallel", || s.parse::<Parallel>())? {
+            Ok(p) => check(p.tp >= 1 && p.ep >= 1 && p.pp >= 1 && p.dp >= 1, || {
+                format!("{s:?}: {p:?}")
+            })?,
+            Err(e) => expected(&e)?,
+        }
+        match no_panic("Duration", || s.parse::<Dur>())? {
+            Ok(d) => check(d.0 .0.is_finite() && d.0 .0 > 0.0, || {
+                format!("{s:?}: {d:?}")
+            })?,
+            Err(e) => expected(&e)?,
+        }
+        match no_panic("positive_u32", || positive_u32(&s))? {
+            Ok(v) => check(v >= 1, || format!("{s:?}: {v}"))?,
+            Err(e) => expected(&e)?,
+        }
+        if let Ok(sys) = no_panic("Systems", || s.parse::<Systems>())? {
+            check(!sys.0.is_empty(), || format!("{s:?}: no systems"))?;
+            for v in &sys.0 {
+                // Loading a variant either works or says why; never a panic.
+                let r = no_panic("load_variant", || rooftop::whatif::load_variant(v, &[]))?;
+                if let Err(e) = r {
+                    check(!e.to_string().is_empty(), || "empty error".into())?;
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
 macro_rules! targets {
     ($($fast:ident, $long:ident => $body:expr;)*) => {
         $(
@@ -1671,4 +1762,5 @@ targets! {
     import_hf_config, long_import_hf_config => import_hf_target;
     unit_strings, long_unit_strings => units;
     acceptance_lengths, long_acceptance_lengths => acceptance;
+    cli_value_parsers, long_cli_value_parsers => cli_values;
 }

@@ -45,6 +45,7 @@ fn args() -> ScenarioArgs {
         dp: None,
         engine: None,
         calibration: None,
+        transfer_calibration: false,
         set: Vec::new(),
     }
 }

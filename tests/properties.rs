@@ -669,6 +669,63 @@ fn assert_json_finite(v: &serde_json::Value, path: &str, nullable: &[&str]) {
     }
 }
 
+/// A printed time, throughput or share: finite, not negative, and not negative zero (which
+/// prints as "-0.000"). Keys are the records' names for such quantities.
+fn assert_printed_quantities(v: &serde_json::Value, path: &str) {
+    let quantity = |k: &str| {
+        [
+            "_ms",
+            "_s",
+            "tok_s",
+            "share",
+            "seconds",
+            "speedup",
+            "tpot",
+            "ttft",
+            "throughput",
+        ]
+        .iter()
+        .any(|q| k.ends_with(q) || k == q.trim_start_matches('_'))
+    };
+    match v {
+        serde_json::Value::Number(n) => {
+            let key = path.rsplit('.').next().unwrap_or(path);
+            let key = key.split('[').next().unwrap_or(key);
+            if quantity(key) {
+                let x = n.as_f64().unwrap();
+                assert!(
+                    x.is_finite() && x >= 0.0 && !(x == 0.0 && x.is_sign_negative()),
+                    "{path} = {x:?}"
+                );
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                assert_printed_quantities(x, &format!("{path}[{i}]"));
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                assert_printed_quantities(x, &format!("{path}.{k}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Text a command prints: no NaN, no infinity, no negative zero.
+fn assert_printed_text(t: &str, what: &str) {
+    // "-0", "-0.000" not followed by another digit ("-0.6" is a negative number, not zero).
+    let minus_zero = regex::Regex::new(r"-0(\.0*)?([^0-9.]|$)").unwrap();
+    for bad in ["NaN", "inf"] {
+        assert!(!t.contains(bad), "{what} prints {bad}:\n{t}");
+    }
+    assert!(
+        !minus_zero.is_match(t),
+        "{what} prints a negative zero:\n{t}"
+    );
+}
+
 fn check_step(s: &StepCost, what: &str) {
     assert!(
         s.total.is_finite() && s.total > 0.0,
@@ -727,6 +784,32 @@ proptest! {
         let sc = Scenario::new(&c.model, &c.system, c.par).unwrap();
         let rec = predict(&sc, c.batch, c.context).unwrap();
         assert_json_finite(&serde_json::to_value(&rec).unwrap(), "prediction", &["window", "math"]);
+    }
+
+    /// What the commands print (predict with every operator, sweep, specdec; JSON and text)
+    /// holds no non-finite, negative or negative-zero time, throughput or share.
+    #[test]
+    fn no_command_prints_an_impossible_time_throughput_or_share(
+        c in case(),
+        concurrency in proptest::collection::vec(1u32..=512, 1..4),
+        ks in proptest::collection::vec(1u32..=6, 1..3),
+    ) {
+        let sc = Scenario::new(&c.model, &c.system, c.par).unwrap();
+        let rec = predict(&sc, c.batch, c.context).unwrap();
+        assert_printed_quantities(&serde_json::to_value(&rec).unwrap(), "predict");
+        assert_printed_text(&rooftop::commands::predict::text(&rec, true), "predict");
+        let w = Workload { input_len: 256, output_len: 64, tpot_def: TpotDef::Itl, client: Default::default() };
+        match sweep(&sc, &concurrency, w) {
+            Ok(r) => {
+                assert_printed_quantities(&serde_json::to_value(&r).unwrap(), "sweep");
+                assert_printed_text(&rooftop::commands::sweep::text(&r), "sweep");
+            }
+            // Refused with its reason: nothing printed to check.
+            Err(e) => assert!(e.to_string().starts_with("does not fit:"), "sweep failed: {e}"),
+        }
+        let r = specdec(&sc, &Draft::Ngram { cpu_seconds: 50e-6 }, &Acceptance(vec![0.6]), &ks, &concurrency, c.context).unwrap();
+        assert_printed_quantities(&serde_json::to_value(&r).unwrap(), "specdec");
+        assert_printed_text(&rooftop::commands::specdec::text(&r), "specdec");
     }
 
     /// More memory bandwidth, FLOPS or link bandwidth never makes a step slower.

@@ -369,3 +369,7 @@ fn block_fp8_layouts_vllm_refuses_are_refused_with_the_reason() {
     let d = load_model("deepseek-v3-fp8").unwrap();
     Parallel::tp(8).validate(&d, &sys).unwrap();
 }
+
+/// Issue 15's refusals, run through the binary.
+#[path = "regressions/trust.rs"]
+mod trust;

@@ -214,7 +214,7 @@ fn explore_agrees_with_predict_and_the_front_is_undominated() {
         Stream::Csv,
         false,
         &mut out,
-        None,
+        false,
     )
     .unwrap();
     assert_eq!(summary.points_evaluated, 16);
@@ -277,7 +277,7 @@ fn explore_pareto_equals_the_front_of_all_points() {
             stream,
             pareto,
             &mut buf,
-            None,
+            false,
         )
         .unwrap();
         (summary, String::from_utf8(buf).unwrap())

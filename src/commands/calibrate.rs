@@ -1,8 +1,8 @@
 //! `rooftop calibrate` and `rooftop validate`: measurements against the model.
 
 use crate::calibrate::{
-    calibrate, category_share, describe, display_value, measured_value, predict_observation,
-    Assumptions, Calibration,
+    calibrate, category_share, describe, is_share, measured_value, predict_observation,
+    report_scale, si_unit, Assumptions, Calibration,
 };
 use crate::cli::{CalibrateArgs, MeasuredArgs, ScenarioArgs, ValidateArgs};
 use crate::commands::load;
@@ -25,26 +25,129 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
         concurrency: a.trace_concurrency,
     };
     let mut set = MeasuredSet::default();
-    let mut sources = Vec::new();
+    let mut sources: Vec<String> = Vec::new();
+    // Files that name different models or systems measured different things: one fit
+    // cannot describe both.
+    let mut merge = |set: &mut MeasuredSet, one: MeasuredSet, label: &str| -> Result<()> {
+        for (what, have, new) in [
+            ("model", &set.model, &one.model),
+            ("system", &set.system, &one.system),
+        ] {
+            if let (Some(h), Some(n)) = (have, new) {
+                if h != n {
+                    return Err(Error::Measured {
+                        file: label.into(),
+                        line: None,
+                        message: format!(
+                            "names {what} \"{n}\", but {} named \"{h}\"; measure one {what} per run",
+                            sources.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        set.merge(one);
+        sources.push(label.into());
+        Ok(())
+    };
     for m in &a.measured {
         let p = Path::new(m);
         if !p.exists() {
             if let Some(text) = builtin_text(Kind::Measured, m) {
                 let label = format!("configs/measured/{m}.toml");
-                set.merge(measured::parse_text(
-                    text,
-                    &label,
-                    measured::Format::Toml,
-                    &opts,
-                )?);
-                sources.push(label);
+                let one = measured::parse_text(text, &label, measured::Format::Toml, &opts)?;
+                merge(&mut set, one, &label)?;
                 continue;
             }
         }
-        set.merge(measured::read_file_with(p, &opts)?);
-        sources.push(m.clone());
+        merge(&mut set, measured::read_file_with(p, &opts)?, m)?;
     }
     Ok((set, sources))
+}
+
+/// Whether a Hugging Face id (`moonshotai/Kimi-K2.5`) names the rooftop model `name` /
+/// `full_name`: its last part, letters and digits only, begins the name or appears in the
+/// full name (`kimik25` in `kimik25int4`).
+fn same_model(hf_id: &str, name: &str, full_name: &str) -> bool {
+    let norm = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let id = norm(hf_id.rsplit('/').next().unwrap_or(hf_id));
+    !id.is_empty() && (norm(name).starts_with(&id) || norm(full_name).contains(&id))
+}
+
+/// The scenario options for measurements: the model and system the files name are the
+/// default, a `--model`/`--system` that names another is an error (a fit of one model to
+/// another's data reports a small error and means nothing), and so is a name that is
+/// neither a built-in nor a file.
+pub fn scenario_for(
+    args: &ScenarioArgs,
+    set: &MeasuredSet,
+    sources: &[String],
+) -> Result<ScenarioArgs> {
+    let mut args = args.clone();
+    let files = sources.join(", ");
+    for (what, named, given, default) in [
+        (
+            "model",
+            &set.model,
+            &mut args.model,
+            crate::cli::DEFAULT_MODEL,
+        ),
+        (
+            "system",
+            &set.system,
+            &mut args.system,
+            crate::cli::DEFAULT_SYSTEM,
+        ),
+    ] {
+        let Some(named) = named else { continue };
+        let known = match what {
+            "model" => crate::spec::registry::load_model(named).map(|_| ()),
+            _ => crate::spec::registry::load_system_spec(named).map(|_| ()),
+        };
+        if let Err(e) = known {
+            // A serving benchmark names the model by its Hugging Face id
+            // (`moonshotai/Kimi-K2.5`): it must be the --model's, read loosely.
+            let hf_match = what == "model"
+                && crate::spec::registry::load_model(given)
+                    .is_ok_and(|m| same_model(named, &m.name, &m.full_name));
+            if hf_match {
+                continue;
+            }
+            return Err(Error::Measured {
+                file: files.clone(),
+                line: None,
+                message: if what == "model" && named.contains('/') {
+                    format!(
+                        "names model \"{named}\", which is not --model \"{given}\"; \
+                         pass --model with the rooftop model it measured"
+                    )
+                } else {
+                    format!("names {what} \"{named}\", which cannot be loaded: {e}")
+                },
+            });
+        }
+        if given == named {
+            continue;
+        }
+        if given == default {
+            *given = named.clone();
+            continue;
+        }
+        return Err(Error::Measured {
+            file: files.clone(),
+            line: None,
+            message: format!(
+                "measured on {what} \"{named}\", but --{what} is \"{given}\"; \
+                 a fit to another {what}'s measurements means nothing (drop --{what}, or measure \"{given}\")"
+            ),
+        });
+    }
+    Ok(args)
 }
 
 fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
@@ -60,16 +163,79 @@ fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
     })
 }
 
+/// Longest time per token, or to the first token, a serving measurement can plausibly
+/// report: ten minutes. Beyond it the file holds a typo or a unit slip, not a run.
+const MAX_SERVING_SECONDS: f64 = 600.0;
+
+/// Refuse serving measurements no run can produce: faster than the speed-of-light bound of
+/// this model on this system (with the assumed lengths), or slower than
+/// [`MAX_SERVING_SECONDS`]. The error names the row and the bound, instead of a fit that
+/// reports an error of +3e21 %. Kernel rows (GEMM, all-reduce) are checked by their readers.
+pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Result<()> {
+    let sol = CostParams::speed_of_light();
+    // Rounding in the files (TPOT printed to 0.1 ms) is not a violation.
+    let slack = 0.02;
+    for o in &set.observations {
+        let (v, _) = measured_value(o);
+        let row = || {
+            let (x, unit) = match o.quantity {
+                Quantity::Throughput { .. } => (v, "tok/s"),
+                _ => (v * 1e3, "ms"),
+            };
+            if x.abs() >= 1e6 {
+                format!("{} = {x:.3e} {unit}", describe(o))
+            } else {
+                format!("{} = {x} {unit}", describe(o))
+            }
+        };
+        let refuse = |why: String| Error::Measured {
+            file: o.origin.file.clone(),
+            line: o.origin.line,
+            message: format!("{}: {why}", row()),
+        };
+        let time = match o.quantity {
+            Quantity::Tpot { .. } | Quantity::Ttft { .. } => true,
+            Quantity::Throughput { .. } => false,
+            _ => continue,
+        };
+        if time && v > MAX_SERVING_SECONDS {
+            return Err(refuse(format!(
+                "longer than {MAX_SERVING_SECONDS} s; not a plausible serving measurement (a unit slip?)"
+            )));
+        }
+        let bound = predict_observation(s, &sol, o, a)?;
+        let beyond = if time {
+            v < bound * (1.0 - slack)
+        } else {
+            v > bound * (1.0 + slack)
+        };
+        if beyond {
+            let b = if time {
+                format!("{:.3} ms", bound * 1e3)
+            } else {
+                format!("{bound:.0} tok/s")
+            };
+            return Err(refuse(format!(
+                "beyond the speed-of-light bound of {} on {} ({b}, prompt {} / output {} tokens \
+                 where the file does not say); check the value, its unit, or --assume-input-len",
+                s.model.name, s.system.spec.name, a.input_len, a.output_len
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
     let (args, m, out, format) = (&a.scenario, &a.measured, a.out.as_deref(), a.format);
-    let l = load(args)?;
-    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let (set, sources) = load_measured(m)?;
+    let l = load(&scenario_for(args, &set, &sources)?)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
+    check_plausible(&s, &set, &assumptions(m)?)?;
     let c = calibrate(&s, &set, assumptions(m)?, sources)?;
     if let Some(path) = out {
-        std::fs::write(path, c.to_toml()).map_err(|source| Error::Io {
+        std::fs::write(path, c.to_toml()).map_err(|error| Error::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
     }
     export::export(&c, format, |c| {
@@ -80,6 +246,12 @@ pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
         o
     })
 }
+/// A signed difference to one decimal; one that rounds to zero prints "+0.0", never "-0.0".
+fn signed1(x: f64) -> String {
+    let x = if (x * 10.0).round() == 0.0 { 0.0 } else { x };
+    format!("{x:+.1}")
+}
+
 pub fn calibration_text(c: &Calibration) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -131,20 +303,16 @@ pub fn calibration_text(c: &Calibration) -> String {
         .residuals
         .iter()
         .map(|r| {
-            let scale = |v: f64| match r.unit.as_str() {
-                "ms" => v * 1e3,
-                "%" => v * 100.0,
-                "us" => v * 1e6,
-                _ => v,
-            };
-            let err = if r.unit == "%" {
-                format!("{:+.1} pt", r.error * 100.0)
+            let (k, label) = report_scale(&r.unit, r.measured);
+            let scale = |v: f64| v * k;
+            let err = if is_share(&r.unit) {
+                format!("{} pt", signed1(r.error * 100.0))
             } else {
-                format!("{:+.1} %", r.error * 100.0)
+                format!("{} %", signed1(r.error * 100.0))
             };
             vec![
                 r.point.clone(),
-                format!("{:.2} {}", scale(r.measured), r.unit),
+                format!("{:.2} {label}", scale(r.measured)),
                 format!("{:.2}", scale(r.default)),
                 format!("{:.2}", scale(r.calibrated)),
                 err,
@@ -230,10 +398,11 @@ fn error_of(q: &Quantity, pred: f64, m: f64) -> f64 {
 }
 
 pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
-    let l = load(args)?;
-    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let (set, sources) = load_measured(m)?;
+    let l = load(&scenario_for(args, &set, &sources)?)?;
+    let s = Scenario::new(&l.model, &l.system, l.parallel)?;
     let a = assumptions(m)?;
+    check_plausible(&s, &set, &a)?;
     let cal = match &l.calibration {
         Some(c) => c.clone(),
         None => calibrate(&s, &set, a, sources)?,
@@ -247,15 +416,17 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
         let sol = predict_observation(&s, &sol_p, o, &a)?;
         let d = predict_observation(&s, &base, o, &a)?;
         let c = predict_observation(&s, &cal_p, o, &a)?;
-        let ci = cal.interval(&base, |p| {
-            predict_observation(&s, p, o, &a).unwrap_or(f64::NAN)
-        });
+        let at = |p: &CostParams| predict_observation(&s, p, o, &a).unwrap_or(f64::NAN);
+        let ci = match o.quantity {
+            Quantity::CategoryShare { .. } => cal.share_interval(&base, at),
+            _ => cal.interval(&base, at),
+        };
         let efficiency = match o.quantity {
             Quantity::CategoryShare { .. } => None,
             Quantity::Throughput { .. } => Some(mv / sol),
             _ => Some(sol / mv),
         };
-        let (_, unit) = display_value(o, mv);
+        let unit = si_unit(o);
         rows.push(ValidationRow {
             point: describe(o),
             origin: format!(
@@ -361,15 +532,6 @@ impl Tabular for Validation {
     }
 }
 
-fn scale(unit: &str, v: f64) -> f64 {
-    match unit {
-        "ms" => v * 1e3,
-        "%" => v * 100.0,
-        "us" => v * 1e6,
-        _ => v,
-    }
-}
-
 pub fn validation_text(v: &Validation) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -382,16 +544,18 @@ pub fn validation_text(v: &Validation) -> String {
         .rows
         .iter()
         .map(|r| {
+            let (k, label) = report_scale(r.unit, r.measured);
+            let scale = |_: &str, v: f64| v * k;
             let e = |x: f64| {
-                if r.unit == "%" {
-                    format!("{:+.1} pt", x * 100.0)
+                if is_share(r.unit) {
+                    format!("{} pt", signed1(x * 100.0))
                 } else {
-                    format!("{:+.1} %", x * 100.0)
+                    format!("{} %", signed1(x * 100.0))
                 }
             };
             vec![
                 r.point.clone(),
-                format!("{:.2} {}", scale(r.unit, r.measured), r.unit),
+                format!("{:.2} {label}", scale(r.unit, r.measured)),
                 format!("{:.2}", scale(r.unit, r.sol)),
                 format!("{:.2} ({})", scale(r.unit, r.default), e(r.default_error)),
                 format!(

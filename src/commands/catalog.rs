@@ -11,8 +11,10 @@ fn describe(kind: Kind, name: &str) -> String {
     let d = match kind {
         Kind::Gpu => registry::load_gpu(name).map(|g| {
             format!(
-                "{}: {}, {}",
-                g.full_name, g.memory_capacity, g.memory_bandwidth
+                "{}: {:.1} GB, {}",
+                g.full_name,
+                g.memory_capacity.0 / 1e9,
+                g.memory_bandwidth
             )
         }),
         Kind::Interconnect => registry::load_interconnect(name).map(|l| {
@@ -25,9 +27,35 @@ fn describe(kind: Kind, name: &str) -> String {
         Kind::Model => registry::load_model(name).map(|m| m.full_name),
         Kind::Engine => registry::load_engine(name).map(|e| e.description),
         Kind::Client => registry::load_client(name).map(|c| c.description),
-        Kind::Measured => Ok(String::new()),
+        Kind::Measured => describe_measured(name),
     };
     d.unwrap_or_else(|e| format!("(invalid: {e})"))
+}
+
+/// What a built-in measurement holds: the model and system it was taken on, and how many
+/// points of which kinds.
+fn describe_measured(name: &str) -> Result<String> {
+    let text = builtin_text(Kind::Measured, name).unwrap_or_default();
+    let set = crate::measured::parse_text(
+        text,
+        name,
+        crate::measured::Format::Toml,
+        &Default::default(),
+    )?;
+    let mut kinds: Vec<&str> = set
+        .observations
+        .iter()
+        .map(|o| o.quantity.kind_name())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    Ok(format!(
+        "{} on {}: {} measured points ({})",
+        set.model.as_deref().unwrap_or("model not named"),
+        set.system.as_deref().unwrap_or("system not named"),
+        set.observations.len(),
+        kinds.join(", ")
+    ))
 }
 
 pub fn list(a: &ListArgs) -> Result<Vec<u8>> {

@@ -19,9 +19,9 @@ pub fn run(a: &ImportHfArgs) -> Result<String> {
     }
     match out {
         Some(o) => {
-            std::fs::write(o, &imported.toml).map_err(|source| Error::Io {
+            std::fs::write(o, &imported.toml).map_err(|error| Error::Io {
                 path: o.to_path_buf(),
-                source,
+                error,
             })?;
             eprintln!("wrote {} (model \"{}\")", o.display(), imported.model.name);
             Ok(String::new())

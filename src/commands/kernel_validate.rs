@@ -48,9 +48,9 @@ pub fn kernel_tables(measured: &[String]) -> Result<Option<(Vec<PathBuf>, Vec<St
         let p = Path::new(m);
         if p.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|source| Error::Io {
+                .map_err(|error| Error::Io {
                     path: p.to_path_buf(),
-                    source,
+                    error,
                 })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.is_file())

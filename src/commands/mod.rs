@@ -68,11 +68,22 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
     let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
     parallel.validate(&model, &system)?;
-    let calibration = args
-        .calibration
-        .as_deref()
-        .map(Calibration::load)
-        .transpose()?;
+    let calibration = match args.calibration.as_deref() {
+        Some(file) => {
+            let (c, note) = Calibration::load(file)?.for_run(
+                &model.name,
+                &system,
+                &parallel.to_string(),
+                args.transfer_calibration,
+                file,
+            )?;
+            if let Some(n) = note {
+                eprintln!("note: {n}");
+            }
+            Some(c)
+        }
+        None => None,
+    };
     Ok(Loaded {
         model,
         system,

@@ -156,15 +156,21 @@ fn parse_dtype(d: &str) -> Result<WeightFormat> {
     d.parse::<WeightFormat>().map_err(Error::Scenario)
 }
 
+/// A message size of at least one byte: an all-reduce of nothing is no operation, and
+/// would print a time of -0.000 us.
 fn parse_bytes(s: &str) -> Result<f64> {
-    if let Ok(v) = s.trim().parse::<f64>() {
-        if v.is_finite() && v >= 0.0 {
-            return Ok(v);
-        }
+    let v = match s.trim().parse::<f64>() {
+        Ok(v) => v,
+        Err(_) => Bytes::parse(s)
+            .map(|b| b.0)
+            .map_err(|e| Error::Scenario(format!("--bytes: {e}")))?,
+    };
+    if !(v.is_finite() && v >= 1.0) {
+        return Err(Error::Scenario(format!(
+            "--bytes {s}: expected a message of at least 1 byte, e.g. 14336 or \"14 KB\""
+        )));
     }
-    Bytes::parse(s)
-        .map(|b| b.0)
-        .map_err(|e| Error::Scenario(format!("--bytes: {e}")))
+    Ok(v)
 }
 
 fn block_ops(

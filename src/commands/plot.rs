@@ -202,7 +202,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
         }) => {
             let l = load(scenario)?;
             let s = l.scenario()?;
-            let d = crate::commands::specdec::draft(draft, l.parallel.tp)?;
+            let d = crate::commands::specdec::draft(draft, &l)?;
             let mut runs = Vec::new();
             for a in acceptance {
                 let acc = Acceptance(vec![*a]);
@@ -216,9 +216,9 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
 
 /// The charts `cargo run --release` writes for the default scenario into `dir`.
 pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let args = ScenarioArgs {
         model: "kimi-k2.5-int4".into(),
@@ -229,6 +229,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         pp: None,
         dp: None,
         calibration: None,
+        transfer_calibration: false,
         set: vec![],
     };
     let l = load(&args)?;

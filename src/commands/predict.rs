@@ -65,12 +65,26 @@ pub fn breakdown_table(p: &Prediction) -> String {
     )
 }
 
+/// `1 GPU`, `8 GPUs`.
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 pub fn text(p: &Prediction, show_ops: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} on {} ({}, {} GPUs), batch {}, context {}",
-        p.model, p.system, p.parallel, p.gpus, p.batch, p.context
+        "{} on {} ({}, {}), batch {}, context {}",
+        p.model,
+        p.system,
+        p.parallel,
+        plural(p.gpus as u64, "GPU"),
+        p.batch,
+        p.context
     );
     let _ = writeln!(o);
     let _ = writeln!(
@@ -89,21 +103,35 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
         "speed of light     {:>9.3} ms   {:>10.1} tok/s",
         p.sol_tpot_ms, p.sol_throughput_tok_s
     );
-    let _ = writeln!(
-        o,
-        "all-reduces/step   {:>9}      of {:.1} KB each; {} kernels/step",
-        p.allreduces_per_step,
-        p.allreduce_bytes / 1e3,
-        p.kernels_per_step
-    );
+    if p.allreduces_per_step == 0 {
+        let _ = writeln!(
+            o,
+            "all-reduces/step   {:>9}      (one GPU per stage: none); {} kernels/step",
+            0, p.kernels_per_step
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "all-reduces/step   {:>9}      of {:.1} KB each; {} kernels/step",
+            p.allreduces_per_step,
+            p.allreduce_bytes / 1e3,
+            p.kernels_per_step
+        );
+    }
     let _ = writeln!(o);
     o.push_str(&breakdown_table(p));
     let _ = writeln!(o);
     let m = &p.memory;
+    // A negative budget is no KV cache, said in words (JSON keeps the signed figure).
+    let kv = if m.kv_budget_gb > 0.0 {
+        format!("{:.1} GB for KV", m.kv_budget_gb)
+    } else {
+        format!("no room for KV (short by {:.1} GB)", -m.kv_budget_gb)
+    };
     let _ = writeln!(
         o,
-        "memory per GPU: {:.1} GB weights + {:.1} GB reserve of {:.1} GB usable ({:.1} GB capacity) -> {:.1} GB for KV",
-        m.weights_per_gpu_gb, m.activation_reserve_gb, m.usable_gb, m.capacity_gb, m.kv_budget_gb
+        "memory per GPU: {:.1} GB weights + {:.1} GB reserve of {:.1} GB usable ({:.1} GB capacity) -> {kv}",
+        m.weights_per_gpu_gb, m.activation_reserve_gb, m.usable_gb, m.capacity_gb
     );
     let _ = writeln!(
         o,

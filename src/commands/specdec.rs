@@ -17,10 +17,7 @@ fn acceptance(a: &AcceptanceArg) -> Result<Acceptance> {
         AcceptanceArg::File(p) => p.as_path(),
     };
     let s = &p.display().to_string();
-    let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-        path: p.to_path_buf(),
-        source,
-    })?;
+    let text = crate::files::read_text(p)?;
     let mut lengths = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("");
@@ -52,8 +49,11 @@ fn acceptance(a: &AcceptanceArg) -> Result<Acceptance> {
     })
 }
 
-/// The draft of `--draft`, its model loaded, for a target of tensor parallelism `target_tp`.
-pub fn draft(d: &DraftArgs, target_tp: u32) -> Result<Draft> {
+/// The draft of `--draft`, its model loaded and checked against the target of `l`: a
+/// separate draft model must share the target's vocabulary (the target verifies its tokens)
+/// and fit beside it in each GPU's memory.
+pub fn draft(d: &DraftArgs, l: &crate::commands::Loaded) -> Result<Draft> {
+    let target_tp = l.parallel.tp;
     Ok(match &d.draft {
         DraftKind::Mtp => Draft::Mtp,
         DraftKind::Eagle => Draft::Eagle,
@@ -72,12 +72,51 @@ pub fn draft(d: &DraftArgs, target_tp: u32) -> Result<Draft> {
                     t.max(1)
                 }
             };
+            Parallel::tp(tp).validate(&spec, &l.system)?;
+            check_draft_model(name, &spec, tp, l)?;
             Draft::Model {
                 spec: Box::new(spec),
                 tp,
             }
         }
     })
+}
+
+/// A draft model the target can use: the same vocabulary, and room for both sets of weights
+/// plus the engine's reserve on every GPU.
+fn check_draft_model(
+    name: &str,
+    spec: &crate::spec::ModelSpec,
+    tp: u32,
+    l: &crate::commands::Loaded,
+) -> Result<()> {
+    let (dv, tv) = (spec.config.vocab_size, l.model.config.vocab_size);
+    if dv != tv {
+        return Err(Error::Scenario(format!(
+            "draft model {name} has a vocabulary of {dv} tokens, the target {} one of {tv}: \
+             a draft must share the target's tokenizer, since the target verifies its tokens",
+            l.model.name
+        )));
+    }
+    use crate::cost::memory::weight_bytes_per_gpu;
+    let target = weight_bytes_per_gpu(&l.model, &l.parallel);
+    let draft = weight_bytes_per_gpu(spec, &Parallel::tp(tp));
+    let eng = &l.system.engine;
+    let usable = l.system.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0;
+    let need = target + draft + eng.activation_reserve.0;
+    if need > usable {
+        return Err(Error::Scenario(format!(
+            "draft model {name} does not fit beside {}: {:.1} GB target weights + {:.1} GB draft \
+             weights + {:.1} GB reserve per GPU exceed the {:.1} GB the engine may use on {}",
+            l.model.name,
+            target / 1e9,
+            draft / 1e9,
+            eng.activation_reserve.0 / 1e9,
+            usable / 1e9,
+            l.system.gpu.name
+        )));
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -99,16 +138,13 @@ pub fn run(a: &SpecdecArgs) -> Result<Vec<u8>> {
             "--concurrency needs positive integers".into(),
         ));
     }
-    let d = draft(draft_args, l.parallel.tp)?;
-    if let Draft::Model { spec, tp } = &d {
-        Parallel::tp(*tp).validate(spec, &l.system)?;
-    }
+    let d = draft(draft_args, &l)?;
     let a = acceptance(acceptance_arg)?;
     let r = specdec(&s, &d, &a, &ks.0, concurrency, context)?;
     export::export(&r, format, text)
 }
 
-fn text(r: &SpecDec) -> String {
+pub fn text(r: &SpecDec) -> String {
     let mut o = String::new();
     let acc: Vec<String> = r.acceptance.0.iter().map(|p| format!("{p:.2}")).collect();
     let _ = writeln!(

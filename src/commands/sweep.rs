@@ -57,12 +57,19 @@ pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
     export::export(&r, format, text)
 }
 
-fn text(r: &Sweep) -> String {
+pub fn text(r: &Sweep) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} on {} ({}), input {} / output {} tokens, TPOT as {:?}, {} parameters",
-        r.model, r.system, r.parallel, r.input_len, r.output_len, r.tpot_def, r.provenance
+        "{} on {} ({}), input {} / output {} tokens, TPOT as {} ({}), {} parameters",
+        r.model,
+        r.system,
+        r.parallel,
+        r.input_len,
+        r.output_len,
+        r.tpot_def,
+        r.tpot_def.meaning(),
+        r.provenance
     );
     let _ = writeln!(o);
     let rows: Vec<Vec<String>> = r
@@ -105,23 +112,36 @@ fn text(r: &Sweep) -> String {
         &rows,
     ));
     let _ = writeln!(o);
+    let mut m: Vec<(&&str, &f64)> = r
+        .marginal_ms_per_token
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .collect();
+    m.sort_by(|a, b| b.1.total_cmp(a.1));
+    // Summed from zero, not from the empty sum's −0.0.
+    let total: f64 = m.iter().fold(0.0, |s, (_, v)| s + **v);
+    // Without a positive marginal cost (one sequence at a time fits the KV cache) there is
+    // no asymptote to state: 1 / 0 is no throughput.
+    let asymptote = if total > 0.0 {
+        format!("{:.0} tok/s", r.asymptote_tok_s)
+    } else {
+        "none (no sequence can be added)".to_string()
+    };
     if r.plateau_reached {
         let _ = writeln!(
             o,
-            "plateau: {:.0} tok/s, reached by C = {} (gain per doubling below {:.0} %); asymptote without KV limit {:.0} tok/s",
+            "plateau: {:.0} tok/s, reached by C = {} (gain per doubling below {:.0} %); asymptote without KV limit {asymptote}",
             r.plateau_tok_s,
             r.plateau_concurrency,
             r.plateau_threshold * 100.0,
-            r.asymptote_tok_s
         );
     } else {
         let _ = writeln!(
             o,
-            "no plateau up to C = {}: throughput still gains {:.0} % or more per doubling ({:.0} tok/s at the last point); asymptote {:.0} tok/s",
+            "no plateau up to C = {}: throughput still gains {:.0} % or more per doubling ({:.0} tok/s at the last point); asymptote {asymptote}",
             r.plateau_concurrency,
             r.plateau_threshold * 100.0,
             r.plateau_tok_s,
-            r.asymptote_tok_s
         );
     }
     let _ = writeln!(
@@ -137,15 +157,22 @@ fn text(r: &Sweep) -> String {
         .collect();
     m.sort_by(|a, b| b.1.total_cmp(a.1));
     let total: f64 = m.iter().map(|(_, v)| **v).sum();
-    let _ = writeln!(
-        o,
-        "marginal decode cost per added sequence at the plateau: {:.3} ms ({})",
-        total,
-        m.iter()
-            .map(|(k, v)| format!("{k} {:.3}", v))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    if total > 0.0 {
+        let _ = writeln!(
+            o,
+            "marginal decode cost per added sequence at the plateau: {:.3} ms ({})",
+            total,
+            m.iter()
+                .map(|(k, v)| format!("{k} {:.3}", v))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "marginal decode cost per added sequence: none (the KV cache does not hold a second sequence)"
+        );
+    }
     let _ = writeln!(o, "limited by:");
     for l in &r.limits {
         let _ = writeln!(

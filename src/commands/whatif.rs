@@ -13,7 +13,6 @@ use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
 use crate::whatif::{compare_row, load_variant, sensitivity, Comparison, SensitivityReport};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::io::Write as _;
 
 /// The layouts of `--parallel`, or the system's default (`None`) when none is given.
@@ -68,6 +67,25 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
                 context,
             ));
         }
+    }
+    // Rows that cannot run say why beside the others; a comparison where none can is no
+    // comparison.
+    if rows.iter().all(|r| r.error.is_some()) {
+        let why: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}: {}",
+                    r.system,
+                    r.parallel,
+                    r.error.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        return Err(Error::Scenario(format!(
+            "no system and layout can run:\n  {}",
+            why.join("\n  ")
+        )));
     }
     Ok(Comparison {
         model: model.name.clone(),
@@ -237,6 +255,68 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// The grid's size, counted before anything runs, and refused past `max_points` with the
+/// time it would take at the rate measured on a sample of it; a long run says its estimate
+/// on stderr.
+fn bounded_grid(
+    model: &crate::spec::ModelSpec,
+    syss: &[(String, crate::spec::System)],
+    lays: &[Option<Parallel>],
+    quants: &[Option<WeightFormat>],
+    batches: &[u32],
+    contexts: &[u32],
+    max_points: u64,
+) -> Result<u64> {
+    let total = [
+        syss.len(),
+        lays.len(),
+        quants.len(),
+        batches.len(),
+        contexts.len(),
+    ]
+    .iter()
+    .fold(1u64, |n, &k| n.saturating_mul(k as u64));
+    // The rate, measured on a slice of the grid (every combination, a few batches and
+    // contexts); a grid where nothing can run says why here, before any estimate.
+    let (_, s) = explore(
+        model,
+        syss,
+        lays,
+        quants,
+        &batches[..batches.len().min(4)],
+        &contexts[..contexts.len().min(256)],
+        Stream::None,
+        true,
+        &mut std::io::sink(),
+        false,
+    )?;
+    let rate = s.points_per_second.max(1.0);
+    let eta = total as f64 / rate;
+    let eta_text = if eta < 120.0 {
+        format!("{eta:.0} s")
+    } else if eta < 2.0 * 3600.0 {
+        format!("{:.0} min", eta / 60.0)
+    } else {
+        format!("{:.1e} h", eta / 3600.0)
+    };
+    if total > max_points {
+        return Err(Error::Scenario(format!(
+            "explore: {total} design points ({} systems × {} layouts × {} quantizations × {} batches × {} contexts), \
+             about {eta_text} at the {rate:.0} points/s measured here; more than --max-points {max_points}. \
+             Narrow the ranges (a step 1024..131072:1024 or a factor 1..4096:x2) or raise --max-points",
+            syss.len(),
+            lays.len(),
+            quants.len(),
+            batches.len(),
+            contexts.len()
+        )));
+    }
+    if eta > 10.0 {
+        eprintln!("explore: {total} design points, about {eta_text} at {rate:.0} points/s");
+    }
+    Ok(total)
+}
+
 pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     let ExploreArgs {
         scenario: args,
@@ -247,6 +327,7 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         quant,
         pareto,
         format,
+        max_points: _,
     } = a;
     let (systems, pareto, format) = (systems.as_ref(), *pareto, *format);
     let model = crate::commands::load_model(args)?;
@@ -274,16 +355,19 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         (Format::Json, false) => Stream::JsonLines,
         (Format::Csv, false) => Stream::Csv,
     };
+    bounded_grid(
+        &model,
+        &syss,
+        &lays,
+        &quants,
+        batches,
+        contexts,
+        a.max_points,
+    )?;
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
-    let mut err = std::io::stderr();
-    let progress: Option<&mut dyn std::io::Write> = if err.is_terminal() {
-        Some(&mut err)
-    } else {
-        None
-    };
     let (_combos, summary) = explore(
-        &model, &syss, &lays, &quants, batches, contexts, stream, pareto, &mut lock, progress,
+        &model, &syss, &lays, &quants, batches, contexts, stream, pareto, &mut lock, true,
     )?;
     drop(lock);
     let mut o = Vec::new();

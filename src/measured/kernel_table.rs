@@ -238,10 +238,7 @@ pub fn gpu_of_file_name(path: &Path, family: Family) -> Option<String> {
 
 /// Read a kernel table file.
 pub fn read_kernel_table(path: &Path) -> Result<KernelTable> {
-    let text = std::fs::read_to_string(path).map_err(|source| crate::error::Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::files::read_text(path)?;
     let mut t = parse_kernel_table(&text, &path.display().to_string())?;
     t.gpu = gpu_of_file_name(path, t.family);
     Ok(t)

@@ -73,9 +73,10 @@ pub fn parse_macro_log(text: &str, file: &str) -> Result<MeasuredSet> {
                         Some(n),
                     ));
                 }
-                // The record's last line is cut off; a cut trial is not an error.
-                Err(_) if Some(i) == last_line => {}
-                Err(why) => {
+                // The record's last line is cut off; a cut trial is not an error. A complete
+                // one whose value is impossible is, wherever it is.
+                Err(TrialError::Cut(_)) if Some(i) == last_line => {}
+                Err(TrialError::Cut(why) | TrialError::Impossible(why)) => {
                     return Err(measured_error(
                         file,
                         Some(n),
@@ -158,19 +159,29 @@ fn trial_rest(line: &str) -> Option<&str> {
     rest.get(digits..)?.trim_start().strip_prefix(':')
 }
 
+/// Why a trial line was not read.
+enum TrialError {
+    /// Incomplete: the line may be cut off (forgiven on the record's last line).
+    Cut(String),
+    /// Complete, with a value no run can produce (zero, negative, or not finite).
+    Impossible(String),
+}
+
 /// Total seconds and token count of a trial, from `0.407s, 32 tokens, …`. Both fields must be
 /// complete (unit and word present), so a line cut inside a number is never read as a value.
-fn parse_trial(rest: &str) -> std::result::Result<(f64, u32), String> {
+fn parse_trial(rest: &str) -> std::result::Result<(f64, u32), TrialError> {
     let mut fields = rest.split(',').map(str::trim);
     let total_field = fields.next().unwrap_or("");
     let total = total_field
         .strip_suffix('s')
         .and_then(|t| t.trim().parse::<f64>().ok())
-        .ok_or_else(|| format!("total time \"{total_field}\" is not `<seconds>s`"))?;
+        .ok_or_else(|| {
+            TrialError::Cut(format!("total time \"{total_field}\" is not `<seconds>s`"))
+        })?;
     if !(total.is_finite() && total > 0.0) {
-        return Err(format!(
-            "total time \"{total_field}\" is not a positive time"
-        ));
+        return Err(TrialError::Impossible(format!(
+            "total time \"{total_field}\" is not a positive, finite time"
+        )));
     }
     let tokens_field = fields.next().unwrap_or("");
     let mut words = tokens_field.split_whitespace();
@@ -178,9 +189,15 @@ fn parse_trial(rest: &str) -> std::result::Result<(f64, u32), String> {
         (Some(num), Some("tokens" | "token"), None) => num.parse::<u32>().ok(),
         _ => None,
     }
-    .ok_or_else(|| format!("token count \"{tokens_field}\" is not `<count> tokens`"))?;
+    .ok_or_else(|| {
+        TrialError::Cut(format!(
+            "token count \"{tokens_field}\" is not `<count> tokens`"
+        ))
+    })?;
     if tokens == 0 {
-        return Err("0 tokens: no TPOT to compute".to_string());
+        return Err(TrialError::Impossible(
+            "0 tokens: no TPOT to compute".to_string(),
+        ));
     }
     Ok((total, tokens))
 }

@@ -38,6 +38,30 @@ pub enum TpotDef {
     E2e,
 }
 
+impl TpotDef {
+    /// The name in files and flags (`itl`, `e2e`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TpotDef::Itl => "itl",
+            TpotDef::E2e => "e2e",
+        }
+    }
+
+    /// What the definition measures, for reports.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            TpotDef::Itl => "inter-token latency, decode only",
+            TpotDef::E2e => "end-to-end time / tokens, prefill included",
+        }
+    }
+}
+
+impl std::fmt::Display for TpotDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Kernel-time categories a profiler trace is split into (and the breakdown predicts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -99,6 +123,20 @@ pub enum Quantity {
         dtype: String,
         seconds: f64,
     },
+}
+
+impl Quantity {
+    /// The kind's name, as files and reports write it (`tpot`, `ttft`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Quantity::Tpot { .. } => "tpot",
+            Quantity::Ttft { .. } => "ttft",
+            Quantity::Throughput { .. } => "throughput",
+            Quantity::CategoryShare { .. } => "category_share",
+            Quantity::AllReduce { .. } => "all_reduce",
+            Quantity::Gemm { .. } => "gemm",
+        }
+    }
 }
 
 /// One measured value and where it came from.
@@ -211,9 +249,9 @@ impl Format {
     pub fn sniff(text: &str) -> Option<Format> {
         let t = text.trim_start_matches('\u{feff}').trim_start();
         if t.starts_with('{') || t.starts_with('[') {
-            // Both JSON formats; a trace names its event list, a bare-array trace starts with
-            // '[' (vLLM writes objects).
-            if t.contains("\"traceEvents\"") || t.starts_with('[') {
+            // Both JSON formats; a trace names its event list, or is a bare array of events
+            // (each with a phase `ph`); an array of vLLM results has neither.
+            if t.contains("\"traceEvents\"") || (t.starts_with('[') && t.contains("\"ph\"")) {
                 return Some(Format::Trace);
             }
             return Some(Format::VllmJson);
@@ -266,10 +304,7 @@ pub fn read_file(path: &Path) -> Result<MeasuredSet> {
 
 /// Read one measured file with options for what the file does not say.
 pub fn read_file_with(path: &Path, options: &ReadOptions) -> Result<MeasuredSet> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::files::read_text(path)?;
     let file = path.display().to_string();
     let format = match options.format.or_else(|| Format::detect(path, &text)) {
         Some(f) => f,

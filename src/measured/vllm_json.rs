@@ -52,21 +52,38 @@ pub fn parse_vllm_json(text: &str, file: &str) -> Result<MeasuredSet> {
         };
         let end = stream.byte_offset();
         let line = line_at(text, start);
-        let Value::Object(obj) = value else {
-            return Err(measured_error(
+        // Results saved together as one JSON array are runs too.
+        let objects = match value {
+            Value::Object(obj) => vec![obj],
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::Object(obj) => Ok(obj),
+                    _ => Err(measured_error(
+                        file,
+                        Some(line),
+                        "expected an array of JSON objects (benchmark runs)",
+                    )),
+                })
+                .collect::<Result<_>>()?,
+            _ => {
+                return Err(measured_error(
+                    file,
+                    Some(line),
+                    "expected a JSON object (one benchmark run)",
+                ))
+            }
+        };
+        for obj in &objects {
+            let run = Run {
+                obj,
+                span: text.get(start..end).unwrap_or(""),
                 file,
-                Some(line),
-                "expected a JSON object (one benchmark run)",
-            ));
-        };
-        let run = Run {
-            obj: &obj,
-            span: text.get(start..end).unwrap_or(""),
-            file,
-            line,
-        };
-        read_run(&run, &mut set)?;
-        runs += 1;
+                line,
+            };
+            read_run(&run, &mut set)?;
+            runs += 1;
+        }
     }
     if runs == 0 {
         return Err(measured_error(

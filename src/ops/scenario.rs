@@ -214,26 +214,30 @@ impl std::str::FromStr for Parallel {
         if rest.is_empty() {
             return Err("empty layout; expected e.g. tp8, tp4ep2, pp2tp4".into());
         }
+        const EXPECTED: &str = "expected degrees such as tp8, tp4ep2, pp2tp4 (tp, ep, pp, dp)";
+        let mut seen = Vec::new();
         while !rest.is_empty() {
-            let key = rest.get(..2).ok_or_else(|| format!("bad layout \"{s}\""))?;
+            let key = rest
+                .get(..2)
+                .filter(|k| ["tp", "ep", "pp", "dp"].contains(k))
+                .ok_or_else(|| {
+                    format!("bad layout \"{s}\": \"{rest}\" does not start with tp, ep, pp or dp; {EXPECTED}")
+                })?;
             rest = &rest[2..];
+            if seen.contains(&key) {
+                return Err(format!("bad layout \"{s}\": {key} given twice; {EXPECTED}"));
+            }
+            seen.push(key);
             let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
             rest = &rest[digits.len()..];
-            let v: u32 = digits
-                .parse()
-                .ok()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| format!("bad layout \"{s}\": {key} needs a positive number; expected e.g. tp8, tp4ep2, pp2tp4"))?;
+            let v: u32 = digits.parse().ok().filter(|v| *v > 0).ok_or_else(|| {
+                format!("bad layout \"{s}\": {key} needs a whole number of at least 1 (e.g. {key}8); {EXPECTED}")
+            })?;
             match key {
                 "tp" => p.tp = v,
                 "ep" => p.ep = v,
                 "pp" => p.pp = v,
-                "dp" => p.dp = v,
-                _ => {
-                    return Err(format!(
-                        "bad layout \"{s}\": unknown degree \"{key}\"; expected tp, ep, pp or dp"
-                    ))
-                }
+                _ => p.dp = v,
             }
         }
         Ok(p)

@@ -95,9 +95,9 @@ pub(crate) fn write_chart<C: Chart>(chart: &C, path: &Path) -> Result<()> {
     match ImageFormat::from_path(path)? {
         ImageFormat::Svg => {
             let svg = render_svg(chart)?;
-            std::fs::write(path, svg).map_err(|source| Error::Io {
+            std::fs::write(path, svg).map_err(|error| Error::Io {
                 path: path.to_path_buf(),
-                source,
+                error,
             })
         }
         ImageFormat::Png => {
@@ -111,6 +111,12 @@ pub(crate) fn write_chart<C: Chart>(chart: &C, path: &Path) -> Result<()> {
                     )));
                 }
             }
+            // Open the file first: an OS error (a folder, no permission) is then reported as
+            // one, not as the backend's debug dump.
+            std::fs::File::create(path).map_err(|error| Error::Io {
+                path: path.to_path_buf(),
+                error,
+            })?;
             // plotters places ab_glyph glyphs on whole pixels without their side bearings,
             // which spaces letters unevenly; PNG text is rasterised by `font` instead.
             let _raster = font::RasterText::on();
@@ -146,9 +152,9 @@ fn slug(s: &str) -> String {
 /// (created if missing), each as PNG and SVG. File names carry model, system, layout,
 /// batch and context. Returns the paths written.
 pub fn write_prediction_plots(p: &Prediction, gpu: &GpuSpec, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let stem = slug(&format!(
         "{}_{}_{}_b{}_c{}",

@@ -128,13 +128,7 @@ pub fn sweep_chart(
     }
     let (y_label, what) = match metric {
         SweepMetric::Throughput => ("Output throughput (tok/s)".to_string(), "throughput"),
-        SweepMetric::Tpot => (
-            format!(
-                "TPOT, {} definition (ms)",
-                format!("{:?}", main.tpot_def).to_lowercase()
-            ),
-            "TPOT",
-        ),
+        SweepMetric::Tpot => (format!("TPOT, {} definition (ms)", main.tpot_def), "TPOT"),
         SweepMetric::Ttft => ("Time to first token (ms)".to_string(), "TTFT"),
     };
     CurveChart {

@@ -72,7 +72,21 @@ impl System {
         sets: &[overrides::Override],
     ) -> Result<System> {
         use overrides::{apply, Target};
-        let file = registry::load_system_spec(name)?;
+        let mut file = registry::load_system_spec(name)?;
+        // A relative path inside a system file names a file beside it, not one in whatever
+        // folder rooftop runs in (`--set system.gpu=...` stays relative to the shell's).
+        if let Some(dir) = std::path::Path::new(name)
+            .parent()
+            .filter(|_| crate::files::is_readable(std::path::Path::new(name)))
+        {
+            for part in [&mut file.gpu, &mut file.interconnect] {
+                let p = std::path::Path::new(part.as_str());
+                let looks_like_path = part.contains('/') || part.ends_with(".toml");
+                if looks_like_path && p.is_relative() {
+                    *part = dir.join(p).display().to_string();
+                }
+            }
+        }
         let mut spec: SystemSpec = apply(&file, Target::System, sets, name)?;
         spec.validate().map_err(|fe| after_set(name, fe))?;
         let gpu = registry::load_gpu(&spec.gpu)?;
@@ -113,6 +127,23 @@ impl System {
         let label = resolved.name.clone();
         let engine: EngineSpec = apply(&resolved, Target::Engine, sets, &label)?;
         engine.validate().map_err(|fe| after_set(&label, fe))?;
+        // The reserve comes out of the memory the engine may use: one as large leaves a
+        // negative KV budget, which is no answer.
+        let usable = gpu.memory_capacity.0 * engine.gpu_memory_utilization.0;
+        if engine.activation_reserve.0 >= usable {
+            return Err(crate::error::Error::Invalid {
+                file: name.into(),
+                line: None,
+                field: "engine.activation_reserve".into(),
+                expected: format!(
+                    "less than the memory the engine may use on {} ({} × {} = {})",
+                    gpu.name,
+                    gpu.memory_capacity,
+                    engine.gpu_memory_utilization.0,
+                    crate::units::Bytes(usable)
+                ),
+            });
+        }
         Ok(System {
             spec,
             gpu,

@@ -1085,6 +1085,48 @@ impl ModelSpec {
                 ));
             }
         }
+        // Zero-sized dimensions make every attention time zero or a division by zero.
+        for (v, f) in [
+            (c.head_dim, "head_dim"),
+            (c.sliding_window, "sliding_window"),
+            (c.kv_lora_rank, "kv_lora_rank"),
+            (c.index_topk, "index_topk"),
+            (c.index_n_heads, "index_n_heads"),
+            (c.index_head_dim, "index_head_dim"),
+        ] {
+            if let Some(v) = v {
+                pos(v, f)?;
+            }
+        }
+        let any_sliding = c
+            .layer_types
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|t| t == "sliding_attention"));
+        if any_sliding && c.sliding_window.is_none() {
+            return Err((
+                "config.sliding_window".into(),
+                "the window length of the layers layer_types marks \"sliding_attention\"".into(),
+            ));
+        }
+        if let Some(h) = &self.eagle_head {
+            for (v, f) in [
+                (h.num_layers, "num_layers"),
+                (h.intermediate_size, "intermediate_size"),
+            ] {
+                if v == 0 {
+                    return Err((
+                        format!("eagle_head.{f}"),
+                        "a positive integer (a draft head of no layers drafts nothing)".into(),
+                    ));
+                }
+            }
+            if h.num_layers > MAX_LAYERS {
+                return Err((
+                    "eagle_head.num_layers".into(),
+                    format!("at most {MAX_LAYERS} layers"),
+                ));
+            }
+        }
         if c.kv_lora_rank.is_some() {
             for (v, f) in [
                 (c.qk_nope_head_dim, "qk_nope_head_dim"),

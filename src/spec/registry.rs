@@ -73,12 +73,10 @@ pub fn load_text(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
     let looks_like_path = name_or_path.contains('/')
         || name_or_path.ends_with(".toml")
         || name_or_path.ends_with(".json");
-    if p.is_file() || (looks_like_path && !p.exists() && builtin_text(kind, name_or_path).is_none())
+    if crate::files::is_readable(p)
+        || (looks_like_path && !p.exists() && builtin_text(kind, name_or_path).is_none())
     {
-        let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-            path: p.to_path_buf(),
-            source,
-        })?;
+        let text = crate::files::read_text(p)?;
         return Ok((text, name_or_path.to_string()));
     }
     match builtin_text(kind, name_or_path) {
@@ -115,6 +113,23 @@ pub fn load_gpu(name: &str) -> Result<GpuSpec> {
     let (text, label) = load_text(Kind::Gpu, name)?;
     let g: GpuSpec = parse_toml(&text, &label)?;
     g.validate().map_err(|e| invalid(&label, &text, e))?;
+    // `host_link` names an interconnect: a name that is none is a typo, not a fact.
+    if let Some(h) = &g.host_link {
+        if builtin_text(Kind::Interconnect, h).is_none() && !crate::files::is_readable(Path::new(h))
+        {
+            return Err(invalid(
+                &label,
+                &text,
+                (
+                    "host_link".into(),
+                    format!(
+                        "an interconnect (built-ins: {}), not \"{h}\"",
+                        builtin_names(Kind::Interconnect).join(", ")
+                    ),
+                ),
+            ));
+        }
+    }
     Ok(g)
 }
 
@@ -149,7 +164,7 @@ pub fn load_client(name: &str) -> Result<crate::spec::client::ClientSpec> {
 /// A model by built-in name, TOML path, or Hugging Face `config.json` path (imported with
 /// `import_hf`; its warnings are dropped here, `rooftop import-hf` shows them).
 pub fn load_model(name: &str) -> Result<ModelSpec> {
-    if name.ends_with(".json") && Path::new(name).is_file() {
+    if name.ends_with(".json") && crate::files::is_readable(Path::new(name)) {
         return read_hf(Path::new(name), None, None).map(|i| i.model);
     }
     let (text, label) = load_text(Kind::Model, name)?;
@@ -161,12 +176,7 @@ pub fn load_model(name: &str) -> Result<ModelSpec> {
 /// Read a Hugging Face `config.json` and import it, with `quant` (a ModelOpt
 /// `hf_quant_config.json`) or else the `hf_quant_config.json` beside it, if there is one.
 pub fn read_hf(config: &Path, quant: Option<&Path>, name: Option<&str>) -> Result<Imported> {
-    let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|source| Error::Io {
-            path: p.to_path_buf(),
-            source,
-        })
-    };
+    let read = crate::files::read_text;
     let text = read(config)?;
     let sibling = config.with_file_name("hf_quant_config.json");
     let quant = quant.or_else(|| sibling.is_file().then_some(sibling.as_path()));

@@ -1,0 +1,80 @@
+//! Reading the user's files, bounded. Every file rooftop reads (descriptions, measurements,
+//! calibrations, acceptance files) comes through here, so `--measured /dev/zero` is refused
+//! after a fixed number of bytes instead of reading until memory runs out, and a pipe
+//! (`--model <(cat m.toml)`) reads like a file.
+
+use crate::error::{Error, Result};
+use std::io::Read;
+use std::path::Path;
+
+/// Largest file rooftop reads: well above any description, calibration or measurement the
+/// tools write (a profiler trace of a few decode steps is tens of MB), far below memory.
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// Whether `p` names something readable as a file: a regular file, or a pipe or device
+/// such as `/dev/fd/63` from `<(...)` (not a folder).
+pub fn is_readable(p: &Path) -> bool {
+    p.metadata().map(|m| !m.is_dir()).unwrap_or(false)
+}
+
+/// The UTF-8 text of `path`, at most [`MAX_FILE_BYTES`]; errors name the path once.
+pub fn read_text(path: &Path) -> Result<String> {
+    read_text_capped(path, MAX_FILE_BYTES)
+}
+
+/// [`read_text`] with another cap.
+pub fn read_text_capped(path: &Path, cap: u64) -> Result<String> {
+    let io = |error: std::io::Error| Error::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(Error::Measured {
+            file: path.display().to_string(),
+            line: None,
+            message: "is a folder; expected a file".into(),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > cap {
+        return Err(Error::Measured {
+            file: path.display().to_string(),
+            line: None,
+            message: format!(
+                "larger than {} MiB, the most rooftop reads from one file; expected a description, \
+                 calibration or measurement file",
+                cap >> 20
+            ),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Measured {
+        file: path.display().to_string(),
+        line: None,
+        message: format!(
+            "not UTF-8 text (invalid byte at offset {}); expected a text file",
+            e.utf8_error().valid_up_to()
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endless_and_missing_files_are_refused_once() {
+        let e = read_text_capped(Path::new("/dev/zero"), 1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("larger than 1 MiB"),
+            "{e}"
+        );
+        let e = read_text(Path::new("/no/such/file"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e.matches("os error").count(), 1, "{e}");
+    }
+}

@@ -5,7 +5,9 @@
 //! fallback later: the BF16 peak must exist (every GPU the model handles has one), and a
 //! low-precision format computes natively only where the GPU states a peak for it.
 
-use crate::cost::generation::{moe_key, Generation, KernelConstants, MoeKernel};
+use crate::cost::generation::{
+    kernel_format_index, Generation, KernelConstants, MoeKernel, KERNEL_FORMATS,
+};
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, MathDtype, PerFormat, System};
@@ -38,6 +40,8 @@ pub struct Device<'a> {
     pub gemm_eff: PerFormat<(f64, f64)>,
     /// The GPU generation's kernel constants (fused MoE, decode attention).
     pub kernels: &'static KernelConstants,
+    /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
+    moe_kernels: Vec<&'static MoeKernel>,
 }
 
 impl<'a> Device<'a> {
@@ -60,27 +64,15 @@ impl<'a> Device<'a> {
         let mem_eff = (params.memory_efficiency, prior.memory_efficiency);
         let gemm_eff = PerFormat::from_fn(|f| (params.gemm(f), prior.gemm(f)));
         let kernels = Generation::of(g)?.kernels();
-        for f in FormatKind::ALL {
-            for w in [
-                crate::spec::WeightFormat {
-                    kind: f,
-                    group_size: 0,
-                    scale_bits: 0,
-                },
-                crate::spec::WeightFormat {
-                    kind: f,
-                    group_size: 1,
-                    scale_bits: 0,
-                },
-            ] {
-                if !kernels.moe.contains_key(moe_key(w)) {
-                    return Err(Error::Scenario(format!(
-                        "configs/kernels/{}.toml has no fused-MoE kernel for `{}`",
-                        kernels.generation,
-                        moe_key(w)
-                    )));
-                }
-            }
+        // Looked up once here, by format, not by string per operator.
+        let mut moe_kernels: Vec<&'static MoeKernel> = Vec::with_capacity(KERNEL_FORMATS.len());
+        for key in KERNEL_FORMATS {
+            moe_kernels.push(kernels.moe.get(key).ok_or_else(|| {
+                Error::Scenario(format!(
+                    "configs/kernels/{}.toml has no fused-MoE kernel for `{key}`",
+                    kernels.generation
+                ))
+            })?);
         }
         let sm_count = g.sm_count.ok_or_else(|| {
             Error::Scenario(format!(
@@ -101,13 +93,14 @@ impl<'a> Device<'a> {
             mem_eff,
             gemm_eff,
             kernels,
+            moe_kernels,
         })
     }
 
-    /// The fused-MoE kernel this generation runs for format key `key` (checked present at
-    /// construction).
-    pub fn moe_kernel(&self, key: &str) -> &'static MoeKernel {
-        &self.kernels.moe[key]
+    /// The fused-MoE kernel this generation runs for weights stored as `w` (checked present
+    /// at construction).
+    pub fn moe_kernel(&self, w: crate::spec::WeightFormat) -> &'static MoeKernel {
+        self.moe_kernels[kernel_format_index(w)]
     }
 
     /// A kernel's attained fraction of peak under this parameter set, from its fraction at the

@@ -142,6 +142,23 @@ pub struct DecodeAttentionKernel {
 }
 
 /// The key a weight format's fused-MoE kernel is filed under.
+/// The kernel families' weight formats, as keys of `configs/kernels/` sections.
+pub const KERNEL_FORMATS: [&str; 7] =
+    ["bf16", "fp8", "fp8-block", "int8", "int4", "mxfp4", "nvfp4"];
+
+/// Index of a weight format's kernel family in [`KERNEL_FORMATS`].
+pub fn kernel_format_index(w: WeightFormat) -> usize {
+    match w.kind {
+        FormatKind::Bf16 => 0,
+        FormatKind::Fp8 if w.group_size > 0 => 2,
+        FormatKind::Fp8 => 1,
+        FormatKind::Int8 => 3,
+        FormatKind::Int4 => 4,
+        FormatKind::Mxfp4 => 5,
+        FormatKind::Nvfp4 => 6,
+    }
+}
+
 pub fn moe_key(w: WeightFormat) -> &'static str {
     match w.kind {
         FormatKind::Bf16 => "bf16",

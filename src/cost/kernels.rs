@@ -17,7 +17,6 @@
 //! Constants are per generation (`cost::generation`, `configs/kernels/`).
 
 use crate::cost::device::Device;
-use crate::cost::generation::moe_key;
 use crate::ops::routing::{busiest_rank, Routing};
 use crate::spec::{FormatKind, WeightFormat};
 
@@ -64,12 +63,12 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         let tc = flops / dev.gemm_peak[kind];
         return (flops, weight_bytes + act_bytes, tm.max(tc), tc > tm);
     }
-    let k = dev.moe_kernel(moe_key(s.weights));
+    let k = dev.moe_kernel(s.weights);
     let wide = (2.0 * s.width / 64.0).ceil() * 64.0 / 2.0;
     let rows: f64 = load
         .loads
         .iter()
-        .map(|&(l, n)| n * padded_rows(l, k.tile_m))
+        .map(|(l, n)| n * padded_rows(l, k.tile_m))
         .sum();
     let tc = 2.0 * 3.0 * s.hidden * wide * rows
         / (Device::attained(k.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind]);

@@ -5,7 +5,7 @@
 //! fallback later: the BF16 peak must exist (every GPU the model handles has one), and a
 //! low-precision format computes natively only where the GPU states a peak for it.
 
-use crate::cost::generation::{moe_key, Generation, KernelConstants, MoeKernel};
+use crate::cost::generation::{moe_key, GemmKernel, Generation, KernelConstants, MoeKernel};
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, MathDtype, PerFormat, System};
@@ -73,6 +73,13 @@ impl<'a> Device<'a> {
                     scale_bits: 0,
                 },
             ] {
+                if !kernels.gemm.contains_key(moe_key(w)) {
+                    return Err(Error::Scenario(format!(
+                        "configs/kernels/{}.toml has no GEMM kernel for `{}`",
+                        kernels.generation,
+                        moe_key(w)
+                    )));
+                }
                 if !kernels.moe.contains_key(moe_key(w)) {
                     return Err(Error::Scenario(format!(
                         "configs/kernels/{}.toml has no fused-MoE kernel for `{}`",
@@ -120,6 +127,12 @@ impl<'a> Device<'a> {
         } else {
             base + (1.0 - base).max(0.0) * (value - prior) / (1.0 - prior)
         }
+    }
+
+    /// The dense GEMM kernel this generation runs for format key `key` (checked present at
+    /// construction).
+    pub fn gemm_kernel(&self, key: &str) -> &'static GemmKernel {
+        &self.kernels.gemm[key]
     }
 
     /// Fixed cost of `kernels` kernels of an operator whose kernel time is `time`: inside a

@@ -6,7 +6,7 @@
 //! low-precision format computes natively only where the GPU states a peak for it.
 
 use crate::cost::generation::{
-    kernel_format_index, Generation, KernelConstants, MoeKernel, KERNEL_FORMATS,
+    kernel_format_index, GemmKernel, Generation, KernelConstants, MoeKernel, KERNEL_FORMATS,
 };
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
@@ -42,6 +42,8 @@ pub struct Device<'a> {
     pub kernels: &'static KernelConstants,
     /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
     moe_kernels: Vec<&'static MoeKernel>,
+    /// The generation's GEMM kernel per weight format, indexed the same way.
+    gemm_kernels: Vec<&'static GemmKernel>,
 }
 
 impl<'a> Device<'a> {
@@ -66,13 +68,16 @@ impl<'a> Device<'a> {
         let kernels = Generation::of(g)?.kernels();
         // Looked up once here, by format, not by string per operator.
         let mut moe_kernels: Vec<&'static MoeKernel> = Vec::with_capacity(KERNEL_FORMATS.len());
+        let mut gemm_kernels: Vec<&'static GemmKernel> = Vec::with_capacity(KERNEL_FORMATS.len());
         for key in KERNEL_FORMATS {
-            moe_kernels.push(kernels.moe.get(key).ok_or_else(|| {
+            let missing = |what: &str| {
                 Error::Scenario(format!(
-                    "configs/kernels/{}.toml has no fused-MoE kernel for `{key}`",
+                    "configs/kernels/{}.toml has no {what} kernel for `{key}`",
                     kernels.generation
                 ))
-            })?);
+            };
+            moe_kernels.push(kernels.moe.get(key).ok_or_else(|| missing("fused-MoE"))?);
+            gemm_kernels.push(kernels.gemm.get(key).ok_or_else(|| missing("GEMM"))?);
         }
         let sm_count = g.sm_count.ok_or_else(|| {
             Error::Scenario(format!(
@@ -94,6 +99,7 @@ impl<'a> Device<'a> {
             gemm_eff,
             kernels,
             moe_kernels,
+            gemm_kernels,
         })
     }
 
@@ -113,6 +119,12 @@ impl<'a> Device<'a> {
         } else {
             base + (1.0 - base).max(0.0) * (value - prior) / (1.0 - prior)
         }
+    }
+
+    /// The dense GEMM kernel this generation runs for format key `key` (checked present at
+    /// construction).
+    pub fn gemm_kernel(&self, w: crate::spec::WeightFormat) -> &'static GemmKernel {
+        self.gemm_kernels[kernel_format_index(w)]
     }
 
     /// Fixed cost of `kernels` kernels of an operator whose kernel time is `time`: inside a

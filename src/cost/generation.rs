@@ -1,5 +1,5 @@
-//! Kernel constants per GPU architecture generation: what a fused-MoE kernel or a decode
-//! attention kernel attains, and its minimum time.
+//! Kernel constants per GPU architecture generation: what a dense GEMM, a fused-MoE kernel or
+//! a decode attention kernel attains, and its minimum time.
 //!
 //! These are not per-GPU numbers. A kernel family (FlashAttention 3 on Hopper, FlashInfer's
 //! TRT-LLM decode kernels on Blackwell SM100, …) behaves alike on every GPU of its
@@ -87,6 +87,8 @@ pub struct KernelConstants {
     /// Fused-MoE kernel per weight-format key (`bf16`, `fp8`, `fp8-block`, `int4`, `mxfp4`,
     /// `nvfp4`): the one the engine runs for that format on this generation.
     pub moe: BTreeMap<String, MoeKernel>,
+    /// Dense GEMM kernel per weight-format key (the same keys as `moe`).
+    pub gemm: BTreeMap<String, GemmKernel>,
     /// The decode attention kernel (paged KV, split-KV).
     pub decode_attention: DecodeAttentionKernel,
     pub sources: BTreeMap<String, String>,
@@ -121,6 +123,30 @@ pub struct MoeKernel {
     /// Passes over each token-expert pair's activations (`hidden + width` BF16 values).
     pub pair_passes: f64,
     pub pairs: PairScope,
+}
+
+/// A dense GEMM kernel family: a roofline at attained fractions plus a fixed time, after an
+/// activation-quantization pass where the format quantizes activations.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmKernel {
+    /// What runs (for the reader).
+    pub kernel: String,
+    /// Fraction of the math dtype's dense peak the kernel attains.
+    pub compute_fraction: f64,
+    /// Fraction of DRAM bandwidth the kernel (and its quantization pass) attains.
+    pub memory_fraction: f64,
+    /// Fixed time of one call on top of the engine's kernel gap.
+    pub fixed: Seconds,
+    /// Activations quantized to the weight format by a separate memory-bound pass over the
+    /// m x k activations (BF16 read, quantized values written); the GEMM then reads them
+    /// quantized.
+    pub quantize_activations: bool,
+    /// Benchmark-harness floors by the measured table's `kernel` name: the measured call of
+    /// that kernel never ran faster than this (CPU-side launch of eager, unfused calls).
+    /// Only `validate` applies them, to rows naming that kernel; predictions never do.
+    #[serde(default)]
+    pub harness_floor: BTreeMap<String, Seconds>,
 }
 
 /// A decode attention kernel: one CTA per (sequence, KV head, KV split).
@@ -185,7 +211,7 @@ mod tests {
         ] {
             let k = g.kernels();
             assert!(!k.moe.is_empty());
-            for key in ["moe", "decode_attention"] {
+            for key in ["moe", "gemm", "decode_attention"] {
                 assert!(
                     k.sources.contains_key(key),
                     "{} lacks a source for {key}",
@@ -196,6 +222,14 @@ mod tests {
                 assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
                 assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
                 assert!(m.tile_m >= 16);
+            }
+            for key in k.moe.keys() {
+                let g = k.gemm.get(key);
+                assert!(g.is_some(), "{} lacks [gemm.{key}]", k.generation);
+                let g = g.unwrap();
+                assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
+                assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
+                assert!(g.fixed.0 >= 0.0 && g.fixed.0 < 50e-6);
             }
             let a = &k.decode_attention;
             assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0 && a.max_splits >= 1);

@@ -1,4 +1,8 @@
-//! Fused-MoE and decode-attention kernels as they run, not as ideal rooflines.
+//! Dense GEMM, fused-MoE and decode-attention kernels as they run, not as ideal rooflines.
+//!
+//! Dense GEMM: the roofline at the generation's attained fractions per weight format, plus a
+//! fixed time, after the activation-quantization pass of the formats that quantize
+//! activations (FP8 per-tensor and block-scaled, NVFP4).
 //!
 //! Fused MoE: the busiest expert-parallel rank sets the time (`ops::routing::busiest_rank`).
 //! Its touched experts' weights stream once at the kernel family's attained fraction of
@@ -80,6 +84,33 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let pair_bytes = k.pair_passes * pairs * (s.hidden + s.width) * 2.0;
     let t = k.floor.0 + tm.max(tc) + pair_bytes / peak_bw;
     (flops, weight_bytes + pair_bytes, t, tc > tm)
+}
+
+/// (kernel time, compute-bound) of a dense GEMM `[m,k] x [k,n]` on weights stored as `w`
+/// (read as BF16 after a cast pass when `cast`), as the generation's kernel for the format
+/// runs it: an activation-quantization pass where the format has one (BF16 activations read,
+/// quantized ones written, at the kernel's memory fraction), then the roofline of the GEMM at
+/// its attained compute and memory fractions, plus the kernel's fixed time. The weights are
+/// read once, the activations (quantized where quantized) once and the BF16 output written
+/// once. W4A16 formats compute in BF16 (`Device::gemm_math`): memory-bound on the 4-bit
+/// weights at small M, BF16 compute at large M.
+pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bool) -> (f64, bool) {
+    let (bpw, kind, kernel_w) = if cast {
+        (2.0, FormatKind::Bf16, WeightFormat::BF16)
+    } else {
+        (w.bytes_per_weight(), w.kind, w)
+    };
+    let g = dev.gemm_kernel(kernel_w);
+    let bw = Device::attained(g.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
+    let rate = Device::attained(g.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind];
+    let (act, quantize) = if g.quantize_activations && !cast {
+        (bpw, m * k * (2.0 + bpw) / bw)
+    } else {
+        (2.0, 0.0)
+    };
+    let tc = 2.0 * m * n * k / rate;
+    let tm = (n * k * bpw + m * k * act + m * n * 2.0) / bw;
+    (g.fixed.0 + quantize + tc.max(tm), tc > tm)
 }
 
 /// Kernel time of a decode attention call streaming `kv_bytes` of cache (plus `other_bytes`

@@ -1,7 +1,8 @@
 //! The price of one operator on one GPU: the only place an [`Operator`] becomes a time.
 //!
-//! Compute and memory work go through the roofline (`cost::roofline`): GEMMs at the rate of
-//! the dtype they compute in times the format's efficiency, attention kernels at the BF16
+//! Compute and memory work go through the roofline (`cost::roofline`): GEMMs at the speed of
+//! light at the peak of the dtype they compute in, otherwise as the generation's GEMM kernel
+//! runs (`cost::kernels::gemm_time`); attention kernels at the BF16
 //! rate times the attention efficiency, elementwise kernels at the BF16 peak; all at the
 //! attainable DRAM bandwidth. Collectives go through NCCL's or the engine's model
 //! (`cost::collective`). Each kernel adds its fixed cost (`Device::overhead`).
@@ -85,7 +86,17 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             let (weight_bytes, kind) = weights_read(n * k, weights, after_cast && !sol);
             let flops = 2.0 * m * n * k;
             let bytes = weight_bytes + (m * k + m * n) * 2.0;
-            plain(flops, bytes, dev.gemm_rate[kind], Some(dev.gemm_math[kind]))
+            if sol {
+                plain(flops, bytes, dev.gemm_rate[kind], Some(dev.gemm_math[kind]))
+            } else {
+                let (t, compute) = kernels::gemm_time(dev, m, n, k, weights, after_cast);
+                let bound = if compute {
+                    Bound::Compute
+                } else {
+                    Bound::Memory
+                };
+                (flops, bytes, t, bound, Some(dev.gemm_math[kind]), None)
+            }
         }
         Op::MoeGemm {
             experts,

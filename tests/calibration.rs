@@ -14,7 +14,7 @@ fn team() -> (ModelSpec, System, MeasuredSet) {
     let set = measured::parse_text(
         text,
         "k25b6000bench1.toml",
-        measured::Format::Toml,
+        measured::FileFormat::Toml,
         &Default::default(),
     )
     .unwrap();

@@ -29,7 +29,7 @@ use rooftop::cost::{CostParams, Evaluator, Parallel, Pass, StepCost};
 use rooftop::error::Error;
 use rooftop::import_hf;
 use rooftop::measured::{
-    parse_text, Format, MeasuredSet, Quantity, ReadOptions, MIN_MEASURED_SECONDS,
+    parse_text, FileFormat, MeasuredSet, Quantity, ReadOptions, MIN_MEASURED_SECONDS,
 };
 use rooftop::predict::{predict, Scenario};
 use rooftop::serve::{sweep, TpotDef, Workload};
@@ -1199,7 +1199,7 @@ fn description_target(long: bool, kind: &'static str) {
     });
 }
 
-fn measured_target(long: bool, name: &str, format: Format, fixtures: Vec<String>, tree: Tree) {
+fn measured_target(long: bool, name: &str, format: FileFormat, fixtures: Vec<String>, tree: Tree) {
     let label = format!("fuzz/{name}");
     fuzz(
         name,
@@ -1236,7 +1236,7 @@ fn macro_log(long: bool) {
          Throughput: 1536.2 tok/s\n  C=256: tok/s=1530\n"
             .into(),
     );
-    measured_target(long, "macro-log", Format::MacroLog, f, Tree::None);
+    measured_target(long, "macro-log", FileFormat::MacroLog, f, Tree::None);
 }
 
 fn vllm_json(long: bool) {
@@ -1245,7 +1245,7 @@ fn vllm_json(long: bool) {
         "vllm_sweep.jsonl",
         "vllm_missing_field.jsonl",
     ]);
-    measured_target(long, "vllm-json", Format::VllmJson, f, Tree::Json);
+    measured_target(long, "vllm-json", FileFormat::VllmJson, f, Tree::Json);
 }
 
 fn nccl(long: bool) {
@@ -1254,23 +1254,23 @@ fn nccl(long: bool) {
         "nccl_no_gpu_count.log",
         "nccl_short_row.log",
     ]);
-    measured_target(long, "nccl", Format::Nccl, f, Tree::None);
+    measured_target(long, "nccl", FileFormat::Nccl, f, Tree::None);
 }
 
 fn gemm_csv(long: bool) {
     let f = measured(&["gemm_decode.csv", "gemm_missing_column.csv"]);
-    measured_target(long, "gemm-csv", Format::GemmCsv, f, Tree::None);
+    measured_target(long, "gemm-csv", FileFormat::GemmCsv, f, Tree::None);
 }
 
 fn trace(long: bool) {
     let f = measured(&["decode.pt.trace.json"]);
-    measured_target(long, "trace", Format::Trace, f, Tree::Json);
+    measured_target(long, "trace", FileFormat::Trace, f, Tree::Json);
 }
 
 fn measurement_toml(long: bool) {
     let mut f = measured(&["measurement.toml"]);
     f.extend(files("configs/measured", &[".toml"]));
-    measured_target(long, "measurement-toml", Format::Toml, f, Tree::Toml);
+    measured_target(long, "measurement-toml", FileFormat::Toml, f, Tree::Toml);
 }
 
 fn calibration(long: bool) {

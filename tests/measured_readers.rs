@@ -364,14 +364,14 @@ fn read_files_merges_in_order() {
 /// No reader panics on a file cut at any point, or read as the wrong format.
 #[test]
 fn no_reader_panics_on_any_prefix_of_any_fixture() {
-    use rooftop::measured::{parse_text, Format};
+    use rooftop::measured::{parse_text, FileFormat};
     let formats = [
-        Format::MacroLog,
-        Format::VllmJson,
-        Format::Nccl,
-        Format::GemmCsv,
-        Format::Trace,
-        Format::Toml,
+        FileFormat::MacroLog,
+        FileFormat::VllmJson,
+        FileFormat::Nccl,
+        FileFormat::GemmCsv,
+        FileFormat::Trace,
+        FileFormat::Toml,
     ];
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/measured");
     let opts = ReadOptions::default();
@@ -381,7 +381,7 @@ fn no_reader_panics_on_any_prefix_of_any_fixture() {
             continue;
         };
         // Every prefix in its own format (ends included), and the whole text in every format.
-        let own = rooftop::measured::Format::detect(&path, &text);
+        let own = rooftop::measured::FileFormat::detect(&path, &text);
         for (at, _) in text.char_indices().chain([(text.len(), ' ')]) {
             if let Some(f) = own {
                 let _ = parse_text(&text[..at], "f", f, &opts);
@@ -395,7 +395,7 @@ fn no_reader_panics_on_any_prefix_of_any_fixture() {
 
 mod fuzz {
     use proptest::prelude::*;
-    use rooftop::measured::{parse_text, Format, ReadOptions};
+    use rooftop::measured::{parse_text, FileFormat, ReadOptions};
 
     proptest! {
         #[test]
@@ -404,12 +404,12 @@ mod fuzz {
             format in 0usize..6,
         ) {
             let formats = [
-                Format::MacroLog,
-                Format::VllmJson,
-                Format::Nccl,
-                Format::GemmCsv,
-                Format::Trace,
-                Format::Toml,
+                FileFormat::MacroLog,
+                FileFormat::VllmJson,
+                FileFormat::Nccl,
+                FileFormat::GemmCsv,
+                FileFormat::Trace,
+                FileFormat::Toml,
             ];
             let _ = parse_text(&text, "f", formats[format], &ReadOptions::default());
         }
@@ -423,12 +423,12 @@ mod fuzz {
             format in 0usize..6,
         ) {
             let formats = [
-                Format::MacroLog,
-                Format::VllmJson,
-                Format::Nccl,
-                Format::GemmCsv,
-                Format::Trace,
-                Format::Toml,
+                FileFormat::MacroLog,
+                FileFormat::VllmJson,
+                FileFormat::Nccl,
+                FileFormat::GemmCsv,
+                FileFormat::Trace,
+                FileFormat::Toml,
             ];
             let _ = parse_text(&lines.join("\n"), "f", formats[format], &ReadOptions::default());
         }

@@ -6,7 +6,7 @@ use rooftop::calibrate::Calibration;
 use rooftop::cost::{collective, CostParams, Evaluator, Parallel, Pass};
 use rooftop::error::Error;
 use rooftop::import_hf;
-use rooftop::measured::{parse_text, Format, Quantity, ReadOptions};
+use rooftop::measured::{parse_text, FileFormat, Quantity, ReadOptions};
 use rooftop::predict::{predict, Scenario};
 use rooftop::spec::registry::{self, load_gpu, load_interconnect, load_model, load_system_spec};
 use rooftop::spec::{ModelSpec, System};
@@ -31,7 +31,7 @@ fn error_naming_file<T: std::fmt::Debug>(r: Result<T, Error>, file: &str) -> Str
     e
 }
 
-fn measured(name: &str, format: Format) -> Result<rooftop::measured::MeasuredSet, Error> {
+fn measured(name: &str, format: FileFormat) -> Result<rooftop::measured::MeasuredSet, Error> {
     parse_text(&text(name), name, format, &ReadOptions::default())
 }
 
@@ -118,12 +118,12 @@ fn calibrations_that_would_give_infinite_intervals_or_times_are_refused() {
 #[test]
 fn macro_log_concurrency_zero_and_underflowing_trials_are_refused() {
     let e = error_naming_file(
-        measured("macro-concurrency-0.log", Format::MacroLog),
+        measured("macro-concurrency-0.log", FileFormat::MacroLog),
         "macro-concurrency-0.log:9",
     );
     assert!(e.contains("concurrency 0"), "{e}");
     let e = error_naming_file(
-        measured("macro-underflow-trial.log", Format::MacroLog),
+        measured("macro-underflow-trial.log", FileFormat::MacroLog),
         "macro-underflow-trial.log:2",
     );
     assert!(e.contains("TPOT"), "{e}");
@@ -132,10 +132,10 @@ fn macro_log_concurrency_zero_and_underflowing_trials_are_refused() {
 #[test]
 fn vllm_runs_without_prompt_tokens_or_measurements_are_refused() {
     let f = "vllm-zero-input-tokens.json";
-    let e = error_naming_file(measured(f, Format::VllmJson), f);
+    let e = error_naming_file(measured(f, FileFormat::VllmJson), f);
     assert!(e.contains("total_input_tokens"), "{e}");
     let f = "vllm-nothing-measured.json";
-    let e = error_naming_file(measured(f, Format::VllmJson), f);
+    let e = error_naming_file(measured(f, FileFormat::VllmJson), f);
     assert!(e.contains("no measurements"), "{e}");
 }
 
@@ -146,9 +146,9 @@ fn nccl_rows_without_time_or_gpus_are_refused_and_empty_messages_skipped() {
         "nccl-denormal-time.log",
         "nccl-zero-gpus.log",
     ] {
-        error_naming_file(measured(f, Format::Nccl), f);
+        error_naming_file(measured(f, FileFormat::Nccl), f);
     }
-    let set = measured("nccl-zero-size.log", Format::Nccl).unwrap();
+    let set = measured("nccl-zero-size.log", FileFormat::Nccl).unwrap();
     assert_eq!(set.observations.len(), 2);
     assert!(set
         .observations
@@ -159,14 +159,14 @@ fn nccl_rows_without_time_or_gpus_are_refused_and_empty_messages_skipped() {
 #[test]
 fn a_measurement_point_with_empty_shares_is_refused() {
     let f = "measurement-empty-shares.toml";
-    let e = error_naming_file(measured(f, Format::Toml), f);
+    let e = error_naming_file(measured(f, FileFormat::Toml), f);
     assert!(e.contains("gives none of"), "{e}");
 }
 
 #[test]
 fn trace_durations_that_overflow_their_sum_are_refused() {
     let f = "trace-duration-overflow.json";
-    let e = error_naming_file(measured(f, Format::Trace), f);
+    let e = error_naming_file(measured(f, FileFormat::Trace), f);
     assert!(e.contains("largest number"), "{e}");
 }
 

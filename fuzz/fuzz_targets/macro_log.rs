@@ -2,7 +2,7 @@
 //! libFuzzer target: the macro log reader on arbitrary text.
 
 use libfuzzer_sys::fuzz_target;
-use rooftop::measured::{parse_text, Format, ReadOptions};
+use rooftop::measured::{parse_text, FileFormat, ReadOptions};
 
 #[path = "common.rs"]
 mod common;
@@ -10,11 +10,11 @@ mod common;
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let opts = ReadOptions {
-        format: Some(Format::MacroLog),
+        format: Some(FileFormat::MacroLog),
         gpus: None,
         concurrency: None,
     };
-    match parse_text(&text, common::LABEL, Format::MacroLog, &opts) {
+    match parse_text(&text, common::LABEL, FileFormat::MacroLog, &opts) {
         Err(e) => common::check_error(&e, &text),
         Ok(set) => common::check_measured(&set),
     }

@@ -55,7 +55,7 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
         if !p.exists() {
             if let Some(text) = builtin_text(Kind::Measured, m) {
                 let label = format!("configs/measured/{m}.toml");
-                let one = measured::parse_text(text, &label, measured::Format::Toml, &opts)?;
+                let one = measured::parse_text(text, &label, measured::FileFormat::Toml, &opts)?;
                 merge(&mut set, one, &label)?;
                 continue;
             }

@@ -39,7 +39,7 @@ fn describe_measured(name: &str) -> Result<String> {
     let set = crate::measured::parse_text(
         text,
         name,
-        crate::measured::Format::Toml,
+        crate::measured::FileFormat::Toml,
         &Default::default(),
     )?;
     let mut kinds: Vec<&str> = set

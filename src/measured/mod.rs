@@ -196,7 +196,7 @@ impl MeasuredSet {
 
 /// The measured-file formats rooftop reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum FileFormat {
     /// The team's HTTP macro-benchmark log (`Trial N: 0.407s, 32 tokens, …`).
     MacroLog,
     /// `vllm bench serve --save-result` JSON, one object or JSON lines.
@@ -211,50 +211,50 @@ pub enum Format {
     Toml,
 }
 
-impl Format {
+impl FileFormat {
     pub fn name(self) -> &'static str {
         match self {
-            Format::MacroLog => "macro-benchmark log",
-            Format::VllmJson => "vLLM benchmark JSON",
-            Format::Nccl => "nccl-tests all_reduce_perf output",
-            Format::GemmCsv => "GEMM CSV",
-            Format::Trace => "PyTorch profiler trace",
-            Format::Toml => "rooftop measurement TOML",
+            FileFormat::MacroLog => "macro-benchmark log",
+            FileFormat::VllmJson => "vLLM benchmark JSON",
+            FileFormat::Nccl => "nccl-tests all_reduce_perf output",
+            FileFormat::GemmCsv => "GEMM CSV",
+            FileFormat::Trace => "PyTorch profiler trace",
+            FileFormat::Toml => "rooftop measurement TOML",
         }
     }
 
     /// The format of a file, from its extension where that is unambiguous (`.toml`, `.csv`)
     /// and from its content otherwise (`.json` may be a vLLM result or a trace; `.log` and
     /// `.txt` may be a macro log or nccl-tests output). `None` when nothing matches.
-    pub fn detect(path: &Path, text: &str) -> Option<Format> {
+    pub fn detect(path: &Path, text: &str) -> Option<FileFormat> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
             .map(|e| e.to_ascii_lowercase());
         match ext.as_deref() {
-            Some("toml") => return Some(Format::Toml),
-            Some("csv") => return Some(Format::GemmCsv),
+            Some("toml") => return Some(FileFormat::Toml),
+            Some("csv") => return Some(FileFormat::GemmCsv),
             _ => {}
         }
-        let sniffed = Format::sniff(text);
+        let sniffed = FileFormat::sniff(text);
         let json_ext = matches!(ext.as_deref(), Some("json" | "jsonl" | "ndjson"));
         match sniffed {
             Some(f) => Some(f),
-            None if json_ext => Some(Format::VllmJson),
+            None if json_ext => Some(FileFormat::VllmJson),
             None => None,
         }
     }
 
     /// Guess the format from the text alone.
-    pub fn sniff(text: &str) -> Option<Format> {
+    pub fn sniff(text: &str) -> Option<FileFormat> {
         let t = text.trim_start_matches('\u{feff}').trim_start();
         if t.starts_with('{') || t.starts_with('[') {
             // Both JSON formats; a trace names its event list, or is a bare array of events
             // (each with a phase `ph`); an array of vLLM results has neither.
             if t.contains("\"traceEvents\"") || (t.starts_with('[') && t.contains("\"ph\"")) {
-                return Some(Format::Trace);
+                return Some(FileFormat::Trace);
             }
-            return Some(Format::VllmJson);
+            return Some(FileFormat::VllmJson);
         }
         let mut csv_header = None;
         for line in t.lines().map(str::trim) {
@@ -262,13 +262,13 @@ impl Format {
                 || line.contains("Avg bus bandwidth")
                 || (line.starts_with('#') && line.contains("out-of-place"))
             {
-                return Some(Format::Nccl);
+                return Some(FileFormat::Nccl);
             }
             if line.starts_with("Testing max_tokens") || macro_log::is_trial_line(line) {
-                return Some(Format::MacroLog);
+                return Some(FileFormat::MacroLog);
             }
             if line == "[[points]]" || line.starts_with("tpot_definition") {
-                return Some(Format::Toml);
+                return Some(FileFormat::Toml);
             }
             if csv_header.is_none() && !line.is_empty() && !line.starts_with('#') {
                 csv_header = Some(line);
@@ -282,7 +282,7 @@ impl Format {
         ["m", "n", "k"]
             .iter()
             .all(|c| cols.iter().any(|h| h == c))
-            .then_some(Format::GemmCsv)
+            .then_some(FileFormat::GemmCsv)
     }
 }
 
@@ -290,14 +290,14 @@ impl Format {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReadOptions {
     /// Read the files as this format instead of detecting it.
-    pub format: Option<Format>,
+    pub format: Option<FileFormat>,
     /// GPU count for nccl-tests output that has neither `# Rank` lines nor a `-g N` command.
     pub gpus: Option<u32>,
     /// Concurrency at which a profiler trace was taken (default 1).
     pub concurrency: Option<u32>,
 }
 
-/// Read one measured file, detecting its format (see [`Format::detect`]).
+/// Read one measured file, detecting its format (see [`FileFormat::detect`]).
 pub fn read_file(path: &Path) -> Result<MeasuredSet> {
     read_file_with(path, &ReadOptions::default())
 }
@@ -306,7 +306,7 @@ pub fn read_file(path: &Path) -> Result<MeasuredSet> {
 pub fn read_file_with(path: &Path, options: &ReadOptions) -> Result<MeasuredSet> {
     let text = crate::files::read_text(path)?;
     let file = path.display().to_string();
-    let format = match options.format.or_else(|| Format::detect(path, &text)) {
+    let format = match options.format.or_else(|| FileFormat::detect(path, &text)) {
         Some(f) => f,
         None => {
             return Err(measured_error(
@@ -325,18 +325,18 @@ pub fn read_file_with(path: &Path, options: &ReadOptions) -> Result<MeasuredSet>
 pub fn parse_text(
     text: &str,
     file: &str,
-    format: Format,
+    format: FileFormat,
     options: &ReadOptions,
 ) -> Result<MeasuredSet> {
     // Spreadsheet exports often start with a byte-order mark.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let set = match format {
-        Format::MacroLog => parse_macro_log(text, file),
-        Format::VllmJson => parse_vllm_json(text, file),
-        Format::Nccl => parse_nccl(text, file, options.gpus),
-        Format::GemmCsv => parse_gemm_csv(text, file),
-        Format::Trace => parse_trace(text, file, options.concurrency),
-        Format::Toml => parse_toml(text, file),
+        FileFormat::MacroLog => parse_macro_log(text, file),
+        FileFormat::VllmJson => parse_vllm_json(text, file),
+        FileFormat::Nccl => parse_nccl(text, file, options.gpus),
+        FileFormat::GemmCsv => parse_gemm_csv(text, file),
+        FileFormat::Trace => parse_trace(text, file, options.concurrency),
+        FileFormat::Toml => parse_toml(text, file),
     }?;
     if set.observations.is_empty() {
         return Err(measured_error(file, None, "no measurements in the file"));
@@ -490,42 +490,45 @@ mod tests {
         let cases = [
             (
                 "  Trial 1: 0.407s, 32 tokens, TPOT=12.7ms",
-                Format::MacroLog,
+                FileFormat::MacroLog,
             ),
-            ("{\"max_concurrency\": 8}", Format::VllmJson),
-            ("{\"traceEvents\": []}", Format::Trace),
+            ("{\"max_concurrency\": 8}", FileFormat::VllmJson),
+            ("{\"traceEvents\": []}", FileFormat::Trace),
             (
                 "# nThread 1 nGpus 8\n# Avg bus bandwidth    : 1.0",
-                Format::Nccl,
+                FileFormat::Nccl,
             ),
             (
                 "# bench\nm,n,k,dtype,time_us\n1,2,3,bf16,4",
-                Format::GemmCsv,
+                FileFormat::GemmCsv,
             ),
-            ("system = \"x\"\n[[points]]\nconcurrency = 1", Format::Toml),
+            (
+                "system = \"x\"\n[[points]]\nconcurrency = 1",
+                FileFormat::Toml,
+            ),
         ];
         for (text, f) in cases {
-            assert_eq!(Format::sniff(text), Some(f), "{text}");
+            assert_eq!(FileFormat::sniff(text), Some(f), "{text}");
         }
-        assert_eq!(Format::sniff("hello\nworld"), None);
-        assert_eq!(Format::sniff(""), None);
+        assert_eq!(FileFormat::sniff("hello\nworld"), None);
+        assert_eq!(FileFormat::sniff(""), None);
     }
 
     #[test]
     fn extension_decides_toml_and_csv() {
         assert_eq!(
-            Format::detect(Path::new("a.toml"), "anything"),
-            Some(Format::Toml)
+            FileFormat::detect(Path::new("a.toml"), "anything"),
+            Some(FileFormat::Toml)
         );
         assert_eq!(
-            Format::detect(Path::new("a.csv"), "x,y"),
-            Some(Format::GemmCsv)
+            FileFormat::detect(Path::new("a.csv"), "x,y"),
+            Some(FileFormat::GemmCsv)
         );
         assert_eq!(
-            Format::detect(Path::new("a.json"), "  "),
-            Some(Format::VllmJson)
+            FileFormat::detect(Path::new("a.json"), "  "),
+            Some(FileFormat::VllmJson)
         );
-        assert_eq!(Format::detect(Path::new("a.log"), "nothing here"), None);
+        assert_eq!(FileFormat::detect(Path::new("a.log"), "nothing here"), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! survives only as a transcript), and a hand-typed number still needs its unit, its
 //! definition and its source.
 //!
-//! # Format
+//! # FileFormat
 //!
 //! ```toml
 //! # Where the numbers come from, in a sentence: a report, a log, a chat transcript.

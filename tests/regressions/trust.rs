@@ -500,14 +500,14 @@ fn a_vllm_result_saved_as_a_json_array_is_read_as_vllm_results() {
     let set = rooftop::measured::parse_text(
         &format!("[{one}, {one}]"),
         "a.json",
-        rooftop::measured::Format::sniff(&format!("[{one}]")).unwrap(),
+        rooftop::measured::FileFormat::sniff(&format!("[{one}]")).unwrap(),
         &Default::default(),
     )
     .unwrap();
     assert!(!set.observations.is_empty());
     assert_eq!(
-        rooftop::measured::Format::sniff(&format!("[{one}]")),
-        Some(rooftop::measured::Format::VllmJson)
+        rooftop::measured::FileFormat::sniff(&format!("[{one}]")),
+        Some(rooftop::measured::FileFormat::VllmJson)
     );
 }
 
@@ -520,7 +520,7 @@ fn impossible_trial_times_name_their_line_and_value_even_on_the_last_line() {
         let e = rooftop::measured::parse_text(
             &text,
             "run.log",
-            rooftop::measured::Format::MacroLog,
+            rooftop::measured::FileFormat::MacroLog,
             &Default::default(),
         )
         .unwrap_err()

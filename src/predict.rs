@@ -160,6 +160,50 @@ impl MemoryReport {
     }
 }
 
+/// A vision encoder's cost to encode one image before the text prompt's prefill.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VisionCost {
+    /// The image the figures are for: a square of this many pixels a side.
+    pub image_side_px: u32,
+    /// Patches the encoder runs over for that image.
+    pub patches: f64,
+    /// FLOPs to encode it (weights once per patch, attention among all patches).
+    pub gflops_per_image: f64,
+    /// Time per image with the scenario's parameters, ms.
+    pub ms_per_image: f64,
+    /// Speed-of-light time per image, ms.
+    pub sol_ms_per_image: f64,
+    /// How the figures were made (an approximation, named).
+    pub basis: &'static str,
+}
+
+/// Side of the reference image the vision cost is stated for.
+const VISION_IMAGE_SIDE: u32 = 1024;
+
+fn vision_cost(s: &Scenario) -> Result<Option<VisionCost>> {
+    let Some(v) = &s.model.vision else {
+        return Ok(None);
+    };
+    let per_side = (VISION_IMAGE_SIDE as f64 / v.patch_size.max(1) as f64).ceil();
+    let patches = per_side * per_side;
+    let flops = v.flops_per_image(patches);
+    let weight_bytes = v.params() * 2.0;
+    let tp = s.parallel.tp as f64;
+    let time = |p: CostParams| -> Result<f64> {
+        let dev = crate::cost::Device::new(s.system, p)?;
+        let rate = dev.gemm_rate[crate::spec::FormatKind::Bf16];
+        Ok((flops / tp / rate).max(weight_bytes / tp / dev.mem_bw) * 1e3)
+    };
+    Ok(Some(VisionCost {
+        image_side_px: VISION_IMAGE_SIDE,
+        patches,
+        gflops_per_image: flops / 1e9,
+        ms_per_image: time(s.params)?,
+        sol_ms_per_image: time(CostParams::speed_of_light())?,
+        basis: "approximation: a 1024 x 1024 image; the encoder split over the layout's tensor-parallel GPUs like the text layers, in BF16 at the GEMM efficiency, weights read once; no kernel gaps, no image preprocessing",
+    }))
+}
+
 /// One operator row of the report: per call and summed over the layers that run it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OpRow {
@@ -225,6 +269,9 @@ pub struct Prediction {
     pub kernels_per_step: u32,
     /// Parameters counted from the description (MTP and vision apart) and weight bytes.
     pub model_params: ParamCount,
+    /// The vision encoder's prefill-time cost per image, for models that ship one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vision: Option<VisionCost>,
     pub memory: MemoryReport,
     /// 95 % interval of `tpot_ms` from the calibration's covariance (with `--calibration`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -323,6 +370,7 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             * 2.0,
         kernels_per_step: kernels,
         model_params: count_params(s.model),
+        vision: vision_cost(s)?,
         memory: s.memory(batch as f64, context as f64),
         tpot_ci95_ms: s.interval(|q| {
             q.evaluator()

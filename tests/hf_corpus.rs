@@ -447,3 +447,36 @@ fn hybrid_models_hold_a_fixed_state_not_a_growing_cache() {
         );
     }
 }
+
+/// Vision-language configs report their encoder's prefill-time cost per image (never below
+/// its speed of light, and more for a larger encoder's work); text-only models report none.
+#[test]
+fn vision_language_models_report_their_encoder_per_image() {
+    let Some(d) = corpus() else { return };
+    let sys = System::load("8x-b200-nvlink").unwrap();
+    let mut seen = 0;
+    for dir in folders(&d) {
+        let m = import(&dir);
+        let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
+        let p = predict(&sc, 1, 1024).unwrap();
+        match (&m.vision, &p.vision) {
+            (Some(_), Some(v)) => {
+                seen += 1;
+                assert!(v.patches > 0.0 && v.gflops_per_image > 0.0, "{}", m.name);
+                assert!(
+                    v.ms_per_image >= v.sol_ms_per_image && v.sol_ms_per_image > 0.0,
+                    "{}: {} ms vs SOL {} ms",
+                    m.name,
+                    v.ms_per_image,
+                    v.sol_ms_per_image
+                );
+            }
+            (None, None) => {}
+            (a, b) => panic!("{}: vision spec {a:?} but record {b:?}", m.name),
+        }
+    }
+    assert!(
+        seen >= 2,
+        "only {seen} vision-language configs in the corpus"
+    );
+}

@@ -180,42 +180,149 @@ impl Costs<'_> {
     }
 }
 
+/// One scenario's serving model for one workload: what every concurrency shares.
+struct Server<'s, 'a> {
+    s: &'s Scenario<'a>,
+    w: Workload,
+    costs: Costs<'a>,
+    input: f64,
+    output: f64,
+    /// Mean cached context of a running request.
+    ctx: f64,
+    /// Tokens one sequence holds on average, in whole blocks.
+    held: f64,
+    kv_max: u32,
+    client_cap: u32,
+    /// Requests in flight at most: min(client cap, max_num_seqs, KV).
+    cap: u32,
+    prefill_alone: f64,
+}
+
+/// (GPU, engine CPU, API server, client) time per step at a point, seconds.
+type StepParts = (f64, f64, f64, f64);
+
 /// Evaluate the serving curve at each concurrency.
 pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
-    let eng = &s.system.engine;
-    let costs = Costs {
-        ev: s.evaluator()?,
-        sol: s.sol_evaluator()?,
-        chunked: eng.chunked_prefill,
-        budget: eng.max_num_batched_tokens as f64,
-        step_overhead: s.params.step_overhead,
-    };
-    let input = w.input_len.max(1) as f64;
-    let output = w.output_len.max(1) as f64;
-    let ctx = input + output / 2.0;
-    if let Some(why) = does_not_fit(s, input, output) {
-        return Err(Error::Scenario(why));
-    }
-    let mem = s.memory(1.0, input + output);
-    // Tokens one sequence holds on average, in whole blocks.
-    let block = eng.kv.block_size.max(1) as f64;
-    let held = if eng.kv.on_demand {
-        input + output / 2.0
-    } else {
-        input + output
-    };
-    let held = (held / block).ceil() * block;
-    let kv_max = ((mem.max_kv_tokens / (held + 1.0)).floor().max(1.0)) as u32;
-    let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
-    let cap = kv_max.min(eng.max_num_seqs).min(client_cap);
-    let prefill_alone = costs.prefill_alone(input);
-    let cpu = &eng.cpu;
-    let mut last = (0.0, 0.0, 0.0, 0.0); // (gpu, cpu, api, client) per step at the last point
-
+    let sv = Server::new(s, w)?;
     let mut points = Vec::with_capacity(concurrency.len());
+    let mut last = (0.0, 0.0, 0.0, 0.0);
     for &c in concurrency {
+        let (p, parts) = sv.point(c);
+        points.push(p);
+        last = parts;
+    }
+    let (plateau_tok_s, plateau_concurrency, plateau_reached) = plateau(&points);
+    let (marginal, terms, marginal_last) = sv.marginal(&points, plateau_concurrency);
+    let limits = sv.limits(concurrency, last, &terms);
+    let limited_by: Vec<String> = limits.iter().map(|l| l.term.clone()).collect();
+    with_intervals(s, w, &mut points);
+    Ok(Sweep {
+        model: s.model.name.clone(),
+        system: s.system.spec.name.clone(),
+        parallel: s.parallel.to_string(),
+        provenance: s.params.provenance.name(),
+        input_len: w.input_len,
+        output_len: w.output_len,
+        tpot_def: w.tpot_def,
+        points,
+        plateau_tok_s,
+        plateau_concurrency,
+        plateau_reached,
+        plateau_threshold: PLATEAU_THRESHOLD,
+        asymptote_tok_s: 1.0 / marginal_last,
+        marginal_ms_per_token: marginal,
+        limited_by,
+        kv_max_concurrency: sv.kv_max,
+        limits,
+    })
+}
+
+/// The highest throughput, and the first concurrency past which a doubling gains less than
+/// the threshold (the last point when none does).
+fn plateau(points: &[ServePoint]) -> (f64, u32, bool) {
+    let plateau_tok_s = points
+        .iter()
+        .map(|p| p.throughput_tok_s)
+        .fold(0.0, f64::max);
+    for win in points.windows(2) {
+        let gain = (win[1].throughput_tok_s - win[0].throughput_tok_s) / win[0].throughput_tok_s;
+        let doublings = (win[1].concurrency as f64 / win[0].concurrency as f64)
+            .log2()
+            .max(1e-9);
+        if gain / doublings < PLATEAU_THRESHOLD {
+            return (plateau_tok_s, win[0].concurrency, true);
+        }
+    }
+    (
+        plateau_tok_s,
+        points.last().map(|p| p.concurrency).unwrap_or(1),
+        false,
+    )
+}
+
+/// Each point's 95 % intervals from the scenario's calibration (none without one).
+fn with_intervals(s: &Scenario, w: Workload, points: &mut [ServePoint]) {
+    for p in points.iter_mut() {
+        let c = p.concurrency;
+        let at = |q: &Scenario| {
+            sweep(q, &[c], w)
+                .ok()
+                .and_then(|x| x.points.into_iter().next())
+        };
+        p.tpot_ci95_ms = s.interval(|q| at(q).map_or(f64::NAN, |x| x.tpot_ms));
+        p.throughput_ci95_tok_s = s.interval(|q| at(q).map_or(f64::NAN, |x| x.throughput_tok_s));
+    }
+}
+
+impl<'s, 'a> Server<'s, 'a> {
+    fn new(s: &'s Scenario<'a>, w: Workload) -> Result<Self> {
+        let eng = &s.system.engine;
+        let costs = Costs {
+            ev: s.evaluator()?,
+            sol: s.sol_evaluator()?,
+            chunked: eng.chunked_prefill,
+            budget: eng.max_num_batched_tokens as f64,
+            step_overhead: s.params.step_overhead,
+        };
+        let input = w.input_len.max(1) as f64;
+        let output = w.output_len.max(1) as f64;
+        if let Some(why) = does_not_fit(s, input, output) {
+            return Err(Error::Scenario(why));
+        }
+        let mem = s.memory(1.0, input + output);
+        let block = eng.kv.block_size.max(1) as f64;
+        let held = if eng.kv.on_demand {
+            input + output / 2.0
+        } else {
+            input + output
+        };
+        let held = (held / block).ceil() * block;
+        let kv_max = ((mem.max_kv_tokens / (held + 1.0)).floor().max(1.0)) as u32;
+        let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
+        let prefill_alone = costs.prefill_alone(input);
+        Ok(Server {
+            s,
+            w,
+            costs,
+            input,
+            output,
+            ctx: input + output / 2.0,
+            held,
+            kv_max,
+            client_cap,
+            cap: kv_max.min(eng.max_num_seqs).min(client_cap),
+            prefill_alone,
+        })
+    }
+
+    /// The steady state at `c` concurrent requests, and its step's parts.
+    fn point(&self, c: u32) -> (ServePoint, StepParts) {
+        let (s, w, costs) = (self.s, self.w, &self.costs);
+        let (input, output, ctx, prefill_alone) =
+            (self.input, self.output, self.ctx, self.prefill_alone);
+        let cpu = &s.system.engine.cpu;
         let c = c.max(1);
-        let running = c.min(cap).max(1) as f64;
+        let running = c.min(self.cap).max(1) as f64;
         let (dec, b) = costs.decode(running, ctx);
         // Other requests' prompts interleaved into one request's decode steps: in steady
         // state each of the other running requests restarts once per `output` steps.
@@ -249,7 +356,6 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         let api = running * cpu.api_per_token.0;
         let client_cpu = running * w.client.per_chunk;
         let step = engine_step.max(api).max(client_cpu);
-        last = (gpu, cpu_step, api, client_cpu);
         let mut bm = breakdown_ms(&b);
         bm.insert("prefill", prefill_per_step * 1e3);
         if cpu.overlap {
@@ -262,6 +368,46 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
             bm.insert("engine_cpu", cpu.per_seq.0 * running * 1e3);
         }
         bm.insert("token_stream", (step - engine_step) * 1e3);
+        let (own, ttft, steady) = self.ttft(c, running, step);
+        let e2e = ttft + (output - 1.0) * step;
+        let itl = step;
+        let e2e_tpot = e2e / output;
+        // Little's law over the running requests: each yields `output` tokens per
+        // (own prefill + output − 1 decode steps).
+        let throughput = running * output / (own + (output - 1.0) * step);
+        let sol_step = costs.sol.evaluate(&Pass::decode(running, ctx)).total;
+        let point = ServePoint {
+            concurrency: c,
+            running: running as u32,
+            queued: c.saturating_sub(running as u32),
+            tpot_ms: match w.tpot_def {
+                TpotDef::Itl => itl,
+                TpotDef::E2e => e2e_tpot,
+            } * 1e3,
+            tpot_itl_ms: itl * 1e3,
+            tpot_e2e_ms: e2e_tpot * 1e3,
+            ttft_ms: ttft * 1e3,
+            ttft_steady_ms: steady * 1e3,
+            gpu_step_ms: gpu * 1e3,
+            cpu_step_ms: cpu_step * 1e3,
+            e2e_ms: e2e * 1e3,
+            throughput_tok_s: throughput,
+            decode_step_ms: dec * 1e3,
+            prefill_per_step_ms: prefill_per_step * 1e3,
+            sol_tpot_ms: sol_step * 1e3,
+            breakdown_ms: bm,
+            tpot_ci95_ms: None,
+            throughput_ci95_tok_s: None,
+        };
+        (point, (gpu, cpu_step, api, client_cpu))
+    }
+
+    /// (the prompt's own prefill, TTFT as the client measures it, TTFT in steady state) at
+    /// `c` requests, `running` of them in flight, with decode steps of `step`.
+    fn ttft(&self, c: u32, running: f64, step: f64) -> (f64, f64, f64) {
+        let (w, costs) = (self.w, &self.costs);
+        let (input, output, ctx, prefill_alone) =
+            (self.input, self.output, self.ctx, self.prefill_alone);
         // TTFT: the prompt's own prefill plus M/D/1 queueing behind the other prompts
         // competing for the same prefill capacity.
         let (own, rho) = if costs.chunked {
@@ -309,184 +455,127 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         } else {
             steady
         };
-        let e2e = ttft + (output - 1.0) * step;
-        let itl = step;
-        let e2e_tpot = e2e / output;
-        // Little's law over the running requests: each yields `output` tokens per
-        // (own prefill + output − 1 decode steps).
-        let throughput = running * output / (own + (output - 1.0) * step);
-        let sol_step = costs.sol.evaluate(&Pass::decode(running, ctx)).total;
-        points.push(ServePoint {
-            concurrency: c,
-            running: running as u32,
-            queued: c.saturating_sub(running as u32),
-            tpot_ms: match w.tpot_def {
-                TpotDef::Itl => itl,
-                TpotDef::E2e => e2e_tpot,
-            } * 1e3,
-            tpot_itl_ms: itl * 1e3,
-            tpot_e2e_ms: e2e_tpot * 1e3,
-            ttft_ms: ttft * 1e3,
-            ttft_steady_ms: steady * 1e3,
-            gpu_step_ms: gpu * 1e3,
-            cpu_step_ms: cpu_step * 1e3,
-            e2e_ms: e2e * 1e3,
-            throughput_tok_s: throughput,
-            decode_step_ms: dec * 1e3,
-            prefill_per_step_ms: prefill_per_step * 1e3,
-            sol_tpot_ms: sol_step * 1e3,
-            breakdown_ms: bm,
-            tpot_ci95_ms: None,
-            throughput_ci95_tok_s: None,
-        });
+        (own, ttft, steady)
     }
 
-    let plateau_tok_s = points
-        .iter()
-        .map(|p| p.throughput_tok_s)
-        .fold(0.0, f64::max);
-    let mut plateau_concurrency = points.last().map(|p| p.concurrency).unwrap_or(1);
-    let mut plateau_reached = false;
-    for win in points.windows(2) {
-        let gain = (win[1].throughput_tok_s - win[0].throughput_tok_s) / win[0].throughput_tok_s;
-        let doublings = (win[1].concurrency as f64 / win[0].concurrency as f64)
-            .log2()
-            .max(1e-9);
-        if gain / doublings < PLATEAU_THRESHOLD {
-            plateau_concurrency = win[0].concurrency;
-            plateau_reached = true;
-            break;
+    /// Cost per added sequence by category around the plateau, the terms over 5 % of it,
+    /// and the marginal step cost at the last point.
+    fn marginal(
+        &self,
+        points: &[ServePoint],
+        plateau_concurrency: u32,
+    ) -> (BTreeMap<&'static str, f64>, Vec<(String, f64)>, f64) {
+        let (costs, ctx, cap) = (&self.costs, self.ctx, self.cap);
+        // Marginal cost per added sequence around the plateau (or the last point).
+        let at = (plateau_concurrency.min(cap).max(2)) as f64;
+        let (hi, bhi) = costs.decode(at, ctx);
+        let (lo, blo) = costs.decode(at / 2.0, ctx);
+        let per_seq = ((hi - lo) / (at / 2.0)).max(0.0);
+        let last_running = points.last().map(|p| p.running).unwrap_or(1).max(2) as f64;
+        let (lh, _) = costs.decode(last_running, ctx);
+        let (ll, _) = costs.decode(last_running - 1.0, ctx);
+        let marginal_last = (lh - ll).max(1e-12);
+        let mut marginal = BTreeMap::new();
+        let mut terms: Vec<(String, f64)> = Vec::new();
+        for cat in Category::ALL {
+            let d = ((bhi.get(cat) - blo.get(cat)) / (at / 2.0)).max(0.0);
+            marginal.insert(cat.name(), d * 1e3);
+            if d > 0.05 * per_seq {
+                terms.push((cat.name().to_string(), d));
+            }
         }
+        terms.sort_by(|a, b| b.1.total_cmp(&a.1));
+        terms.sort_by(|a, b| b.1.total_cmp(&a.1));
+        (marginal, terms, marginal_last)
     }
-    // Marginal cost per added sequence around the plateau (or the last point).
-    let at = (plateau_concurrency.min(cap).max(2)) as f64;
-    let (hi, bhi) = costs.decode(at, ctx);
-    let (lo, blo) = costs.decode(at / 2.0, ctx);
-    let per_seq = ((hi - lo) / (at / 2.0)).max(0.0);
-    let last_running = points.last().map(|p| p.running).unwrap_or(1).max(2) as f64;
-    let (lh, _) = costs.decode(last_running, ctx);
-    let (ll, _) = costs.decode(last_running - 1.0, ctx);
-    let marginal_last = (lh - ll).max(1e-12);
-    let mut marginal = BTreeMap::new();
-    let mut terms: Vec<(String, f64)> = Vec::new();
-    for cat in Category::ALL {
-        let d = ((bhi.get(cat) - blo.get(cat)) / (at / 2.0)).max(0.0);
-        marginal.insert(cat.name(), d * 1e3);
-        if d > 0.05 * per_seq {
-            terms.push((cat.name().to_string(), d));
-        }
-    }
-    terms.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut limits: Vec<Limit> = Vec::new();
-    let mut lim = |term: &str, value: f64, unit: &'static str, detail: String| {
-        limits.push(Limit {
-            term: term.into(),
-            value,
-            unit,
-            detail,
-        })
-    };
-    if concurrency.iter().any(|&c| c > cap) {
-        if cap == client_cap {
-            lim(
-                "client_connections",
-                cap as f64,
-                "requests",
-                format!("the client holds at most {cap} requests in flight"),
-            );
-        } else if cap == kv_max {
-            lim(
-                "kv_capacity",
-                kv_max as f64,
-                "sequences",
-                format!("the KV cache holds {kv_max} sequences of {held:.0} tokens"),
-            );
-        } else {
-            lim(
-                "max_num_seqs",
-                cap as f64,
-                "sequences",
-                format!("the scheduler runs at most {cap} sequences"),
-            );
-        }
-    }
-    let (g, cs, api, cl) = last;
-    let engine_last = if cpu.overlap { g.max(cs) } else { g + cs };
-    if cs > 0.05 * engine_last && (!cpu.overlap || cs >= g) {
-        lim(
-            "engine_cpu",
-            cs * 1e6,
-            "us per step",
-            format!(
-                "engine CPU {:.3} ms per step beside a {:.3} ms GPU step ({})",
-                cs * 1e3,
-                g * 1e3,
-                if cpu.overlap {
-                    "not hidden by overlap"
-                } else {
-                    "in series, no overlap"
-                }
-            ),
-        );
-    }
-    if api >= engine_last && api > 0.0 {
-        lim(
-            "api_server",
-            cpu.api_per_token.0 * 1e6,
-            "us per token",
-            format!(
-                "the API server streams {:.0} tok/s at most",
-                1.0 / cpu.api_per_token.0
-            ),
-        );
-    }
-    if cl >= engine_last && cl > 0.0 {
-        lim(
-            "client_cpu",
-            w.client.per_chunk * 1e6,
-            "us per chunk",
-            format!(
-                "the client counts {:.0} tok/s at most",
-                1.0 / w.client.per_chunk
-            ),
-        );
-    }
-    for (n, d) in &terms {
-        lim(
-            n,
-            d * 1e3,
-            "ms per added sequence",
-            format!("{n}: {:.4} ms of step per added sequence", d * 1e3),
-        );
-    }
-    let limited_by: Vec<String> = limits.iter().map(|l| l.term.clone()).collect();
-    for p in points.iter_mut() {
-        let c = p.concurrency;
-        let at = |q: &Scenario| {
-            sweep(q, &[c], w)
-                .ok()
-                .and_then(|x| x.points.into_iter().next())
+
+    /// Every binding limit with its number: in-flight caps, CPU sides, and the GPU terms.
+    fn limits(&self, concurrency: &[u32], last: StepParts, terms: &[(String, f64)]) -> Vec<Limit> {
+        let (w, cap, kv_max, client_cap, held) =
+            (self.w, self.cap, self.kv_max, self.client_cap, self.held);
+        let cpu = &self.s.system.engine.cpu;
+        let mut limits: Vec<Limit> = Vec::new();
+        let mut lim = |term: &str, value: f64, unit: &'static str, detail: String| {
+            limits.push(Limit {
+                term: term.into(),
+                value,
+                unit,
+                detail,
+            })
         };
-        p.tpot_ci95_ms = s.interval(|q| at(q).map_or(f64::NAN, |x| x.tpot_ms));
-        p.throughput_ci95_tok_s = s.interval(|q| at(q).map_or(f64::NAN, |x| x.throughput_tok_s));
+        if concurrency.iter().any(|&c| c > cap) {
+            if cap == client_cap {
+                lim(
+                    "client_connections",
+                    cap as f64,
+                    "requests",
+                    format!("the client holds at most {cap} requests in flight"),
+                );
+            } else if cap == kv_max {
+                lim(
+                    "kv_capacity",
+                    kv_max as f64,
+                    "sequences",
+                    format!("the KV cache holds {kv_max} sequences of {held:.0} tokens"),
+                );
+            } else {
+                lim(
+                    "max_num_seqs",
+                    cap as f64,
+                    "sequences",
+                    format!("the scheduler runs at most {cap} sequences"),
+                );
+            }
+        }
+        let (g, cs, api, cl) = last;
+        let engine_last = if cpu.overlap { g.max(cs) } else { g + cs };
+        if cs > 0.05 * engine_last && (!cpu.overlap || cs >= g) {
+            lim(
+                "engine_cpu",
+                cs * 1e6,
+                "us per step",
+                format!(
+                    "engine CPU {:.3} ms per step beside a {:.3} ms GPU step ({})",
+                    cs * 1e3,
+                    g * 1e3,
+                    if cpu.overlap {
+                        "not hidden by overlap"
+                    } else {
+                        "in series, no overlap"
+                    }
+                ),
+            );
+        }
+        if api >= engine_last && api > 0.0 {
+            lim(
+                "api_server",
+                cpu.api_per_token.0 * 1e6,
+                "us per token",
+                format!(
+                    "the API server streams {:.0} tok/s at most",
+                    1.0 / cpu.api_per_token.0
+                ),
+            );
+        }
+        if cl >= engine_last && cl > 0.0 {
+            lim(
+                "client_cpu",
+                w.client.per_chunk * 1e6,
+                "us per chunk",
+                format!(
+                    "the client counts {:.0} tok/s at most",
+                    1.0 / w.client.per_chunk
+                ),
+            );
+        }
+        for (n, d) in terms {
+            lim(
+                n,
+                d * 1e3,
+                "ms per added sequence",
+                format!("{n}: {:.4} ms of step per added sequence", d * 1e3),
+            );
+        }
+        limits
     }
-    Ok(Sweep {
-        model: s.model.name.clone(),
-        system: s.system.spec.name.clone(),
-        parallel: s.parallel.to_string(),
-        provenance: s.params.provenance.name(),
-        input_len: w.input_len,
-        output_len: w.output_len,
-        tpot_def: w.tpot_def,
-        points,
-        plateau_tok_s,
-        plateau_concurrency,
-        plateau_reached,
-        plateau_threshold: PLATEAU_THRESHOLD,
-        asymptote_tok_s: 1.0 / marginal_last,
-        marginal_ms_per_token: marginal,
-        limited_by,
-        kv_max_concurrency: kv_max,
-        limits,
-    })
 }

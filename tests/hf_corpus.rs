@@ -480,3 +480,26 @@ fn vision_language_models_report_their_encoder_per_image() {
         "only {seen} vision-language configs in the corpus"
     );
 }
+
+/// The explorer's separable grid (context-free operators once per batch, attention per
+/// context) equals a full evaluation for every layer kind the corpus brings.
+#[test]
+fn context_grid_equals_full_evaluation_for_every_corpus_config() {
+    use rooftop::cost::{CostParams, Evaluator, Pass};
+    let Some(d) = corpus() else { return };
+    let sys = System::load("8x-b200-nvlink").unwrap();
+    let contexts = [0.0, 100.0, 4096.0, 70000.0];
+    let mut out = Vec::new();
+    for dir in folders(&d) {
+        let m = import(&dir);
+        let par = layout(&m, &sys);
+        let ev = Evaluator::new(&m, &sys, par, CostParams::default_for(&sys)).unwrap();
+        for batch in [1.0, 64.0] {
+            ev.decode_times(batch, &contexts, &mut out);
+            for (c, t) in contexts.iter().zip(&out) {
+                let full = ev.step_time(&Pass::decode(batch, *c));
+                assert_eq!(*t, full, "{} batch {batch} context {c}", m.name);
+            }
+        }
+    }
+}

@@ -6,7 +6,7 @@
 //! costed once inside it); the batch × context grid is split into chunks that worker
 //! threads take in turn, and the writer emits chunks in order, so output is deterministic.
 
-use crate::cost::memory::{cache_footprint_per_gpu, weight_bytes_per_gpu, CacheFootprint};
+use crate::cost::memory::{CacheFootprint, Residency};
 use crate::cost::{CostParams, Evaluator, Parallel};
 use crate::error::{Error, Result};
 use crate::spec::{ModelSpec, System, WeightFormat};
@@ -146,8 +146,9 @@ pub fn explore(
                 match Evaluator::new(m, sys, par, CostParams::default_for(sys)) {
                     Ok(ev) => {
                         let eng = &sys.engine;
+                        let held = Residency::new(m, &par);
                         let budget = sys.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0
-                            - weight_bytes_per_gpu(m, &par)
+                            - held.weight_bytes()
                             - eng.activation_reserve.0;
                         combos.push(Combo {
                             system: label.clone(),
@@ -159,7 +160,7 @@ pub fn explore(
                             ev,
                             gpus: par.gpus() as f64,
                             kv_budget: budget,
-                            cache: cache_footprint_per_gpu(m, &par, f64::INFINITY),
+                            cache: held.cache_footprint(f64::INFINITY),
                             dp: par.dp as f64,
                         });
                     }

@@ -3,10 +3,7 @@
 //! exports as JSON and the plots consume.
 
 use crate::calibration::Calibration;
-use crate::cost::memory::{
-    cache_footprint_per_gpu, count_params, kv_bytes_per_token_per_gpu, weight_bytes_per_gpu,
-    ParamCount,
-};
+use crate::cost::memory::{count_params, ParamCount, Residency};
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
 use crate::error::Result;
@@ -128,12 +125,13 @@ impl MemoryReport {
         let eng = &s.system.engine;
         let cap = gpu.memory_capacity.0;
         let usable = cap * eng.gpu_memory_utilization.0;
-        let w = weight_bytes_per_gpu(s.model, &s.parallel);
+        let held = Residency::new(s.model, &s.parallel);
+        let w = held.weight_bytes();
         let act = eng.activation_reserve.0;
         let budget = usable - w - act;
-        let kv_tok = kv_bytes_per_token_per_gpu(s.model, &s.parallel);
+        let kv_tok = held.kv_bytes_per_token();
         // What one sequence of this context holds: growing caches, windows, fixed state.
-        let cache = cache_footprint_per_gpu(s.model, &s.parallel, context + 1.0);
+        let cache = held.cache_footprint(context + 1.0);
         let per_seq = cache.bytes_per_sequence(context + 1.0);
         // Data-parallel attention replicas each cache only their own sequences.
         let dp = s.parallel.dp as f64;

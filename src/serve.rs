@@ -27,7 +27,7 @@
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
-use crate::predict::{breakdown_ms, Scenario};
+use crate::predict::{breakdown_ms, MemoryReport, Scenario};
 pub use crate::spec::client::{ClientModel, Start};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -57,9 +57,9 @@ pub struct Limit {
     pub detail: String,
 }
 
-/// Why a configuration cannot serve at all (weights or one sequence do not fit).
-pub fn does_not_fit(s: &Scenario, input: f64, output: f64) -> Option<String> {
-    let m = s.memory(1.0, input + output);
+/// Why a configuration cannot serve at all (weights or one sequence do not fit), from its
+/// memory report for one sequence of `input + output` tokens.
+pub fn does_not_fit(m: &MemoryReport, input: f64, output: f64) -> Option<String> {
     if m.kv_budget_gb <= 0.0 {
         return Some(format!(
             "does not fit: weights {:.1} GB per GPU and {:.1} GB reserved exceed the {:.1} GB the engine may use",
@@ -286,10 +286,10 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         let input = w.input_len.max(1) as f64;
         let output = w.output_len.max(1) as f64;
-        if let Some(why) = does_not_fit(s, input, output) {
+        let mem = s.memory(1.0, input + output);
+        if let Some(why) = does_not_fit(&mem, input, output) {
             return Err(Error::Scenario(why));
         }
-        let mem = s.memory(1.0, input + output);
         let block = eng.kv.block_size.max(1) as f64;
         let held = if eng.kv.on_demand {
             input + output / 2.0

@@ -114,41 +114,56 @@ fn per_stage(model: &ModelSpec, par: &Parallel) -> Vec<(f64, CacheFootprint)> {
         .collect()
 }
 
+/// What one GPU holds under a layout, per pipeline stage, read off the operator lists once:
+/// weights, and caches per token, per window and per sequence.
+#[derive(Debug, Clone)]
+pub struct Residency(Vec<(f64, CacheFootprint)>);
+
+impl Residency {
+    pub fn new(model: &ModelSpec, par: &Parallel) -> Residency {
+        Residency(per_stage(model, par))
+    }
+
+    /// Weight bytes one GPU holds (the most loaded pipeline stage).
+    pub fn weight_bytes(&self) -> f64 {
+        self.0.iter().map(|s| s.0).fold(0.0, f64::max)
+    }
+
+    /// KV-cache bytes one token occupies on one GPU (the most loaded stage) in the caches
+    /// that grow with the whole context: MLA's latent cache is replicated on every TP rank;
+    /// GQA's KV heads are split across ranks (replicated when TP exceeds the KV heads).
+    /// Windowed caches and recurrent state are in [`Residency::cache_footprint`].
+    pub fn kv_bytes_per_token(&self) -> f64 {
+        self.0
+            .iter()
+            .map(|s| s.1.bytes_per_token)
+            .fold(0.0, f64::max)
+    }
+
+    /// The cache one GPU holds per sequence (the stage holding the most at `positions`).
+    pub fn cache_footprint(&self, positions: f64) -> CacheFootprint {
+        self.0
+            .iter()
+            .map(|s| &s.1)
+            .fold(None::<&CacheFootprint>, |best, c| match best {
+                Some(b) if b.bytes_per_sequence(positions) >= c.bytes_per_sequence(positions) => {
+                    Some(b)
+                }
+                _ => Some(c),
+            })
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 /// Weight bytes one GPU holds under a layout (the most loaded pipeline stage).
 pub fn weight_bytes_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
-    per_stage(model, par)
-        .iter()
-        .map(|s| s.0)
-        .fold(0.0, f64::max)
+    Residency::new(model, par).weight_bytes()
 }
 
-/// KV-cache bytes one token occupies on one GPU (the most loaded stage) in the caches that
-/// grow with the whole context: MLA's latent cache is replicated on every TP rank; GQA's KV
-/// heads are split across ranks (replicated when TP exceeds the KV heads). Windowed caches
-/// and recurrent state are in [`cache_footprint_per_gpu`].
+/// KV-cache bytes one token occupies on one GPU ([`Residency::kv_bytes_per_token`]).
 pub fn kv_bytes_per_token_per_gpu(model: &ModelSpec, par: &Parallel) -> f64 {
-    per_stage(model, par)
-        .iter()
-        .map(|s| s.1.bytes_per_token)
-        .fold(0.0, f64::max)
-}
-
-/// The cache one GPU holds per sequence (the stage holding the most at `positions`).
-pub fn cache_footprint_per_gpu(
-    model: &ModelSpec,
-    par: &Parallel,
-    positions: f64,
-) -> CacheFootprint {
-    per_stage(model, par)
-        .into_iter()
-        .map(|s| s.1)
-        .fold(None::<CacheFootprint>, |best, c| match best {
-            Some(b) if b.bytes_per_sequence(positions) >= c.bytes_per_sequence(positions) => {
-                Some(b)
-            }
-            _ => Some(c),
-        })
-        .unwrap_or_default()
+    Residency::new(model, par).kv_bytes_per_token()
 }
 
 /// Parameter counts of a model, counted from its operators. `total` and `active` cover the

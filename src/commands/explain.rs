@@ -8,7 +8,6 @@ use crate::commands::calibrate::load_measured;
 use crate::commands::load;
 use crate::error::{Error, Result};
 use crate::export::table;
-use crate::measured::Quantity;
 use crate::serve::{sweep, ClientModel, TpotDef, Workload};
 use std::fmt::Write as _;
 
@@ -26,18 +25,7 @@ pub fn run(a: &ExplainArgs) -> Result<Vec<u8>> {
     let l = load(args)?;
     let s = l.scenario()?;
     let (set, sources) = load_measured(m)?;
-    let tputs: Vec<(u32, f64)> = set
-        .observations
-        .iter()
-        .filter_map(|o| match o.quantity {
-            Quantity::Throughput {
-                concurrency,
-                tokens_per_second,
-                ..
-            } => Some((concurrency, tokens_per_second)),
-            _ => None,
-        })
-        .collect();
+    let tputs = set.throughputs();
     let Some(&(c0, plateau)) = tputs.iter().min_by_key(|t| t.0) else {
         return Err(Error::Scenario(
             "no throughput point in the measurement: nothing to explain".into(),

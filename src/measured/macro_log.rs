@@ -340,19 +340,10 @@ Testing concurrency=128...
   C=256: tok/s=1530
 ";
         let set = parse_macro_log(text, "f").unwrap();
-        let tp: Vec<(u32, f64)> = set
-            .observations
-            .iter()
-            .filter_map(|o| match o.quantity {
-                Quantity::Throughput {
-                    concurrency,
-                    tokens_per_second,
-                    ..
-                } => Some((concurrency, tokens_per_second)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(tp, vec![(64, 1342.5), (128, 1536.2), (256, 1530.0)]);
+        assert_eq!(
+            set.throughputs(),
+            vec![(64, 1342.5), (128, 1536.2), (256, 1530.0)]
+        );
     }
 
     #[test]

@@ -180,6 +180,21 @@ impl TraceCategory {
 }
 
 impl MeasuredSet {
+    /// Every measured throughput as (concurrency, tok/s), in file order.
+    pub fn throughputs(&self) -> Vec<(u32, f64)> {
+        self.observations
+            .iter()
+            .filter_map(|o| match o.quantity {
+                Quantity::Throughput {
+                    concurrency,
+                    tokens_per_second,
+                    ..
+                } => Some((concurrency, tokens_per_second)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Append `other`'s observations. The first file that names a system (model) keeps it:
     /// names from different tools (a served model path, a Hugging Face id, a rooftop name)
     /// are not comparable, so they are not checked against each other.

@@ -118,9 +118,16 @@ pub struct Evaluator<'a> {
     layer_kinds: Vec<((usize, usize), f64)>,
 }
 
+/// Buffers reused by the evaluations that keep no per-operator record.
+#[derive(Default)]
+struct Buffers {
+    ops: Vec<Operator>,
+    splits: Vec<Split>,
+    blocks: Vec<Breakdown>,
+}
+
 thread_local! {
-    /// Operator buffer reused by the evaluations that keep no per-operator record.
-    static OPS: RefCell<Vec<Operator>> = RefCell::new(Vec::with_capacity(64));
+    static BUF: RefCell<Buffers> = RefCell::new(Buffers::default());
 }
 
 /// A block's time split into what reads the cached context and what does not.
@@ -276,27 +283,28 @@ impl<'a> Evaluator<'a> {
     pub fn step_breakdown(&self, pass: &Pass) -> Breakdown {
         let (micro, mpass) = self.micro_batch(pass);
         let cx = self.context(mpass);
-        let mut memo = CollectiveMemo::default();
-        OPS.with(|buf| {
-            let mut ops = buf.borrow_mut();
-            let mut bs = [Breakdown::default(); 8];
-            let mut heap = Vec::new();
-            let blocks: &mut [Breakdown] = if self.plan.blocks.len() <= bs.len() {
-                &mut bs[..self.plan.blocks.len()]
-            } else {
-                heap.resize(self.plan.blocks.len(), Breakdown::default());
-                &mut heap
-            };
-            for (i, &kind) in self.plan.blocks.iter().enumerate() {
-                ops.clear();
-                cx.block_ops(kind, &mut ops);
-                blocks[i] = self.price(&ops, &mut memo, None).total();
-            }
-            ops.clear();
-            cx.head_ops(&mut ops);
-            let head = self.price(&ops, &mut memo, None).total();
-            self.combine(blocks, head, micro, &mpass)
+        BUF.with(|b| {
+            let b = &mut *b.borrow_mut();
+            let head = self.price_blocks(&cx, b);
+            b.blocks.clear();
+            b.blocks.extend(b.splits.iter().map(Split::total));
+            self.combine(&b.blocks, head, micro, &mpass)
         })
+    }
+
+    /// Price every block kind and the head for `cx` into `b.splits` (one per block kind), and
+    /// return the head's breakdown.
+    fn price_blocks(&self, cx: &BuildContext, b: &mut Buffers) -> Breakdown {
+        let mut memo = CollectiveMemo::default();
+        b.splits.clear();
+        for &kind in &self.plan.blocks {
+            b.ops.clear();
+            cx.block_ops(kind, &mut b.ops);
+            b.splits.push(self.price(&b.ops, &mut memo, None));
+        }
+        b.ops.clear();
+        cx.head_ops(&mut b.ops);
+        self.price(&b.ops, &mut memo, None).total()
     }
 
     /// Decode-step times (seconds) of `batch` sequences at each of `contexts`, written to
@@ -308,52 +316,34 @@ impl<'a> Evaluator<'a> {
             return;
         };
         let (micro, mpass) = self.micro_batch(&Pass::decode(batch, first));
-        let mut memo = CollectiveMemo::default();
-        OPS.with(|buf| {
-            let mut ops = buf.borrow_mut();
-            let cx = self.context(mpass);
-            let n = self.plan.blocks.len();
-            let mut splits = Vec::with_capacity(n);
-            for &kind in &self.plan.blocks {
-                ops.clear();
-                cx.block_ops(kind, &mut ops);
-                splits.push(self.price(&ops, &mut memo, None));
-            }
-            ops.clear();
-            cx.head_ops(&mut ops);
-            let head = self.price(&ops, &mut memo, None).total();
-            let mut blocks = vec![Breakdown::default(); n];
+        BUF.with(|b| {
+            let b = &mut *b.borrow_mut();
+            let head = self.price_blocks(&self.context(mpass), b);
+            b.blocks.clear();
+            b.blocks
+                .resize(self.plan.blocks.len(), Breakdown::default());
+            let mut memo = CollectiveMemo::default();
             for &c in contexts {
-                let cx = self.context(Pass {
+                let pass = Pass {
                     context: c,
                     ..mpass
-                });
+                };
+                let cx = self.context(pass);
                 for (i, &kind) in self.plan.blocks.iter().enumerate() {
                     let context = if matches!(kind, BlockKind::Attention { .. }) {
-                        ops.clear();
-                        cx.block_ops(kind, &mut ops);
-                        let mut b = Breakdown::default();
-                        for op in ops.iter().filter(|o| o.reads_context()) {
-                            add_to(&mut b, &cost_with(op, &self.device, &mut memo));
+                        b.ops.clear();
+                        cx.block_ops(kind, &mut b.ops);
+                        let mut bd = Breakdown::default();
+                        for op in b.ops.iter().filter(|o| o.reads_context()) {
+                            add_to(&mut bd, &cost_with(op, &self.device, &mut memo));
                         }
-                        b
+                        bd
                     } else {
-                        splits[i].context
+                        b.splits[i].context
                     };
-                    blocks[i] = splits[i].context_free.plus(&context);
+                    b.blocks[i] = b.splits[i].context_free.plus(&context);
                 }
-                out.push(
-                    self.combine(
-                        &blocks,
-                        head,
-                        micro,
-                        &Pass {
-                            context: c,
-                            ..mpass
-                        },
-                    )
-                    .total(),
-                );
+                out.push(self.combine(&b.blocks, head, micro, &pass).total());
             }
         })
     }

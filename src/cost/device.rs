@@ -7,6 +7,7 @@
 
 use crate::cost::generation::{
     kernel_format_index, GemmKernel, Generation, KernelConstants, MoeKernel, KERNEL_FORMATS,
+    KERNEL_FORMAT_KINDS,
 };
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
@@ -42,8 +43,9 @@ pub struct Device<'a> {
     pub kernels: &'static KernelConstants,
     /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
     moe_kernels: Vec<&'static MoeKernel>,
-    /// The generation's GEMM kernel per weight format, indexed the same way.
-    gemm_kernels: Vec<&'static GemmKernel>,
+    /// The generation's GEMM kernel per weight format, indexed the same way, with its
+    /// attained memory bandwidth and compute rate under this parameter set (bytes/s, FLOP/s).
+    gemm_kernels: Vec<(&'static GemmKernel, f64, f64)>,
 }
 
 impl<'a> Device<'a> {
@@ -68,8 +70,8 @@ impl<'a> Device<'a> {
         let kernels = Generation::of(g)?.kernels();
         // Looked up once here, by format, not by string per operator.
         let mut moe_kernels: Vec<&'static MoeKernel> = Vec::with_capacity(KERNEL_FORMATS.len());
-        let mut gemm_kernels: Vec<&'static GemmKernel> = Vec::with_capacity(KERNEL_FORMATS.len());
-        for key in KERNEL_FORMATS {
+        let mut gemm_kernels = Vec::with_capacity(KERNEL_FORMATS.len());
+        for (key, kind) in KERNEL_FORMATS.into_iter().zip(KERNEL_FORMAT_KINDS) {
             let missing = |what: &str| {
                 Error::Scenario(format!(
                     "configs/kernels/{}.toml has no {what} kernel for `{key}`",
@@ -77,7 +79,12 @@ impl<'a> Device<'a> {
                 ))
             };
             moe_kernels.push(kernels.moe.get(key).ok_or_else(|| missing("fused-MoE"))?);
-            gemm_kernels.push(kernels.gemm.get(key).ok_or_else(|| missing("GEMM"))?);
+            let gk: &'static GemmKernel = kernels.gemm.get(key).ok_or_else(|| missing("GEMM"))?;
+            gemm_kernels.push((
+                gk,
+                Device::attained(gk.memory_fraction, mem_eff) * g.memory_bandwidth.0,
+                Device::attained(gk.compute_fraction, gemm_eff[kind]) * gemm_peak[kind],
+            ));
         }
         let sm_count = g.sm_count.ok_or_else(|| {
             Error::Scenario(format!(
@@ -121,9 +128,9 @@ impl<'a> Device<'a> {
         }
     }
 
-    /// The dense GEMM kernel this generation runs for format key `key` (checked present at
-    /// construction).
-    pub fn gemm_kernel(&self, w: crate::spec::WeightFormat) -> &'static GemmKernel {
+    /// The dense GEMM kernel this generation runs for weights stored as `w` (checked present
+    /// at construction), with its attained bandwidth and compute rate (bytes/s, FLOP/s).
+    pub fn gemm_kernel(&self, w: crate::spec::WeightFormat) -> (&'static GemmKernel, f64, f64) {
         self.gemm_kernels[kernel_format_index(w)]
     }
 

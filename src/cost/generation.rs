@@ -172,6 +172,17 @@ pub struct DecodeAttentionKernel {
 pub const KERNEL_FORMATS: [&str; 7] =
     ["bf16", "fp8", "fp8-block", "int8", "int4", "mxfp4", "nvfp4"];
 
+/// The format kind each of [`KERNEL_FORMATS`] computes from.
+pub const KERNEL_FORMAT_KINDS: [FormatKind; 7] = [
+    FormatKind::Bf16,
+    FormatKind::Fp8,
+    FormatKind::Fp8,
+    FormatKind::Int8,
+    FormatKind::Int4,
+    FormatKind::Mxfp4,
+    FormatKind::Nvfp4,
+];
+
 /// Index of a weight format's kernel family in [`KERNEL_FORMATS`].
 pub fn kernel_format_index(w: WeightFormat) -> usize {
     match w.kind {

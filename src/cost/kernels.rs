@@ -95,14 +95,12 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
 /// once. W4A16 formats compute in BF16 (`Device::gemm_math`): memory-bound on the 4-bit
 /// weights at small M, BF16 compute at large M.
 pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bool) -> (f64, bool) {
-    let (bpw, kind, kernel_w) = if cast {
-        (2.0, FormatKind::Bf16, WeightFormat::BF16)
+    let (bpw, kernel_w) = if cast {
+        (2.0, WeightFormat::BF16)
     } else {
-        (w.bytes_per_weight(), w.kind, w)
+        (w.bytes_per_weight(), w)
     };
-    let g = dev.gemm_kernel(kernel_w);
-    let bw = Device::attained(g.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
-    let rate = Device::attained(g.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind];
+    let (g, bw, rate) = dev.gemm_kernel(kernel_w);
     let (act, quantize) = if g.quantize_activations && !cast {
         (bpw, m * k * (2.0 + bpw) / bw)
     } else {

@@ -42,6 +42,8 @@ pub struct MoeShape {
     pub tokens: f64,
     pub top_k: f64,
     pub routing: Routing,
+    /// Experts uniform routing touches per rank (the operator's `touched_experts`).
+    pub mean_touched: f64,
     pub expert_elems: f64,
     pub hidden: f64,
     pub width: f64,
@@ -52,7 +54,14 @@ pub struct MoeShape {
 
 /// (flops, bytes, kernel time) of one fused-MoE call on `dev`'s busiest rank.
 pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
-    let load = busiest_rank(s.experts, s.top_k, s.tokens, s.ep, s.routing);
+    let load = busiest_rank(
+        s.experts,
+        s.top_k,
+        s.tokens,
+        s.ep,
+        s.routing,
+        s.mean_touched,
+    );
     let (bpw, kind) = if s.cast {
         (2.0, FormatKind::Bf16)
     } else {

@@ -105,8 +105,17 @@ impl Loads {
 }
 
 /// Expected load of the busiest of `ep` ranks holding `experts / ep` experts each, when
-/// `tokens` tokens each pick `top_k` experts under `routing`.
-pub fn busiest_rank(experts: f64, top_k: f64, tokens: f64, ep: f64, routing: Routing) -> RankLoad {
+/// `tokens` tokens each pick `top_k` experts under `routing`. `mean_touched` is what uniform
+/// routing touches per rank, `expected_experts_touched(experts, top_k, tokens) / ep`: the
+/// operator that carries this shape has it already.
+pub fn busiest_rank(
+    experts: f64,
+    top_k: f64,
+    tokens: f64,
+    ep: f64,
+    routing: Routing,
+    mean_touched: f64,
+) -> RankLoad {
     let local = (experts / ep).max(1.0);
     let pairs_all = tokens * top_k;
     if tokens <= 0.0 || experts <= 0.0 {
@@ -119,9 +128,7 @@ pub fn busiest_rank(experts: f64, top_k: f64, tokens: f64, ep: f64, routing: Rou
     match routing {
         Routing::Balanced => {
             // The busiest rank touches at least one expert.
-            let touched = (expected_experts_touched(experts, top_k, tokens) / ep)
-                .max(1.0)
-                .min(local);
+            let touched = mean_touched.max(1.0).min(local);
             let pairs = pairs_all / ep;
             RankLoad {
                 touched,
@@ -291,15 +298,22 @@ mod tests {
             (128.0, 8.0, 64.0, 1.0),
             (384.0, 8.0, 1024.0, 32.0),
         ] {
-            let b = busiest_rank(e, k, t, ep, Routing::Balanced);
-            let p = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.2));
+            let b = busiest_rank(
+                e,
+                k,
+                t,
+                ep,
+                Routing::Balanced,
+                expected_experts_touched(e, k, t) / ep,
+            );
+            let p = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.2), 0.0);
             // The busiest rank never computes less than its even share, and skew does not
             // touch more experts than uniform routing.
             assert!(p.pairs >= b.pairs - 1e-9, "{e} {k} {t} {ep}");
             assert!(p.touched <= b.touched + 1e-9);
             assert!(p.loads.max() >= b.loads.max());
             assert!(p.loads.max() <= t + 1e-9);
-            let m = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.01));
+            let m = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.01), 0.0);
             assert!(m.pairs.is_finite() && m.pairs <= t * k + 1e-6);
         }
         assert_eq!(

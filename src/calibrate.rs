@@ -11,7 +11,9 @@
 //! range. The covariance `(JᵀJ)⁻¹ · s²` gives standard errors; intervals use Student's t.
 //! Fitted values live only in the calibration output, never in code.
 
-pub use crate::calibration::{Assumptions, Calibration, FitParam, ParamKind, Residual};
+pub use crate::calibration::{
+    Assumptions, Calibration, FitParam, MechanismFit, ParamKind, Residual, ServingLimit,
+};
 use crate::cost::price::cost_all;
 use crate::cost::Device;
 use crate::cost::{collective, Category, CostParams, Evaluator, Pass};
@@ -352,6 +354,38 @@ pub fn calibrate(
         base,
     };
     let (x, j, r) = prob.solve(priors.clone())?;
+    // A flat throughput curve: choose the serving mechanism that holds it, fitted beside the
+    // GPU parameters, and carry its parameter into the fit.
+    let serving_limit = serving_limit(&prob, &x, r.norm_squared())?;
+    let (kinds, priors, x, j, r) = match serving_limit
+        .as_ref()
+        .and_then(|l| l.candidates.first().filter(|c| c.mechanism == l.chosen))
+    {
+        Some(best) => {
+            let kind = mechanism_kind(&best.parameter);
+            let mut kinds = kinds;
+            kinds.push(kind);
+            let mut priors = priors;
+            priors.push(best.value);
+            let mut x0 = x;
+            x0.push(best.value);
+            let p = Problem {
+                kinds: kinds.clone(),
+                priors: priors.clone(),
+                obs: set.observations.clone(),
+                ..prob
+            };
+            let (x, j, r) = p.solve(x0)?;
+            (kinds, priors, x, j, r)
+        }
+        None => (kinds, priors, x, j, r),
+    };
+    let prob = Problem {
+        kinds: kinds.clone(),
+        priors: priors.clone(),
+        obs: set.observations.clone(),
+        ..prob
+    };
     let n_obs = set.observations.len();
     // Which parameters the data informs: their measurement-rows Jacobian is not negligible
     // next to their prior row (1 / σ_prior).
@@ -491,5 +525,222 @@ pub fn calibrate(
         degrees_of_freedom: dof,
         rms_error,
         loo_rms_error,
+        serving_limit,
     })
+}
+
+/// A serving mechanism calibration can choose: its parameter, what it is, the unit, and the
+/// readings it has with their priors.
+struct Mechanism {
+    kind: ParamKind,
+    what: &'static str,
+    unit: &'static str,
+    readings: Vec<(&'static str, f64)>,
+}
+
+/// The serving mechanisms calibration can choose between.
+fn mechanisms(s: &Scenario, a: &Assumptions) -> Vec<Mechanism> {
+    let eng = &s.system.engine;
+    vec![
+        Mechanism {
+            kind: ParamKind::InflightCap,
+            what: "in-flight cap",
+            unit: "requests",
+            readings: vec![
+                (
+                    "client connection cap",
+                    a.client.cap.map_or(100.0, f64::from),
+                ),
+                ("max_num_seqs", eng.max_num_seqs as f64),
+            ],
+        },
+        Mechanism {
+            kind: ParamKind::ApiPerToken,
+            what: "time per streamed token",
+            unit: "us",
+            readings: vec![
+                (
+                    "API-server time per streamed token",
+                    eng.cpu.api_per_token.0 * 1e6,
+                ),
+                (
+                    "client CPU per received chunk",
+                    (a.client.per_chunk * 1e6).max(10.0),
+                ),
+            ],
+        },
+    ]
+}
+
+fn mechanism_kind(parameter: &str) -> ParamKind {
+    if parameter == ParamKind::ApiPerToken.name() {
+        ParamKind::ApiPerToken
+    } else {
+        ParamKind::InflightCap
+    }
+}
+
+/// Score of a prior distance: a factor of √10 from the prior costs one σ² of misfit.
+fn prior_penalty(distance: f64) -> f64 {
+    (distance / 0.5).powi(2)
+}
+
+/// When the data has throughput at two concurrencies or more, fit each serving mechanism
+/// (its value found on a log grid with the GPU parameters held, then refitted jointly with
+/// them), score it by χ² plus its distance from the nearest prior reading, and choose the
+/// lowest score, "none" included.
+fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<ServingLimit>> {
+    let mut concurrencies: Vec<u32> = prob
+        .obs
+        .iter()
+        .filter_map(|o| match o.quantity {
+            Quantity::Throughput { concurrency, .. } => Some(concurrency),
+            _ => None,
+        })
+        .collect();
+    concurrencies.sort_unstable();
+    concurrencies.dedup();
+    if concurrencies.len() < 2 {
+        return Ok(None);
+    }
+    let rms = |p: &Problem, x: &[f64]| -> Result<f64> {
+        let params = p.params_of(x);
+        let mut sq = 0.0;
+        for o in &p.obs {
+            let (m, _) = measured_value(o);
+            let v = predict_observation(p.s, &params, o, &p.a)?;
+            let e = match o.quantity {
+                Quantity::CategoryShare { .. } => v - m,
+                _ => (v - m) / m,
+            };
+            sq += e * e;
+        }
+        Ok((sq / p.obs.len() as f64).sqrt())
+    };
+    let none_rms_error = rms(prob, x)?;
+    let (c_lo, c_hi) = (
+        concurrencies[0] as f64,
+        *concurrencies.last().unwrap_or(&1) as f64,
+    );
+    let mut candidates = Vec::new();
+    for Mechanism {
+        kind,
+        what,
+        unit,
+        readings,
+    } in mechanisms(prob.s, &prob.a)
+    {
+        // The grid: caps from a quarter of the lowest measured concurrency to twice the
+        // highest; token times from 1 µs to 100 ms.
+        let (lo, hi) = match kind {
+            ParamKind::InflightCap => ((c_lo / 4.0).max(1.0), 2.0 * c_hi),
+            _ => (1.0, 1e5),
+        };
+        let nearest = |v: f64| -> (&'static str, f64) {
+            readings
+                .iter()
+                .copied()
+                .min_by(|a, b| (v / a.1).log10().abs().total_cmp(&(v / b.1).log10().abs()))
+                .unwrap_or(("", v))
+        };
+        let penalty = |v: f64| prior_penalty((v / nearest(v).1.max(1e-12)).log10().abs());
+        // Score on a grid with the GPU parameters at their priors (not the base fit, which a
+        // flat curve may have bent toward it); the joint fit below refines the best value.
+        let held = |v: f64| -> Result<f64> {
+            let mut kinds = prob.kinds.clone();
+            kinds.push(kind);
+            let mut xv = prob.priors.clone();
+            xv.push(v);
+            let p = Problem {
+                kinds,
+                priors: xv.clone(),
+                obs: prob.obs.clone(),
+                ..*prob
+            };
+            Ok(p.residuals(&xv)?.norm_squared() + penalty(v))
+        };
+        let steps = 48;
+        let mut best = (f64::INFINITY, lo);
+        for i in 0..=steps {
+            let v = lo * (hi / lo).powf(i as f64 / steps as f64);
+            let score = held(v)?;
+            if score < best.0 {
+                best = (score, v);
+            }
+        }
+        let mut kinds = prob.kinds.clone();
+        kinds.push(kind);
+        let mut priors = prob.priors.clone();
+        priors.push(best.1);
+        let p = Problem {
+            kinds,
+            priors,
+            obs: prob.obs.clone(),
+            ..*prob
+        };
+        let mut x0 = x.to_vec();
+        x0.push(best.1);
+        let (xf, _, rf) = p.solve(x0)?;
+        let value = *xf.last().unwrap_or(&best.1);
+        let (reading, prior) = nearest(value);
+        let prior_distance = (value / prior.max(1e-12)).log10().abs();
+        candidates.push(MechanismFit {
+            mechanism: what.into(),
+            parameter: kind.name(),
+            value,
+            unit: unit.into(),
+            reading: reading.into(),
+            prior,
+            prior_distance,
+            rms_error: rms(&p, &xf)?,
+            score: rf.norm_squared() + prior_penalty(prior_distance),
+        });
+    }
+    candidates.sort_by(|a, b| a.score.total_cmp(&b.score));
+    let chosen = match candidates.first() {
+        Some(c) if c.score < none_chi2 => c.mechanism.clone(),
+        _ => "none".into(),
+    };
+    // The two readings to tell apart: both of the chosen mechanism's (the data cannot
+    // separate a client cap from max_num_seqs), else the best two mechanisms'.
+    let separating_test = match candidates.first() {
+        Some(c) if c.mechanism == chosen => {
+            let other = mechanisms(prob.s, &prob.a)
+                .into_iter()
+                .find(|m| m.kind.name() == c.parameter)
+                .and_then(|m| {
+                    m.readings
+                        .into_iter()
+                        .map(|r| r.0)
+                        .find(|r| *r != c.reading)
+                })
+                .unwrap_or("");
+            separating_test(&c.reading, other)
+        }
+        _ => separating_test(
+            "none",
+            candidates.first().map_or("", |c| c.reading.as_str()),
+        ),
+    };
+    Ok(Some(ServingLimit {
+        chosen,
+        none_score: none_chi2,
+        none_rms_error,
+        candidates,
+        separating_test: separating_test.into(),
+    }))
+}
+
+/// The one measurement that tells two plateau mechanisms apart.
+pub fn separating_test(a: &str, b: &str) -> &'static str {
+    let has = |k: &str| a.contains(k) || b.contains(k);
+    if has("client") && has("max_num_seqs") {
+        "rerun C = 256 with the client's connector unlimited (aiohttp TCPConnector(limit=0)) and read vLLM's `num_requests_running` metric: a running count at the cap with none waiting means the client held it, a waiting queue means max_num_seqs"
+    } else if has("client") {
+        "rerun C = 256 with aiohttp TCPConnector(limit=0): the plateau moves if the client held it"
+    } else if has("API-server") {
+        "watch GPU utilisation at C = 128 vs 256: a CPU bound leaves the GPU idle between steps; rerun with --api-server-count 2"
+    } else {
+        "rerun C = 128 and 256 with fixed, recorded request lengths and read num_requests_running and KV usage from vLLM's /metrics"
+    }
 }

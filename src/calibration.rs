@@ -22,6 +22,10 @@ pub enum ParamKind {
     KernelGap,
     KernelLaunch,
     StepOverhead,
+    /// Requests in flight at most (a serving mechanism: client connections or max_num_seqs).
+    InflightCap,
+    /// API-server time per streamed token, µs (a serving mechanism: API server or client CPU).
+    ApiPerToken,
 }
 
 impl ParamKind {
@@ -35,6 +39,8 @@ impl ParamKind {
             ParamKind::KernelGap => "kernel_gap_us".into(),
             ParamKind::KernelLaunch => "kernel_launch_us".into(),
             ParamKind::StepOverhead => "step_overhead_us".into(),
+            ParamKind::InflightCap => "inflight_cap_requests".into(),
+            ParamKind::ApiPerToken => "api_per_token_us".into(),
         }
     }
 
@@ -49,6 +55,8 @@ impl ParamKind {
             ParamKind::KernelGap => p.kernel_gap * 1e6,
             ParamKind::KernelLaunch => p.kernel_launch * 1e6,
             ParamKind::StepOverhead => p.step_overhead * 1e6,
+            ParamKind::InflightCap => p.inflight_cap.unwrap_or(f64::INFINITY),
+            ParamKind::ApiPerToken => p.api_per_token.map_or(f64::NAN, |t| t * 1e6),
         }
     }
 
@@ -62,6 +70,8 @@ impl ParamKind {
             ParamKind::KernelGap => p.kernel_gap = v * 1e-6,
             ParamKind::KernelLaunch => p.kernel_launch = v * 1e-6,
             ParamKind::StepOverhead => p.step_overhead = v * 1e-6,
+            ParamKind::InflightCap => p.inflight_cap = Some(v),
+            ParamKind::ApiPerToken => p.api_per_token = Some(v * 1e-6),
         }
     }
 
@@ -85,6 +95,8 @@ impl ParamKind {
             ParamKind::KernelGap => (0.0, 50.0),
             ParamKind::KernelLaunch => (0.0, 100.0),
             ParamKind::StepOverhead => (0.0, 50_000.0),
+            ParamKind::InflightCap => (1.0, 1e6),
+            ParamKind::ApiPerToken => (0.0, 1e5),
         }
     }
 
@@ -98,6 +110,9 @@ impl ParamKind {
             ParamKind::CollectiveLatencyScale => 3.0,
             ParamKind::KernelGap | ParamKind::KernelLaunch => prior.max(1.0) * 2.0,
             ParamKind::StepOverhead => prior.max(100.0) * 3.0,
+            // A serving mechanism's value is set by the data alone; how plausible it is
+            // against its priors is scored apart (calibrate::serving_limit).
+            ParamKind::InflightCap | ParamKind::ApiPerToken => 1e12,
         }
     }
 }
@@ -158,6 +173,43 @@ pub struct Residual {
     pub loo_prediction: Option<f64>,
 }
 
+/// One serving mechanism fitted to hold a flat measured throughput curve.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MechanismFit {
+    /// What it is: "in-flight cap" or "time per streamed token".
+    pub mechanism: String,
+    /// The parameter it sets (a [`ParamKind`] name).
+    pub parameter: String,
+    /// Its fitted value, in `unit`, with the GPU parameters refitted beside it.
+    pub value: f64,
+    pub unit: String,
+    /// Where that value would come from, the nearest of its readings: e.g. "client
+    /// connection cap" (prior 100) or "max_num_seqs" (the engine's default).
+    pub reading: String,
+    pub prior: f64,
+    /// |log10(value / prior)|: how far the data pushes the reading's prior.
+    pub prior_distance: f64,
+    /// Root-mean-square relative error over the points with it.
+    pub rms_error: f64,
+    /// χ² of the fit plus (prior_distance / 0.5)²: a factor of √10 from the prior costs as
+    /// much as one σ of misfit. The lowest score is chosen.
+    pub score: f64,
+}
+
+/// What calibration chose to hold a measured curve flat, and what else could have.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServingLimit {
+    /// The chosen mechanism's `mechanism`, or "none" when the GPU loop alone fits best.
+    pub chosen: String,
+    /// Score of the fit without any serving mechanism.
+    pub none_score: f64,
+    pub none_rms_error: f64,
+    /// Every mechanism tried, best first.
+    pub candidates: Vec<MechanismFit>,
+    /// The one measurement that tells the best two readings apart.
+    pub separating_test: String,
+}
+
 /// The calibration record, written as TOML and read back by `--calibration`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Calibration {
@@ -181,6 +233,10 @@ pub struct Calibration {
     pub rms_error: f64,
     /// Root-mean-square leave-one-out relative error, when there are enough points (≥ 4).
     pub loo_rms_error: Option<f64>,
+    /// The serving mechanism chosen to hold a flat throughput curve, when the measurement
+    /// has throughput at two concurrencies or more.
+    #[serde(default)]
+    pub serving_limit: Option<ServingLimit>,
 }
 
 impl Calibration {

@@ -195,6 +195,11 @@ struct Server<'s, 'a> {
     client_cap: u32,
     /// Requests in flight at most: min(client cap, max_num_seqs, KV).
     cap: u32,
+    /// An in-flight cap fitted by calibration (client connections or max_num_seqs the
+    /// descriptions do not know of), when it binds below `cap`.
+    fitted_cap: Option<f64>,
+    /// API-server time per streamed token, s: the engine's, or the calibration's.
+    api_per_token: f64,
     prefill_alone: f64,
 }
 
@@ -300,6 +305,7 @@ impl<'s, 'a> Server<'s, 'a> {
         let kv_max = ((mem.max_kv_tokens / (held + 1.0)).floor().max(1.0)) as u32;
         let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
         let prefill_alone = costs.prefill_alone(input);
+        let cap = kv_max.min(eng.max_num_seqs).min(client_cap);
         Ok(Server {
             s,
             w,
@@ -310,9 +316,18 @@ impl<'s, 'a> Server<'s, 'a> {
             held,
             kv_max,
             client_cap,
-            cap: kv_max.min(eng.max_num_seqs).min(client_cap),
+            cap,
+            fitted_cap: s.params.inflight_cap.filter(|f| *f < cap as f64),
+            api_per_token: s.params.api_per_token.unwrap_or(eng.cpu.api_per_token.0),
             prefill_alone,
         })
+    }
+
+    /// Requests running at `c` concurrent ones: the in-flight caps permitting, a fitted one
+    /// as a continuous (mean) count.
+    fn running(&self, c: u32) -> f64 {
+        let r = c.min(self.cap).max(1) as f64;
+        self.fitted_cap.map_or(r, |f| r.min(f.max(1.0)))
     }
 
     /// The steady state at `c` concurrent requests, and its step's parts.
@@ -322,7 +337,7 @@ impl<'s, 'a> Server<'s, 'a> {
             (self.input, self.output, self.ctx, self.prefill_alone);
         let cpu = &s.system.engine.cpu;
         let c = c.max(1);
-        let running = c.min(self.cap).max(1) as f64;
+        let running = self.running(c);
         let (dec, b) = costs.decode(running, ctx);
         // Other requests' prompts interleaved into one request's decode steps: in steady
         // state each of the other running requests restarts once per `output` steps.
@@ -353,7 +368,7 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         // One chunk per token per request passes the API server process and the client:
         // pipelined beside the engine, they bound the rate tokens are seen at.
-        let api = running * cpu.api_per_token.0;
+        let api = running * self.api_per_token;
         let client_cpu = running * w.client.per_chunk;
         let step = engine_step.max(api).max(client_cpu);
         let mut bm = breakdown_ms(&b);
@@ -467,7 +482,9 @@ impl<'s, 'a> Server<'s, 'a> {
     ) -> (BTreeMap<&'static str, f64>, Vec<(String, f64)>, f64) {
         let (costs, ctx, cap) = (&self.costs, self.ctx, self.cap);
         // Marginal cost per added sequence around the plateau (or the last point).
-        let at = (plateau_concurrency.min(cap).max(2)) as f64;
+        let at = (plateau_concurrency.min(cap).max(2) as f64)
+            .min(self.fitted_cap.unwrap_or(f64::INFINITY))
+            .max(2.0);
         let (hi, bhi) = costs.decode(at, ctx);
         let (lo, blo) = costs.decode(at / 2.0, ctx);
         let per_seq = ((hi - lo) / (at / 2.0)).max(0.0);
@@ -503,7 +520,20 @@ impl<'s, 'a> Server<'s, 'a> {
                 detail,
             })
         };
-        if concurrency.iter().any(|&c| c > cap) {
+        if let Some(f) = self
+            .fitted_cap
+            .filter(|f| concurrency.iter().any(|&c| c as f64 > *f))
+        {
+            lim(
+                "inflight_cap",
+                f,
+                "requests",
+                format!(
+                    "the calibration's in-flight cap of {f:.0} requests (client connections or \
+                     max_num_seqs, as the measurement's flat curve implies)"
+                ),
+            );
+        } else if concurrency.iter().any(|&c| c > cap) {
             if cap == client_cap {
                 lim(
                     "client_connections",
@@ -549,11 +579,11 @@ impl<'s, 'a> Server<'s, 'a> {
         if api >= engine_last && api > 0.0 {
             lim(
                 "api_server",
-                cpu.api_per_token.0 * 1e6,
+                self.api_per_token * 1e6,
                 "us per token",
                 format!(
                     "the API server streams {:.0} tok/s at most",
-                    1.0 / cpu.api_per_token.0
+                    1.0 / self.api_per_token
                 ),
             );
         }

@@ -344,3 +344,84 @@ fn records_built_on_a_calibrated_scenario_carry_their_intervals() {
         inside(pt.tpot_ci95_ms, pt.tpot_ms);
     }
 }
+
+/// Throughput and TPOT at several concurrencies from known parameters with one serving
+/// mechanism set (or none).
+fn flat_curve(truth: &CostParams) -> (MeasuredSet, Assumptions) {
+    let m = load_model("kimi-k2.5-int4").unwrap();
+    let s = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let a = Assumptions::default();
+    let mut set = MeasuredSet::default();
+    for c in [1u32, 16, 32, 64, 128, 256] {
+        let q = |v: f64| Quantity::Throughput {
+            concurrency: c,
+            input_len: None,
+            output_len: None,
+            tokens_per_second: v,
+        };
+        let v = predict_observation(&sc, truth, &obs(q(0.0)), &a).unwrap();
+        set.observations.push(obs(q(v)));
+        // TPOT beside throughput: a count cap holds TPOT flat past it, a rate cap (time per
+        // streamed token) makes it grow with C. Throughput alone cannot tell them apart.
+        let t = |v: f64| Quantity::Tpot {
+            concurrency: c,
+            input_len: None,
+            output_len: 32,
+            definition: TpotDef::Itl,
+            seconds: v,
+        };
+        let v = predict_observation(&sc, truth, &obs(t(0.0)), &a).unwrap();
+        set.observations.push(obs(t(v)));
+    }
+    (set, a)
+}
+
+#[test]
+fn calibration_chooses_the_serving_mechanism_that_made_a_flat_curve() {
+    let m = load_model("kimi-k2.5-int4").unwrap();
+    let s = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let base = CostParams::default_for(&s);
+    let chosen = |truth: CostParams| {
+        let (set, a) = flat_curve(&truth);
+        let c = calibrate(&sc, &set, a, vec![]).unwrap();
+        let l = c.serving_limit.clone().expect("throughput at several C");
+        for r in &c.residuals {
+            assert!(r.error.abs() < 0.02, "{}: {:+.3}", r.point, r.error);
+        }
+        (c, l)
+    };
+    // A cap of 80 requests in flight: the curve is flat from 80 on.
+    let (c, l) = chosen(CostParams {
+        inflight_cap: Some(80.0),
+        ..base
+    });
+    assert_eq!(l.chosen, "in-flight cap");
+    let cap = c
+        .parameters
+        .iter()
+        .find(|f| f.kind == ParamKind::InflightCap)
+        .unwrap();
+    assert!((cap.value - 80.0).abs() < 4.0, "cap {}", cap.value);
+    assert!(cap.ci95_low <= 80.0 && 80.0 <= cap.ci95_high);
+    // 1.5 ms per streamed token: at most ~670 tok/s, a rate cap rather than a count cap.
+    let (c, l) = chosen(CostParams {
+        api_per_token: Some(1500e-6),
+        ..base
+    });
+    assert_eq!(l.chosen, "time per streamed token", "{l:?}");
+    let t = c
+        .parameters
+        .iter()
+        .find(|f| f.kind == ParamKind::ApiPerToken)
+        .unwrap();
+    assert!((t.value - 1500.0).abs() / 1500.0 < 0.05, "{} us", t.value);
+    // The GPU loop alone: no mechanism is needed, and none is carried into the fit.
+    let (c, l) = chosen(base);
+    assert_eq!(l.chosen, "none", "{l:?}");
+    assert!(c
+        .parameters
+        .iter()
+        .all(|f| !matches!(f.kind, ParamKind::InflightCap | ParamKind::ApiPerToken)));
+}

@@ -347,6 +347,66 @@ pub fn calibration_text(c: &Calibration) -> String {
             ""
         }
     );
+    if let Some(l) = &c.serving_limit {
+        o.push_str(&serving_limit_text(l));
+    }
+    o
+}
+
+/// The serving-mechanism choice: every candidate with its value, prior and score.
+fn serving_limit_text(l: &crate::calibrate::ServingLimit) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o);
+    let chosen = l
+        .candidates
+        .iter()
+        .find(|c| c.mechanism == l.chosen)
+        .map(|c| {
+            let p = crate::calibrate::ParamKind::InflightCap.name();
+            let what = if c.parameter == p {
+                "client connection cap or max_num_seqs: throughput alone cannot tell them apart"
+                    .to_string()
+            } else {
+                format!("read as {}", c.reading)
+            };
+            format!("{} = {:.0} {} ({what})", c.mechanism, c.value, c.unit)
+        })
+        .unwrap_or_else(|| "none: the GPU loop alone fits the curve best".into());
+    let _ = writeln!(o, "what holds the throughput curve flat: {chosen}");
+    let mut rows = vec![vec![
+        "none (GPU loop alone)".to_string(),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+        format!("{:.2} %", l.none_rms_error * 100.0),
+        format!("{:.1}", l.none_score),
+    ]];
+    rows.extend(l.candidates.iter().map(|c| {
+        vec![
+            c.mechanism.clone(),
+            format!("{:.0} {}", c.value, c.unit),
+            format!("{} {:.0} {}", c.reading, c.prior, c.unit),
+            format!("{:.1}x", 10f64.powf(c.prior_distance)),
+            format!("{:.2} %", c.rms_error * 100.0),
+            format!("{:.1}", c.score),
+        ]
+    }));
+    o.push_str(&table(
+        &[
+            "mechanism",
+            "fitted",
+            "nearest prior",
+            "off prior",
+            "rms error",
+            "score",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(
+        o,
+        "score = chi-square + (log10 distance from the prior / 0.5)^2; lowest chosen\nto tell the readings apart: {}",
+        l.separating_test
+    );
     o
 }
 

@@ -151,21 +151,8 @@ pub fn run(a: &ExplainArgs) -> Result<Vec<u8>> {
             "to tell {} from {}: {}",
             mech[0].name,
             mech[1].name,
-            separating_test(mech[0].name, mech[1].name)
+            crate::calibrate::separating_test(mech[0].name, mech[1].name)
         );
     }
     Ok(out.into_bytes())
-}
-
-fn separating_test(a: &str, b: &str) -> &'static str {
-    let has = |k: &str| a.contains(k) || b.contains(k);
-    if has("client") && has("max_num_seqs") {
-        "rerun C = 256 with the client's connector unlimited (aiohttp TCPConnector(limit=0)) and read vLLM's `num_requests_running` metric: 100 running means the client, 128 means max_num_seqs"
-    } else if has("client") {
-        "rerun C = 256 with aiohttp TCPConnector(limit=0): the plateau moves if the client held it"
-    } else if has("API-server") {
-        "watch GPU utilisation at C = 128 vs 256: a CPU bound leaves the GPU idle between steps; rerun with --api-server-count 2"
-    } else {
-        "rerun C = 128 and 256 with fixed, recorded request lengths and read num_requests_running and KV usage from vLLM's /metrics"
-    }
 }

@@ -51,6 +51,13 @@ pub struct CostParams {
     pub kernel_launch: f64,
     /// Per decode step CPU cost (scheduler, sampling, output), seconds.
     pub step_overhead: f64,
+    /// Requests in flight at most, fitted by calibration when a measured curve goes flat
+    /// (a client connection cap or max_num_seqs the descriptions do not know of); `None`:
+    /// only the engine's, the client's and the KV cache's own limits apply.
+    pub inflight_cap: Option<f64>,
+    /// API-server time per streamed token (s) fitted by calibration in place of the engine's
+    /// prior; `None`: the engine's.
+    pub api_per_token: Option<f64>,
 }
 
 impl CostParams {
@@ -69,6 +76,8 @@ impl CostParams {
             kernel_gap: eng.kernel_gap.0,
             kernel_launch: eng.kernel_launch.0,
             step_overhead: eng.step_overhead.0,
+            inflight_cap: None,
+            api_per_token: None,
         }
     }
 
@@ -84,6 +93,8 @@ impl CostParams {
             kernel_gap: 0.0,
             kernel_launch: 0.0,
             step_overhead: 0.0,
+            inflight_cap: None,
+            api_per_token: None,
         }
     }
 

@@ -81,6 +81,11 @@ pub struct Point {
     pub throughput: Option<TokensPerSec>,
     /// Share of decode kernel time per category.
     pub shares: Option<BTreeMap<TraceCategory, Share>>,
+    /// The throughput "does not improve beyond" this concurrency: read as the same
+    /// throughput at the next doubling (2 × `concurrency`), an observation of its own that
+    /// tells calibration where the curve is flat.
+    #[serde(default)]
+    pub flat_beyond: bool,
 }
 
 /// Output tokens per second, written `"1536 tok/s"`.
@@ -189,6 +194,12 @@ fn check_point(
     if p.throughput.is_some_and(|t| t.0 <= 0.0) {
         return fail("`throughput` must be more than zero");
     }
+    if p.flat_beyond && p.throughput.is_none() {
+        return fail("`flat_beyond` needs the point's `throughput` (the rate that stays flat)");
+    }
+    if p.flat_beyond && p.concurrency > u32::MAX / 2 {
+        return fail("`flat_beyond` on a concurrency too large to double");
+    }
     if p.tpot.is_some() {
         if p.output_len.is_none() {
             return fail("a point with `tpot` needs `output_len`");
@@ -243,6 +254,14 @@ pub fn parse_toml(text: &str, file: &str) -> Result<MeasuredSet> {
                 output_len: p.output_len,
                 tokens_per_second: tps.0,
             });
+            if p.flat_beyond {
+                push(Quantity::Throughput {
+                    concurrency: 2 * p.concurrency,
+                    input_len: p.input_len,
+                    output_len: p.output_len,
+                    tokens_per_second: tps.0,
+                });
+            }
         }
         for (&category, share) in p.shares.iter().flatten() {
             push(Quantity::CategoryShare {
@@ -368,5 +387,29 @@ moe = "20 %"
         ] {
             assert!(parse_toml(t, "f").is_err(), "{t}");
         }
+    }
+
+    #[test]
+    fn a_flat_curve_is_read_as_the_same_throughput_at_the_next_doubling() {
+        let text = FILE.replace(
+            "throughput = \"1536 tok/s\"\n",
+            "throughput = \"1536 tok/s\"\nflat_beyond = true\n",
+        );
+        let set = parse_toml(&text, "m.toml").unwrap();
+        assert_eq!(set.throughputs(), vec![(128, 1536.0), (256, 1536.0)]);
+        // Both observations point at the same line of the file.
+        let lines: Vec<_> = set
+            .observations
+            .iter()
+            .filter(|o| matches!(o.quantity, Quantity::Throughput { .. }))
+            .map(|o| o.origin.line)
+            .collect();
+        assert_eq!(lines[0], lines[1]);
+        let bad = FILE.replace(
+            "concurrency = 1\n[points.shares]",
+            "concurrency = 1\nflat_beyond = true\n[points.shares]",
+        );
+        let e = parse_toml(&bad, "m.toml").unwrap_err().to_string();
+        assert!(e.contains("flat_beyond") && e.contains("m.toml"), "{e}");
     }
 }

@@ -356,10 +356,10 @@ pub struct ComparisonArgs {
 pub struct SensitivityArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
+    /// Concurrent requests, as `sweep` takes them (running as the KV cache and the scheduler
+    /// allow, the rest queued).
     #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub concurrency: u32,
-    #[arg(long, default_value_t = 1024)]
-    pub context: u32,
     #[command(flatten)]
     pub request: RequestArgs,
     /// A TPOT to reach (e.g. 8ms): how far must each parameter alone move?

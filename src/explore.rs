@@ -9,6 +9,8 @@
 use crate::cost::memory::{CacheFootprint, Residency};
 use crate::cost::{CostParams, Evaluator, Parallel};
 use crate::error::{Error, Result};
+use crate::predict::{kv_tokens, sequences, Scenario};
+use crate::serve::fits;
 use crate::spec::{ModelSpec, System, WeightFormat};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -28,7 +30,8 @@ pub struct DesignPoint {
     pub tpot_ms: f64,
     pub throughput_tok_s: f64,
     pub throughput_per_gpu_tok_s: f64,
-    /// Weights and this point's KV cache fit in memory.
+    /// Weights and this point's KV cache fit in memory: always true, since points that do
+    /// not fit are counted, not written (the column stays for readers of older output).
     pub fits: bool,
 }
 
@@ -48,8 +51,14 @@ pub struct ExploreSummary {
     pub seconds: f64,
     pub points_per_second: f64,
     pub threads: usize,
-    /// Combinations that could not be evaluated, with the reason.
+    /// Combinations that could not be evaluated, with the reason (`does not fit: …` where
+    /// the weights leave no room, or one sequence of the shortest context does not fit).
     pub skipped: Vec<String>,
+    /// Points whose batch does not fit in memory at their context: evaluated, never written
+    /// or put on the front.
+    pub points_not_fitting: u64,
+    /// Per combination with such points: how many, and the first with its reason.
+    pub not_fitting: Vec<String>,
     /// Pareto-optimal points (with `--pareto`): no other fitting point is both faster per
     /// token and higher in throughput per GPU.
     pub pareto: Vec<BTreeMap<&'static str, serde_json::Value>>,
@@ -57,11 +66,41 @@ pub struct ExploreSummary {
 
 struct Prepared<'a> {
     ev: Evaluator<'a>,
+    model: &'a ModelSpec,
+    system: &'a System,
+    parallel: Parallel,
     gpus: f64,
     /// KV budget per GPU and the cache one sequence holds per GPU: fit test per point.
     kv_budget: f64,
     cache: CacheFootprint,
     dp: f64,
+}
+
+impl Prepared<'_> {
+    /// The combination as a scenario with default parameters.
+    fn scenario(&self) -> Scenario<'_> {
+        Scenario {
+            model: self.model,
+            system: self.system,
+            parallel: self.parallel,
+            params: CostParams::default_for(self.system),
+            calibration: None,
+        }
+    }
+}
+
+/// What one worker's chunk of the grid comes to.
+#[derive(Default)]
+struct Chunk {
+    /// Rendered rows (streaming).
+    text: String,
+    /// The chunk's Pareto front (with `--pareto`).
+    front: Vec<DesignPoint>,
+    /// Points evaluated.
+    count: u64,
+    /// Points that do not fit, and the first of them (batch, context).
+    not_fitting: u64,
+    first_not_fitting: Option<(u32, u32)>,
 }
 
 /// Row renderer for streaming output.
@@ -129,6 +168,7 @@ pub fn explore(
         }
         models.push(m);
     }
+    let shortest = contexts.iter().copied().min().unwrap_or(0) as f64;
     let mut combos = Vec::new();
     let mut prepared = Vec::new();
     let mut skipped = Vec::new();
@@ -143,7 +183,21 @@ pub fn explore(
                 let qname = q
                     .map(|f| f.to_string())
                     .unwrap_or_else(|| "as-shipped".into());
-                match Evaluator::new(m, sys, par, CostParams::default_for(sys)) {
+                let params = CostParams::default_for(sys);
+                let refusal = Evaluator::new(m, sys, par, params).and_then(|ev| {
+                    // Weights with no room for a KV cache, or for one sequence of the
+                    // shortest context: no point of the combination can run.
+                    let sc = Scenario {
+                        model: m,
+                        system: sys,
+                        parallel: par,
+                        params,
+                        calibration: None,
+                    };
+                    fits(&sc, 1.0, shortest)?;
+                    Ok(ev)
+                });
+                match refusal {
                     Ok(ev) => {
                         let eng = &sys.engine;
                         let held = Residency::new(m, &par);
@@ -158,6 +212,9 @@ pub fn explore(
                         });
                         prepared.push(Prepared {
                             ev,
+                            model: m,
+                            system: sys,
+                            parallel: par,
                             gpus: par.gpus() as f64,
                             kv_budget: budget,
                             cache: held.cache_footprint(f64::INFINITY),
@@ -188,11 +245,13 @@ pub fn explore(
         .unwrap_or(1)
         .min(n_chunks.max(1));
     let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::sync_channel::<(usize, String, Vec<DesignPoint>, u64)>(threads * 4);
+    let (tx, rx) = mpsc::sync_channel::<(usize, Chunk)>(threads * 4);
     if stream == Stream::Csv && !pareto {
         let _ = writeln!(sink, "{CSV_HEADER}");
     }
     let mut front_parts: Vec<DesignPoint> = Vec::new();
+    // Per combination: points that do not fit, and the first of them (batch, context).
+    let mut not_fitting: Vec<(u64, Option<(u32, u32)>)> = vec![(0, None); prepared.len()];
     let mut done_points = 0u64;
     let bar = (progress && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::with_draw_target(
@@ -222,8 +281,7 @@ pub fn explore(
                 let b0 = (i % chunks_per_combo) * rows_per_chunk;
                 let b1 = (b0 + rows_per_chunk).min(batches.len());
                 let pr = &prepared[ci];
-                let mut text = String::new();
-                let mut local = Vec::new();
+                let mut out = Chunk::default();
                 let mut times = Vec::with_capacity(contexts.len());
                 for &b in &batches[b0..b1] {
                     // At one batch, throughput is batch / TPOT: the fitting point of least
@@ -231,7 +289,20 @@ pub fn explore(
                     let mut row_best: Option<DesignPoint> = None;
                     // Context-free operators once per batch, attention per context.
                     pr.ev.decode_times(b as f64, context_values, &mut times);
-                    for (&ctx, &t) in contexts.iter().zip(&times) {
+                    for ((&ctx, &cf), &t) in contexts.iter().zip(context_values).zip(&times) {
+                        // The memory report's test (`serve::does_not_fit`): whole sequences
+                        // of this context in the KV budget, at least the batch.
+                        let tokens = kv_tokens(
+                            pr.kv_budget,
+                            pr.cache.bytes_per_sequence(cf + 1.0),
+                            cf,
+                            pr.dp,
+                        );
+                        if sequences(tokens, cf) < b as f64 {
+                            out.not_fitting += 1;
+                            out.first_not_fitting.get_or_insert((b, ctx));
+                            continue;
+                        }
                         let thr = b as f64 / t;
                         let p = DesignPoint {
                             combo: ci,
@@ -240,40 +311,43 @@ pub fn explore(
                             tpot_ms: t * 1e3,
                             throughput_tok_s: thr,
                             throughput_per_gpu_tok_s: thr / pr.gpus,
-                            fits: pr.kv_budget > 0.0
-                                && b as f64 / pr.dp * pr.cache.bytes_per_sequence(ctx as f64 + 1.0)
-                                    <= pr.kv_budget,
+                            fits: true,
                         };
                         if pareto {
-                            if p.fits && row_best.is_none_or(|r| p.tpot_ms < r.tpot_ms) {
+                            if row_best.is_none_or(|r| p.tpot_ms < r.tpot_ms) {
                                 row_best = Some(p);
                             }
                         } else {
-                            render(&mut text, combos, &p, stream);
+                            render(&mut out.text, combos, &p, stream);
                         }
                     }
-                    local.extend(row_best);
+                    out.front.extend(row_best);
                 }
                 if pareto {
-                    local = pareto_front(local);
+                    out.front = pareto_front(std::mem::take(&mut out.front));
                 }
-                let count = ((b1 - b0) * contexts.len()) as u64;
-                if tx.send((i, text, local, count)).is_err() {
+                out.count = ((b1 - b0) * contexts.len()) as u64;
+                if tx.send((i, out)).is_err() {
                     break;
                 }
             });
         }
         drop(tx);
         // Write chunks in order as they arrive.
-        let mut pending: BTreeMap<usize, (String, Vec<DesignPoint>, u64)> = BTreeMap::new();
+        let mut pending: BTreeMap<usize, Chunk> = BTreeMap::new();
         let mut want = 0usize;
         let mut last_report = Instant::now();
-        for (i, text, local, count) in rx {
-            pending.insert(i, (text, local, count));
-            while let Some((text, local, count)) = pending.remove(&want) {
-                let _ = sink.write_all(text.as_bytes());
-                front_parts.extend(local);
-                done_points += count;
+        for (i, chunk) in rx {
+            pending.insert(i, chunk);
+            while let Some(c) = pending.remove(&want) {
+                let _ = sink.write_all(c.text.as_bytes());
+                front_parts.extend(c.front);
+                done_points += c.count;
+                let nf = &mut not_fitting[want / chunks_per_combo];
+                nf.0 += c.not_fitting;
+                if nf.1.is_none() {
+                    nf.1 = c.first_not_fitting;
+                }
                 want += 1;
             }
             if let Some(b) = &bar {
@@ -312,6 +386,23 @@ pub fn explore(
     } else {
         Vec::new()
     };
+    let points_not_fitting = not_fitting.iter().map(|n| n.0).sum();
+    let not_fitting = prepared
+        .iter()
+        .zip(&combos)
+        .zip(&not_fitting)
+        .filter_map(|((pr, c), &(n, first))| {
+            let (b, ctx) = first?;
+            // The reason in the words every command uses, from the first such point.
+            let why = fits(&pr.scenario(), b as f64, ctx as f64)
+                .err()
+                .map_or_else(|| "does not fit".to_string(), |e| e.to_string());
+            Some(format!(
+                "{} {} {}: {n} points do not fit; the first, batch {b} at context {ctx}: {why}",
+                c.system, c.parallel, c.quant
+            ))
+        })
+        .collect();
     Ok((
         combos,
         ExploreSummary {
@@ -320,6 +411,8 @@ pub fn explore(
             points_per_second: total as f64 / seconds.max(1e-9),
             threads,
             skipped,
+            points_not_fitting,
+            not_fitting,
             pareto: pareto_rows,
         },
     ))

@@ -135,12 +135,7 @@ impl MemoryReport {
         let per_seq = cache.bytes_per_sequence(context + 1.0);
         // Data-parallel attention replicas each cache only their own sequences.
         let dp = s.parallel.dp as f64;
-        let max_tokens = if budget > 0.0 && per_seq > 0.0 {
-            // Tokens of context the budget holds: at this context's per-token footprint.
-            (budget / (per_seq / (context + 1.0))).floor() * dp
-        } else {
-            0.0
-        };
+        let max_tokens = kv_tokens(budget, per_seq, context, dp);
         let needed = batch / dp * per_seq;
         MemoryReport {
             capacity_gb: cap / 1e9,
@@ -152,10 +147,25 @@ impl MemoryReport {
             kv_needed_gb: needed / 1e9,
             max_kv_tokens: max_tokens,
             state_bytes_per_sequence_per_gpu: cache.state_bytes_per_seq,
-            max_sequences_at_context: (max_tokens / (context + 1.0)).floor(),
+            max_sequences_at_context: sequences(max_tokens, context),
             fits: budget > 0.0 && needed <= budget,
         }
     }
+}
+
+/// Tokens of context a KV budget of `budget` bytes per GPU holds over `dp` replicas, at the
+/// per-token footprint of a sequence of `context` tokens that holds `per_seq` bytes per GPU.
+pub fn kv_tokens(budget: f64, per_seq: f64, context: f64, dp: f64) -> f64 {
+    if budget > 0.0 && per_seq > 0.0 {
+        (budget / (per_seq / (context + 1.0))).floor() * dp
+    } else {
+        0.0
+    }
+}
+
+/// Whole sequences of `context` tokens (plus the one being decoded) in `kv_tokens` tokens.
+pub fn sequences(kv_tokens: f64, context: f64) -> f64 {
+    (kv_tokens / (context + 1.0)).floor()
 }
 
 /// A vision encoder's cost to encode one image before the text prompt's prefill.
@@ -306,6 +316,14 @@ pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
             provenance: o.provenance,
         })
         .collect()
+}
+
+/// [`predict`] for a point that can run: `batch` sequences of `context` tokens that do not
+/// fit in memory are refused with [`crate::serve::does_not_fit`]'s reason, never given a
+/// number. Every command that prints a prediction goes through here.
+pub fn predict_fitting(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
+    crate::serve::fits(s, batch as f64, context as f64)?;
+    predict(s, batch, context)
 }
 
 /// Predict one decode step of `batch` sequences at `context` cached tokens.

@@ -57,9 +57,11 @@ pub struct Limit {
     pub detail: String,
 }
 
-/// Why a configuration cannot serve at all (weights or one sequence do not fit), from its
-/// memory report for one sequence of `input + output` tokens.
-pub fn does_not_fit(m: &MemoryReport, input: f64, output: f64) -> Option<String> {
+/// Why `batch` sequences of `context` tokens each cannot run, from the memory report of
+/// that batch and context: the weights leave no room for a KV cache, not even one sequence
+/// of this context fits it, or the batch exceeds the sequences that do (with how many do).
+/// `None` when it runs. Every command refuses with this wording (`does not fit: …`).
+pub fn does_not_fit(m: &MemoryReport, batch: f64, context: f64) -> Option<String> {
     if m.kv_budget_gb <= 0.0 {
         return Some(format!(
             "does not fit: weights {:.1} GB per GPU and {:.1} GB reserved exceed the {:.1} GB the engine may use",
@@ -68,13 +70,28 @@ pub fn does_not_fit(m: &MemoryReport, input: f64, output: f64) -> Option<String>
     }
     if m.max_sequences_at_context < 1.0 {
         return Some(format!(
-            "does not fit: one sequence of {} tokens needs {:.2} GB of KV cache per GPU, {:.2} GB left",
-            input + output,
-            (input + output + 1.0) * m.kv_bytes_per_token_per_gpu / 1e9,
+            "does not fit: one sequence of {context} tokens needs {:.2} GB of KV cache per GPU, {:.2} GB left",
+            (context + 1.0) * m.kv_bytes_per_token_per_gpu / 1e9,
             m.kv_budget_gb
         ));
     }
+    if m.max_sequences_at_context < batch {
+        return Some(format!(
+            "does not fit: {batch} sequences of {context} tokens need {:.2} GB of KV cache per GPU, {:.2} GB left: at most {} fit",
+            m.kv_needed_gb, m.kv_budget_gb, m.max_sequences_at_context
+        ));
+    }
     None
+}
+
+/// The memory report of `batch` sequences of `context` tokens on `s`, or the refusal of
+/// [`does_not_fit`] as an error.
+pub fn fits(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
+    let m = s.memory(batch, context);
+    match does_not_fit(&m, batch, context) {
+        Some(why) => Err(Error::Scenario(why)),
+        None => Ok(m),
+    }
 }
 
 /// One concurrency of the sweep.
@@ -291,10 +308,7 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         let input = w.input_len.max(1) as f64;
         let output = w.output_len.max(1) as f64;
-        let mem = s.memory(1.0, input + output);
-        if let Some(why) = does_not_fit(&mem, input, output) {
-            return Err(Error::Scenario(why));
-        }
+        let mem = fits(s, 1.0, input + output)?;
         let block = eng.kv.block_size.max(1) as f64;
         let held = if eng.kv.on_demand {
             input + output / 2.0

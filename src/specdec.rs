@@ -122,8 +122,6 @@ pub struct SpecPoint {
     pub draft_ms: f64,
     pub verify_ms: f64,
     pub step_ms: f64,
-    /// The KV cache holds `concurrency` sequences at this context plus the k+1 positions.
-    pub kv_fits: bool,
 }
 
 /// Best draft length at one concurrency (k = 0: do not speculate).
@@ -148,6 +146,9 @@ pub struct SpecDec {
     pub baseline_tpot_ms: Vec<(u32, f64)>,
     pub points: Vec<SpecPoint>,
     pub best_k: Vec<BestK>,
+    /// Concurrencies whose sequences do not fit in memory at this context plus the longest
+    /// draft, with the reason: they get no numbers.
+    pub does_not_fit: Vec<(u32, String)>,
 }
 
 /// A one-layer model standing for the draft head: the target's shape with `layers` decoder
@@ -262,12 +263,18 @@ pub fn specdec(
     acceptance.validate()?;
     let ev = s.evaluator()?;
     let ctx = context as f64;
-    let mem = s.memory(1.0, ctx);
+    let longest = ks.iter().copied().max().unwrap_or(0) as f64;
     let mut points = Vec::new();
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
+    let mut does_not_fit = Vec::new();
     for &c in concurrency {
         let cf = c.max(1) as f64;
+        // Each sequence caches the context and the k drafted positions the target verifies.
+        if let Err(e) = crate::serve::fits(s, cf, ctx + longest) {
+            does_not_fit.push((c, e.to_string()));
+            continue;
+        }
         let base = ev.step_time(&Pass::decode(cf, ctx));
         baseline_tpot_ms.push((c, base * 1e3));
         let mut best = BestK {
@@ -304,10 +311,15 @@ pub fn specdec(
                 draft_ms: draft_s * 1e3,
                 verify_ms: verify * 1e3,
                 step_ms: step * 1e3,
-                kv_fits: cf * (ctx + k as f64 + 1.0) <= mem.max_kv_tokens,
             });
         }
         best_k.push(best);
+    }
+    // No concurrency can run: the reason, not an empty table.
+    if points.is_empty() {
+        if let Some((_, why)) = does_not_fit.first() {
+            return Err(Error::Scenario(why.clone()));
+        }
     }
     Ok(SpecDec {
         model: s.model.name.clone(),
@@ -320,6 +332,7 @@ pub fn specdec(
         baseline_tpot_ms,
         points,
         best_k,
+        does_not_fit,
     })
 }
 

@@ -9,7 +9,7 @@
 use crate::calibration::Calibration;
 use crate::cost::{Category, CostParams, Parallel};
 use crate::error::{Error, Result};
-use crate::predict::{predict, Scenario};
+use crate::predict::{predict_fitting, Scenario};
 use crate::serve::{sweep, Workload};
 use crate::spec::overrides::{parse_all, Override};
 use crate::spec::{AllReduceImpl, ModelSpec, NcclAlgorithm, System};
@@ -90,18 +90,32 @@ pub struct CompareRow {
     /// Throughput at each requested concurrency, tok/s.
     pub throughput_tok_s: Vec<(u32, f64)>,
     pub sol_tpot_ms: Vec<(u32, f64)>,
-    /// Serving-sweep plateau, tok/s, and where it is reached.
-    pub plateau_tok_s: f64,
-    pub plateau_concurrency: u32,
+    /// Serving-sweep plateau, tok/s, and where it is reached (absent when the row cannot
+    /// run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plateau_tok_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plateau_concurrency: Option<u32>,
     pub weights_per_gpu_gb: f64,
     pub max_kv_tokens: f64,
     pub fits: bool,
     /// US dollars per million output tokens at the plateau, where the system has a price.
     pub usd_per_million_tokens: Option<f64>,
-    /// Largest category of the decode step at the first and last concurrency.
+    /// Largest category of the decode step at each concurrency.
     pub dominant: Vec<(u32, String)>,
-    /// Why the layout could not be evaluated, if it could not.
+    /// Concurrencies whose batch does not fit in memory at the context, with the reason:
+    /// they have no TPOT, throughput or category.
+    pub does_not_fit: Vec<(u32, String)>,
+    /// Why the layout could not be evaluated, if it could not (`does not fit: …` when it
+    /// runs out of memory at any concurrency); such a row has no performance numbers.
     pub error: Option<String>,
+}
+
+impl CompareRow {
+    /// The value of `pairs` at concurrency `c`, if that concurrency has one.
+    pub fn at<T>(pairs: &[(u32, T)], c: u32) -> Option<&T> {
+        pairs.iter().find(|p| p.0 == c).map(|p| &p.1)
+    }
 }
 
 /// The `compare` record.
@@ -111,6 +125,8 @@ pub struct Comparison {
     pub input_len: u32,
     pub output_len: u32,
     pub context: u32,
+    /// The concurrencies of the columns, as requested.
+    pub concurrency: Vec<u32>,
     pub rows: Vec<CompareRow>,
 }
 
@@ -146,13 +162,14 @@ pub fn compare_row(
         tpot_ci95_ms: vec![],
         throughput_tok_s: vec![],
         sol_tpot_ms: vec![],
-        plateau_tok_s: 0.0,
-        plateau_concurrency: 0,
+        plateau_tok_s: None,
+        plateau_concurrency: None,
         weights_per_gpu_gb: 0.0,
         max_kv_tokens: 0.0,
         fits: false,
         usd_per_million_tokens: None,
         dominant: vec![],
+        does_not_fit: vec![],
         error: None,
     };
     let mut run = || -> Result<()> {
@@ -161,29 +178,45 @@ pub fn compare_row(
             Some(c) => s.calibrated(c),
             None => s,
         };
+        let mem = s.memory(1.0, context as f64);
+        row.weights_per_gpu_gb = mem.weights_per_gpu_gb;
+        row.max_kv_tokens = mem.max_kv_tokens;
+        row.fits = mem.kv_budget_gb > 0.0;
+        // Weights that leave no KV cache, or no room for one sequence: the row cannot run.
+        crate::serve::fits(&s, 1.0, context as f64)?;
         for &c in concurrency {
-            let p = predict(&s, c, context)?;
+            let p = match predict_fitting(&s, c, context) {
+                Ok(p) => p,
+                Err(e) => {
+                    row.does_not_fit.push((c, e.to_string()));
+                    continue;
+                }
+            };
             row.tpot_ms.push((c, p.tpot_ms));
             row.tpot_ci95_ms.extend(p.tpot_ci95_ms.map(|ci| (c, ci)));
             row.throughput_tok_s.push((c, p.throughput_tok_s));
             row.sol_tpot_ms.push((c, p.sol_tpot_ms));
             row.dominant.push((c, dominant(&p.breakdown_ms)));
-            row.weights_per_gpu_gb = p.memory.weights_per_gpu_gb;
-            row.max_kv_tokens = p.memory.max_kv_tokens;
-            row.fits = p.memory.weights_per_gpu_gb > 0.0 && p.memory.kv_budget_gb > 0.0;
         }
         let conc: Vec<u32> = (0..=12).map(|i| 1u32 << i).collect();
         let sw = sweep(&s, &conc, w)?;
-        row.plateau_tok_s = sw.plateau_tok_s;
-        row.plateau_concurrency = sw.plateau_concurrency;
+        row.plateau_tok_s = Some(sw.plateau_tok_s);
+        row.plateau_concurrency = Some(sw.plateau_concurrency);
         if let Some(price) = system.spec.price_per_gpu_hour_usd {
             let per_hour = price * par.gpus() as f64;
             row.usd_per_million_tokens = Some(per_hour / (sw.plateau_tok_s * 3600.0) * 1e6);
         }
         Ok(())
     };
-    let result = run();
-    if let Err(e) = result {
+    if let Err(e) = run() {
+        // A row that cannot run carries its reason and no performance numbers.
+        row.tpot_ms.clear();
+        row.tpot_ci95_ms.clear();
+        row.throughput_tok_s.clear();
+        row.sol_tpot_ms.clear();
+        row.dominant.clear();
+        row.does_not_fit.clear();
+        row.usd_per_million_tokens = None;
         row.error = Some(e.to_string());
     }
     row
@@ -320,8 +353,12 @@ pub struct SensitivityReport {
     pub model: String,
     pub system: String,
     pub parallel: String,
+    /// Concurrent requests, as `sweep` takes them.
     pub concurrency: u32,
-    pub context: u32,
+    /// The request shape of the serving sweep the TPOT and plateau come from.
+    pub input_len: u32,
+    pub output_len: u32,
+    /// The sweep's TPOT at `concurrency`, ms.
     pub tpot_ms: f64,
     pub plateau_tok_s: f64,
     pub target_tpot_ms: Option<f64>,
@@ -330,40 +367,59 @@ pub struct SensitivityReport {
     pub alternatives: Vec<Alternative>,
 }
 
-/// TPOT (ms) at `c` and the sweep plateau for a system and parameter set.
+/// TPOT (ms) at `c` concurrent requests and the sweep plateau, both from the serving sweep
+/// (`c` means what it means to `sweep`: requests in flight, running as the client cap,
+/// `max_num_seqs` and the KV cache allow).
 pub fn tpot_and_plateau(
     model: &ModelSpec,
     system: &System,
     par: Parallel,
     p: CostParams,
     c: u32,
-    context: u32,
     w: Workload,
 ) -> Result<(f64, f64)> {
-    let s = Scenario {
-        model,
-        system,
-        parallel: par,
-        params: p,
-        calibration: None,
-    };
-    let t = predict(&s, c, context)?.tpot_ms;
+    let s = with_params(model, system, par, p);
+    let t = tpot_at(&s, c, w)?;
     let conc: Vec<u32> = (0..=11).map(|i| 1u32 << i).collect();
     let pl = sweep(&s, &conc, w)?.plateau_tok_s;
     Ok((t, pl))
 }
 
+/// The scenario of `model` on `system` with the parameters `p`.
+fn with_params<'a>(
+    model: &'a ModelSpec,
+    system: &'a System,
+    par: Parallel,
+    p: CostParams,
+) -> Scenario<'a> {
+    Scenario {
+        model,
+        system,
+        parallel: par,
+        params: p,
+        calibration: None,
+    }
+}
+
+/// The sweep's TPOT at `c` concurrent requests, ms.
+fn tpot_at(s: &Scenario, c: u32, w: Workload) -> Result<f64> {
+    sweep(s, &[c], w)?
+        .points
+        .first()
+        .map(|p| p.tpot_ms)
+        .ok_or_else(|| Error::Scenario("empty sweep".into()))
+}
+
+/// [`tpot_at`] with the parameters `p`, NaN where the scenario cannot be evaluated.
 fn tpot_only(
     model: &ModelSpec,
     system: &System,
     par: Parallel,
     p: CostParams,
     c: u32,
-    context: u32,
+    w: Workload,
 ) -> f64 {
-    crate::cost::Evaluator::new(model, system, par, p)
-        .map(|e| e.step_time(&crate::cost::Pass::decode(c as f64, context as f64)) * 1e3)
-        .unwrap_or(f64::NAN)
+    tpot_at(&with_params(model, system, par, p), c, w).unwrap_or(f64::NAN)
 }
 
 /// Elasticities of TPOT and plateau to every knob, and the inverse solve for a target.
@@ -374,22 +430,21 @@ pub fn sensitivity(
     par: Parallel,
     params: CostParams,
     c: u32,
-    context: u32,
     w: Workload,
     target_tpot_ms: Option<f64>,
 ) -> Result<SensitivityReport> {
-    let (t0, p0) = tpot_and_plateau(model, system, par, params, c, context, w)?;
+    let (t0, p0) = tpot_and_plateau(model, system, par, params, c, w)?;
     let mut rows = Vec::new();
     for k in Knob::ALL {
         let (s1, q1) = k.apply(system, &params, 1.1);
-        let (t1, p1) = tpot_and_plateau(model, &s1, par, q1, c, context, w)?;
+        let (t1, p1) = tpot_and_plateau(model, &s1, par, q1, c, w)?;
         let el = (t1 / t0).ln() / 1.1f64.ln();
         let pel = (p1 / p0).ln() / 1.1f64.ln();
         let limit = if k.higher_is_faster() { 1000.0 } else { 1e-3 };
         let (sl, ql) = k.apply(system, &params, limit);
-        let floor = tpot_only(model, &sl, par, ql, c, context);
+        let floor = tpot_only(model, &sl, par, ql, c, w);
         let factor = target_tpot_ms
-            .and_then(|target| solve_factor(model, system, par, params, c, context, k, target, t0));
+            .and_then(|target| solve_factor(model, system, par, params, c, w, k, target, t0));
         rows.push(Sensitivity {
             knob: k,
             name: k.name(),
@@ -411,7 +466,7 @@ pub fn sensitivity(
         if s == *system && p == params {
             return Ok(());
         }
-        let (t, pl) = tpot_and_plateau(model, &s, par, p, c, context, w)?;
+        let (t, pl) = tpot_and_plateau(model, &s, par, p, c, w)?;
         alternatives.push(Alternative {
             change: label.to_string(),
             tpot_ms: t,
@@ -438,7 +493,8 @@ pub fn sensitivity(
         system: system.spec.name.clone(),
         parallel: par.to_string(),
         concurrency: c,
-        context,
+        input_len: w.input_len,
+        output_len: w.output_len,
         tpot_ms: t0,
         plateau_tok_s: p0,
         target_tpot_ms,
@@ -456,14 +512,14 @@ pub fn solve_factor(
     par: Parallel,
     params: CostParams,
     c: u32,
-    context: u32,
+    w: Workload,
     k: Knob,
     target: f64,
     t0: f64,
 ) -> Option<f64> {
     let t = |f: f64| {
         let (s, p) = k.apply(system, &params, f);
-        tpot_only(model, &s, par, p, c, context)
+        tpot_only(model, &s, par, p, c, w)
     };
     if (t0 - target).abs() < 1e-12 {
         return Some(1.0);

@@ -198,10 +198,11 @@ fn one_gpu_works_or_is_refused_for_every_command() {
     ] {
         run(&args);
     }
-    // Kimi-K2.5 on one 96 GB GPU: predicted, and reported as not fitting.
-    let v = json(&["predict", "--tp", "1"]);
-    assert_eq!(v["memory"]["fits"], false);
-    assert!(v["tpot_ms"].as_f64().unwrap() > 0.0);
+    // Kimi-K2.5 on one 96 GB GPU: its weights alone exceed it, so there is no TPOT to give.
+    refused(
+        &["predict", "--tp", "1"],
+        &["does not fit: weights 594.2 GB per GPU"],
+    );
 }
 
 #[test]
@@ -280,8 +281,10 @@ fn a_million_tokens_of_context() {
     ]);
     // 1M tokens of Llama-3.1-8B KV (128 KiB/token) on 8 GPUs: 16 GB per GPU, it fits.
     assert!(v["tpot_ms"].as_f64().unwrap() > 0.0);
-    let v = json(&["predict", "--context", "1000000", "--batch", "64"]);
-    assert_eq!(v["memory"]["fits"], false);
+    refused(
+        &["predict", "--context", "1000000", "--batch", "64"],
+        &["does not fit: one sequence of 1000000 tokens"],
+    );
     // One request of a million tokens needs more KV cache than Kimi on the team's box has:
     // the sweep says it does not fit instead of giving it a number.
     match run(&[
@@ -296,17 +299,41 @@ fn a_million_tokens_of_context() {
         Outcome::Refused(e) => assert!(e.contains("does not fit"), "{e}"),
         Outcome::Worked(s) => panic!("a million-token request was given numbers: {s}"),
     }
-    json(&["specdec", "--context", "1000000"]);
+    refused(
+        &["specdec", "--context", "1000000"],
+        &["does not fit: one sequence of"],
+    );
     json(&["op", "attention", "--context", "1000000", "--batch", "4"]);
 }
 
 #[test]
 fn a_batch_of_65536() {
-    let a = json(&["predict", "--batch", "65536"]);
-    let b = json(&["predict", "--batch", "32768"]);
+    // 65,536 sequences of Kimi-K2.5 at 1k tokens are far more than the team's box holds:
+    // refused with how many fit. Llama-3.1-8B at 16 tokens on eight H200s holds them.
+    refused(
+        &["predict", "--batch", "65536"],
+        &[
+            "does not fit: 65536 sequences of 1024 tokens",
+            "at most 165 fit",
+        ],
+    );
+    let small = [
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h200-nvlink",
+        "--context",
+        "16",
+    ];
+    let a = json(&[&["predict", "--batch", "65536"][..], &small].concat());
+    let b = json(&[&["predict", "--batch", "32768"][..], &small].concat());
     assert!(a["tpot_ms"].as_f64() >= b["tpot_ms"].as_f64());
+    // The sweep queues what the cache cannot hold.
     json(&["sweep", "--concurrency", "65536"]);
-    json(&["specdec", "--concurrency", "65536"]);
+    refused(
+        &["specdec", "--concurrency", "65536"],
+        &["does not fit: 65536 sequences"],
+    );
     json(&["op", "moe", "--tokens", "65536"]);
     json(&["op", "attention", "--batch", "65536"]);
     json(&[
@@ -469,7 +496,8 @@ fn set_overrides_at_the_edges() {
         ("gpu.memory_capacity=1001 TB", false),
         ("efficiency.memory=0.001", true),
         ("engine.step_overhead=1 s", true),
-        ("model.config.num_hidden_layers=10000", true),
+        // 10,000 layers of Kimi-K2.5 are 12.6 TB of weights per GPU: no TPOT to give.
+        ("model.config.num_hidden_layers=10000", false),
     ] {
         let args = ["predict", "--set", set, "--format", "json"];
         match run(&args) {
@@ -589,7 +617,7 @@ fn json_records_hold_only_finite_numbers() {
             .map(|w| w.to_vec())
             .unwrap_or_default();
         for cmd in [
-            vec!["predict", "--batch", "64", "--context", "8192"],
+            vec!["predict", "--batch", "16", "--context", "8192"],
             vec!["sweep", "--concurrency", "1,16,256,4096"],
             vec!["op", "attention", "--batch", "32", "--context", "32768"],
         ] {

@@ -807,9 +807,14 @@ proptest! {
             // Refused with its reason: nothing printed to check.
             Err(e) => assert!(e.to_string().starts_with("does not fit:"), "sweep failed: {e}"),
         }
-        let r = specdec(&sc, &Draft::Ngram { cpu_seconds: 50e-6 }, &Acceptance(vec![0.6]), &ks, &concurrency, c.context).unwrap();
-        assert_printed_quantities(&serde_json::to_value(&r).unwrap(), "specdec");
-        assert_printed_text(&rooftop::commands::specdec::text(&r), "specdec");
+        match specdec(&sc, &Draft::Ngram { cpu_seconds: 50e-6 }, &Acceptance(vec![0.6]), &ks, &concurrency, c.context) {
+            Ok(r) => {
+                assert_printed_quantities(&serde_json::to_value(&r).unwrap(), "specdec");
+                assert_printed_text(&rooftop::commands::specdec::text(&r), "specdec");
+            }
+            // No concurrency fits in memory: refused with its reason, nothing printed.
+            Err(e) => assert!(e.to_string().starts_with("does not fit:"), "specdec failed: {e}"),
+        }
     }
 
     /// More memory bandwidth, FLOPS or link bandwidth never makes a step slower.
@@ -923,8 +928,16 @@ proptest! {
             // A draft the engine would refuse at this layout (block-FP8 widths split into
             // partial blocks) is refused with its reason, not given a number.
             Err(e) if e.to_string().contains("cannot run") => return Ok(()),
+            // No concurrency fits in memory: refused with its reason, never given a number.
+            Err(e) if e.to_string().starts_with("does not fit:") => return Ok(()),
             Err(e) => panic!("specdec failed: {e}"),
         };
+        // Every concurrency is either evaluated or refused with its reason.
+        for &c in &concurrency {
+            let evaluated = r.points.iter().any(|p| p.concurrency == c);
+            let refused = r.does_not_fit.iter().any(|(x, why)| *x == c && why.starts_with("does not fit:"));
+            prop_assert!(evaluated != refused, "C={c}: evaluated {evaluated}, refused {refused}");
+        }
         assert_json_finite(&serde_json::to_value(&r).unwrap(), "specdec", &[]);
         for p in &r.points {
             prop_assert!(p.speedup.is_finite() && p.speedup > 0.0, "speedup {}", p.speedup);

@@ -5,8 +5,8 @@
 use rooftop::cost::{CostParams, Parallel};
 use rooftop::explore::{explore, pareto_front, DesignPoint, Stream};
 use rooftop::options::parse_values;
-use rooftop::predict::{predict, Scenario};
-use rooftop::serve::{TpotDef, Workload};
+use rooftop::predict::{predict, predict_fitting, Scenario};
+use rooftop::serve::{sweep, TpotDef, Workload};
 use rooftop::spec::registry::load_model;
 use rooftop::spec::System;
 use rooftop::whatif::{sensitivity, solve_factor, Knob};
@@ -86,7 +86,6 @@ fn elasticities_have_the_right_sign() {
             Parallel::tp(8),
             CostParams::default_for(&sys),
             c,
-            1024,
             W,
             None,
         )
@@ -127,22 +126,38 @@ fn elasticities_have_the_right_sign() {
     }
 }
 
+/// The serving sweep's TPOT at `c` concurrent requests of `W`, ms.
+fn sweep_tpot(s: &Scenario, c: u32) -> f64 {
+    sweep(s, &[c], W).unwrap().points[0].tpot_ms
+}
+
+#[test]
+fn sensitivity_takes_concurrency_as_the_sweep_does() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let conc: Vec<u32> = (0..=11).map(|i| 1u32 << i).collect();
+    let plateau = sweep(&sc, &conc, W).unwrap().plateau_tok_s;
+    // 4,096 requests is more than the engine runs at once: the rest queue, in both.
+    let capped = sweep(&sc, &[4096], W).unwrap().points[0].clone();
+    assert!(capped.running < 4096 && capped.queued > 0, "{capped:?}");
+    for c in [1, 64, 4096] {
+        let r = sensitivity(&model, &sys, Parallel::tp(8), sc.params, c, W, None).unwrap();
+        assert_eq!(r.tpot_ms, sweep_tpot(&sc, c), "C={c}");
+        assert_eq!(r.plateau_tok_s, plateau, "C={c}");
+    }
+}
+
 #[test]
 fn inverse_solve_reproduces_the_target() {
     let model = load_model("kimi-k2.5-int4").unwrap();
     let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
     let p = CostParams::default_for(&sys);
-    let t0 = predict(
-        &Scenario::new(&model, &sys, Parallel::tp(8)).unwrap(),
-        1,
-        1024,
-    )
-    .unwrap()
-    .tpot_ms;
+    let t0 = sweep_tpot(&Scenario::new(&model, &sys, Parallel::tp(8)).unwrap(), 1);
     let target = t0 * 0.8;
     let mut solved = 0;
     for k in Knob::ALL {
-        if let Some(f) = solve_factor(&model, &sys, Parallel::tp(8), p, 1, 1024, k, target, t0) {
+        if let Some(f) = solve_factor(&model, &sys, Parallel::tp(8), p, 1, W, k, target, t0) {
             let (s2, p2) = k.apply(&sys, &p, f);
             let sc = Scenario {
                 model: &model,
@@ -151,7 +166,7 @@ fn inverse_solve_reproduces_the_target() {
                 params: p2,
                 calibration: None,
             };
-            let t = predict(&sc, 1, 1024).unwrap().tpot_ms;
+            let t = sweep_tpot(&sc, 1);
             assert!(
                 (t - target).abs() / target < 1e-3,
                 "{}: factor {f} gives {t} not {target}",
@@ -168,7 +183,7 @@ fn inverse_solve_reproduces_the_target() {
         Parallel::tp(8),
         p,
         1,
-        1024,
+        W,
         Knob::StepOverhead,
         0.1,
         t0
@@ -220,7 +235,24 @@ fn explore_agrees_with_predict_and_the_front_is_undominated() {
     assert_eq!(summary.points_evaluated, 16);
     let text = String::from_utf8(out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 17);
+    // Points that do not fit in memory are counted, not written: a point is written exactly
+    // when `predict` would run it.
+    assert!(summary.points_not_fitting > 0, "{summary:?}");
+    assert_eq!(lines.len() as u64 - 1 + summary.points_not_fitting, 16);
+    for (label, sys) in &systems {
+        let sc = Scenario::new(&model, sys, Parallel::tp(8)).unwrap();
+        for b in batches {
+            for c in contexts {
+                let row = format!("{label},tp8,as-shipped,{b},{c},");
+                let written = lines.iter().any(|l| l.starts_with(&row));
+                assert_eq!(
+                    written,
+                    predict_fitting(&sc, b, c).is_ok(),
+                    "{label} batch {b} context {c}"
+                );
+            }
+        }
+    }
     // Row order is deterministic: combo, batch, context.
     let f: Vec<&str> = lines[1].split(',').collect();
     assert_eq!((f[0], f[3], f[4]), ("team", "1", "1024"));
@@ -298,8 +330,9 @@ fn explore_pareto_equals_the_front_of_all_points() {
                 fits: v["fits"].as_bool().unwrap(),
             }
         })
-        .filter(|p| p.fits)
         .collect();
+    // Only points that fit are written.
+    assert!(all.iter().all(|p| p.fits));
     let brute = pareto_front(all);
     assert!(brute.len() > 3, "front too small to test: {}", brute.len());
     let got: Vec<(u64, u64)> = summary

@@ -16,7 +16,7 @@ use crate::plot::records::{
     compare_bars, compare_plateau_bars, specdec_heatmap, sweep_breakdown, sweep_chart, SweepMetric,
 };
 use crate::plot::{self, StackedBars};
-use crate::predict::{predict, Scenario};
+use crate::predict::{predict_fitting, Scenario};
 use crate::serve::{sweep, Sweep, Workload};
 use crate::specdec::{specdec, Acceptance};
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             out,
         }) => {
             let l = load(scenario)?;
-            let p = predict(&l.scenario()?, *batch, *context)?;
+            let p = predict_fitting(&l.scenario()?, *batch, *context)?;
             plot::roofline(&p, &l.system.gpu, out)?;
             Ok(done(out))
         }
@@ -141,7 +141,7 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
                 }
                 BreakdownBy::Layer => {
                     let l = load(scenario)?;
-                    StackedBars::per_layer(&predict(&l.scenario()?, *batch, *context)?)
+                    StackedBars::per_layer(&predict_fitting(&l.scenario()?, *batch, *context)?)
                 }
                 BreakdownBy::System => {
                     let names = &systems
@@ -154,7 +154,8 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
                     for n in names {
                         let (label, sys) = crate::whatif::load_variant(n, &sets)?;
                         let s = Scenario::new(&l.model, &sys, Parallel::tp(sys.spec.gpu_count))?;
-                        let p = predict(&s, *batch, *context)?;
+                        let p = predict_fitting(&s, *batch, *context)
+                            .map_err(|e| Error::Scenario(format!("{label}: {e}")))?;
                         bars.push((
                             label,
                             p.breakdown_ms
@@ -236,7 +237,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let s = l.scenario()?;
     for (b, name) in [(1u32, "roofline_b1"), (128, "roofline_b128")] {
-        let p = predict(&s, b, 1024)?;
+        let p = predict_fitting(&s, b, 1024)?;
         for ext in ["png", "svg"] {
             let path = dir.join(format!("{name}.{ext}"));
             plot::roofline(&p, &l.system.gpu, &path)?;

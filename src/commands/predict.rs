@@ -4,7 +4,7 @@ use crate::cli::PredictArgs;
 use crate::commands::load;
 use crate::error::Result;
 use crate::export::{self, table};
-use crate::predict::{predict, Prediction};
+use crate::predict::{predict_fitting, Prediction};
 use std::fmt::Write as _;
 
 pub fn run(a: &PredictArgs) -> Result<Vec<u8>> {
@@ -24,7 +24,7 @@ pub fn run(a: &PredictArgs) -> Result<Vec<u8>> {
     }
     let l = load(args)?;
     let s = l.scenario()?;
-    let p = predict(&s, batch, context)?;
+    let p = predict_fitting(&s, batch, context)?;
     export::export(&p, format, |p| text(p, show_ops))
 }
 

@@ -158,19 +158,28 @@ pub fn text(r: &SpecDec) -> String {
         r.context,
         r.provenance
     );
-    for &(c, base) in &r.baseline_tpot_ms {
+    // Concurrencies in order, each with its table or the reason it has none.
+    let mut cs: Vec<(u32, std::result::Result<f64, &str>)> = r
+        .baseline_tpot_ms
+        .iter()
+        .map(|&(c, base)| (c, Ok(base)))
+        .chain(
+            r.does_not_fit
+                .iter()
+                .map(|(c, why)| (*c, Err(why.as_str()))),
+        )
+        .collect();
+    cs.sort_by_key(|(c, _)| *c);
+    for (c, base) in cs {
         let _ = writeln!(o);
-        let fits = r
-            .points
-            .iter()
-            .filter(|p| p.concurrency == c)
-            .all(|p| p.kv_fits);
-        let note = if fits {
-            ""
-        } else {
-            " (this many sequences do not fit in the KV cache at this context: the point is hypothetical)"
+        let base = match base {
+            Ok(b) => b,
+            Err(why) => {
+                let _ = writeln!(o, "C = {c}: {why}");
+                continue;
+            }
         };
-        let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token{note}");
+        let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token");
         let rows: Vec<Vec<String>> = r
             .points
             .iter()

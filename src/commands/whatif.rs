@@ -11,7 +11,9 @@ use crate::export::{self, num, table, Format};
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
-use crate::whatif::{compare_row, load_variant, sensitivity, Comparison, SensitivityReport};
+use crate::whatif::{
+    compare_row, load_variant, sensitivity, CompareRow, Comparison, SensitivityReport,
+};
 use std::fmt::Write as _;
 use std::io::Write as _;
 
@@ -92,22 +94,25 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         input_len,
         output_len,
         context,
+        concurrency: concurrency.to_vec(),
         rows,
     })
 }
 
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
-    let concurrency = &a.comparison.concurrency;
     let r = build_comparison(&a.scenario, &a.comparison)?;
     match a.format {
-        Format::Csv => export::rows::compare_csv(&r, concurrency),
+        Format::Csv => export::rows::compare_csv(&r),
         Format::Json => export::json(&r),
-        Format::Text => Ok(compare_text(&r, concurrency).into_bytes()),
+        Format::Text => Ok(compare_text(&r).into_bytes()),
     }
 }
 
-fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
+fn compare_text(r: &Comparison) -> String {
+    let concurrency = &r.concurrency;
+    use CompareRow as R;
+    let mut notes = String::new();
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -135,22 +140,29 @@ fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
                 v.push(format!("cannot run: {e}"));
                 return v;
             }
-            for i in 0..concurrency.len() {
+            for &c in concurrency {
+                if let Some(why) = R::at(&x.does_not_fit, c) {
+                    let _ = writeln!(notes, "{} {} at C={c}: {why}", x.system, x.parallel);
+                    v.extend(["does not fit".into(), String::new(), String::new()]);
+                    continue;
+                }
                 v.push(
-                    x.tpot_ms
-                        .get(i)
-                        .map(|t| format!("{:.2}", t.1))
+                    R::at(&x.tpot_ms, c)
+                        .map(|t| format!("{t:.2}"))
                         .unwrap_or_default(),
                 );
                 v.push(
-                    x.throughput_tok_s
-                        .get(i)
-                        .map(|t| format!("{:.0}", t.1))
+                    R::at(&x.throughput_tok_s, c)
+                        .map(|t| format!("{t:.0}"))
                         .unwrap_or_default(),
                 );
-                v.push(x.dominant.get(i).map(|t| t.1.clone()).unwrap_or_default());
+                v.push(R::at(&x.dominant, c).cloned().unwrap_or_default());
             }
-            v.push(format!("{:.0}", x.plateau_tok_s));
+            v.push(
+                x.plateau_tok_s
+                    .map(|p| format!("{p:.0}"))
+                    .unwrap_or_default(),
+            );
             v.push(format!(
                 "{:.1}{}",
                 x.weights_per_gpu_gb,
@@ -167,14 +179,14 @@ fn compare_text(r: &Comparison, concurrency: &[u32]) -> String {
         .collect();
     let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
     o.push_str(&table(&h, &rows));
+    o.push_str(&notes);
     o
 }
 
 #[allow(clippy::too_many_arguments)]
 pub fn run_sensitivity(a: &SensitivityArgs) -> Result<Vec<u8>> {
     let args = &a.scenario;
-    let (concurrency, context, target, format) =
-        (a.concurrency, a.context, a.target_tpot, a.format);
+    let (concurrency, target, format) = (a.concurrency, a.target_tpot, a.format);
     let (input_len, output_len) = (a.request.input_len, a.request.output_len);
     let l = load(args)?;
     let s = l.scenario()?;
@@ -189,7 +201,6 @@ pub fn run_sensitivity(a: &SensitivityArgs) -> Result<Vec<u8>> {
         l.parallel,
         s.params,
         concurrency,
-        context,
         w,
         target_ms,
     )?;
@@ -200,8 +211,15 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} on {} ({}), C = {}, context {}: TPOT {:.2} ms, plateau {:.0} tok/s",
-        r.model, r.system, r.parallel, r.concurrency, r.context, r.tpot_ms, r.plateau_tok_s
+        "{} on {} ({}), C = {} requests of {} in / {} out: TPOT {:.2} ms, plateau {:.0} tok/s",
+        r.model,
+        r.system,
+        r.parallel,
+        r.concurrency,
+        r.input_len,
+        r.output_len,
+        r.tpot_ms,
+        r.plateau_tok_s
     );
     let _ = writeln!(o);
     let mut header = vec!["+10 % of", "TPOT", "plateau", "elasticity", "floor ms"];
@@ -426,6 +444,15 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     }
     for s in &summary.skipped {
         eprintln!("skipped: {s}");
+    }
+    if summary.points_not_fitting > 0 {
+        eprintln!(
+            "not shown: {} of {} points do not fit in memory",
+            summary.points_not_fitting, summary.points_evaluated
+        );
+        for s in &summary.not_fitting {
+            eprintln!("  {s}");
+        }
     }
     Ok(o)
 }

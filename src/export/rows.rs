@@ -197,8 +197,8 @@ pub struct ComparePoint<'a> {
 /// The columns of a compare row after the per-concurrency ones.
 #[derive(Debug, Serialize)]
 pub struct CompareRowTail<'a> {
-    /// Highest throughput of the serving sweep, tok/s.
-    pub plateau_tok_s: f64,
+    /// Highest throughput of the serving sweep, tok/s (empty when the row cannot run).
+    pub plateau_tok_s: Option<f64>,
     /// Weight bytes per GPU, GB.
     pub weights_per_gpu_gb: f64,
     /// KV-cache tokens that fit per replica.
@@ -220,7 +220,9 @@ pub type CompareRow<'a> = (
 );
 
 /// The CSV of a comparison over `concurrency`.
-pub fn compare_csv(r: &Comparison, concurrency: &[u32]) -> crate::error::Result<Vec<u8>> {
+pub fn compare_csv(r: &Comparison) -> crate::error::Result<Vec<u8>> {
+    let concurrency = &r.concurrency;
+    use crate::whatif::CompareRow as R;
     let mut header: Vec<String> = vec!["system".into(), "parallel".into(), "gpus".into()];
     for c in concurrency {
         header.push(format!("tpot_ms_c{c}"));
@@ -248,15 +250,20 @@ pub fn compare_csv(r: &Comparison, concurrency: &[u32]) -> crate::error::Result<
                     parallel: &x.parallel,
                     gpus: x.gpus,
                 },
-                (0..concurrency.len())
-                    .map(|i| ComparePoint {
-                        tpot_ms: x.tpot_ms.get(i).map(|t| round(t.1, 4)),
-                        throughput_tok_s: x.throughput_tok_s.get(i).map(|t| round(t.1, 2)),
-                        dominant: x.dominant.get(i).map(|t| t.1.as_str()),
+                concurrency
+                    .iter()
+                    .map(|&c| ComparePoint {
+                        tpot_ms: R::at(&x.tpot_ms, c).map(|t| round(*t, 4)),
+                        throughput_tok_s: R::at(&x.throughput_tok_s, c).map(|t| round(*t, 2)),
+                        // A batch that does not fit says so where its category would be.
+                        dominant: match R::at(&x.does_not_fit, c) {
+                            Some(_) => Some("does not fit"),
+                            None => R::at(&x.dominant, c).map(|d| d.as_str()),
+                        },
                     })
                     .collect(),
                 CompareRowTail {
-                    plateau_tok_s: round(x.plateau_tok_s, 1),
+                    plateau_tok_s: x.plateau_tok_s.map(|p| round(p, 1)),
                     weights_per_gpu_gb: round(x.weights_per_gpu_gb, 2),
                     max_kv_tokens: round(x.max_kv_tokens, 0),
                     fits: x.fits,

@@ -177,18 +177,19 @@ pub fn compare_bars(c: &Comparison) -> GroupedBars {
         .iter()
         .map(|r| format!("{} {}", r.system, r.parallel))
         .collect();
-    let concs: Vec<u32> = rows
-        .first()
-        .map(|r| r.tpot_ms.iter().map(|x| x.0).collect())
-        .unwrap_or_default();
-    let series = concs
+    // A concurrency that does not fit has no bar.
+    let series = c
+        .concurrency
         .iter()
-        .enumerate()
-        .map(|(i, cc)| {
+        .map(|&cc| {
             (
                 format!("TPOT at C={cc} (ms)"),
                 rows.iter()
-                    .map(|r| r.tpot_ms.get(i).map(|x| x.1).unwrap_or(f64::NAN))
+                    .map(|r| {
+                        crate::whatif::CompareRow::at(&r.tpot_ms, cc)
+                            .copied()
+                            .unwrap_or(f64::NAN)
+                    })
                     .collect(),
             )
         })
@@ -216,7 +217,9 @@ pub fn compare_plateau_bars(c: &Comparison) -> GroupedBars {
             .collect(),
         series: vec![(
             "plateau".into(),
-            rows.iter().map(|r| r.plateau_tok_s).collect(),
+            rows.iter()
+                .map(|r| r.plateau_tok_s.unwrap_or(f64::NAN))
+                .collect(),
         )],
     }
 }

@@ -271,7 +271,7 @@ impl Problem<'_, '_> {
     fn jacobian(&self, x: &[f64], r0: &DVector<f64>) -> Result<DMatrix<f64>> {
         let mut j = DMatrix::zeros(r0.len(), x.len());
         for c in 0..x.len() {
-            let (lo, hi) = self.kinds[c].bounds();
+            let (lo, hi) = self.kinds[c].bounds_in(self.s.system);
             let h = (x[c].abs() * 1e-4).max(1e-7);
             let mut xp = x.to_vec();
             let step = if x[c] + h <= hi { h } else { -h };
@@ -306,7 +306,10 @@ impl Problem<'_, '_> {
                     .iter()
                     .zip(delta.iter())
                     .zip(&self.kinds)
-                    .map(|((v, d), k)| (v + d).clamp(k.bounds().0, k.bounds().1))
+                    .map(|((v, d), k)| {
+                        let (lo, hi) = k.bounds_in(self.s.system);
+                        (v + d).clamp(lo, hi)
+                    })
                     .collect();
                 let rn = self.residuals(&xn)?;
                 let cn = rn.norm_squared();
@@ -428,7 +431,7 @@ pub fn calibrate(
             } else {
                 k.prior_sigma(priors[c])
             };
-            let (lo, hi) = k.bounds();
+            let (lo, hi) = k.bounds_in(s.system);
             FitParam {
                 name: k.name(),
                 kind: *k,
@@ -580,6 +583,10 @@ fn mechanism_kind(parameter: &str) -> ParamKind {
     }
 }
 
+/// The score a serving mechanism must gain over "none" to be chosen (Akaike's information
+/// criterion: 2 per added parameter).
+const AIC_PER_PARAMETER: f64 = 2.0;
+
 /// Score of a prior distance: a factor of √10 from the prior costs one σ² of misfit.
 fn prior_penalty(distance: f64) -> f64 {
     (distance / 0.5).powi(2)
@@ -697,8 +704,10 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
         });
     }
     candidates.sort_by(|a, b| a.score.total_cmp(&b.score));
+    // A mechanism adds a parameter: it is chosen only when it lowers the score by more than
+    // Akaike's 2 per parameter, so a value the data leaves free is never reported as found.
     let chosen = match candidates.first() {
-        Some(c) if c.score < none_chi2 => c.mechanism.clone(),
+        Some(c) if c.score < none_chi2 - AIC_PER_PARAMETER => c.mechanism.clone(),
         _ => "none".into(),
     };
     // The two readings to tell apart: both of the chosen mechanism's (the data cannot

@@ -90,13 +90,36 @@ impl ParamKind {
         match self {
             ParamKind::MemoryEfficiency => (0.2, 1.0),
             ParamKind::GemmEfficiency(_) | ParamKind::AttentionEfficiency => (0.05, 1.0),
-            ParamKind::LinkEfficiency => (0.1, 1.0),
+            // Up to 1 / the ring efficiency of a path's P2P rate (see `bounds_in`): 2 covers
+            // every link's (a file's own bounds narrow it).
+            ParamKind::LinkEfficiency => (0.1, 2.0),
             ParamKind::CollectiveLatencyScale => (0.1, 50.0),
             ParamKind::KernelGap => (0.0, 50.0),
             ParamKind::KernelLaunch => (0.0, 100.0),
             ParamKind::StepOverhead => (0.0, 50_000.0),
             ParamKind::InflightCap => (1.0, 1e6),
             ParamKind::ApiPerToken => (0.0, 1e5),
+        }
+    }
+
+    /// Physical range on `system`. The link efficiency scales the collective model's bus
+    /// bandwidth; where that is a ring's share (`ring_efficiency`) of a measured P2P copy rate
+    /// (`[paths]`), a ring may reach at most the copy rate itself, so the ceiling is
+    /// 1 / ring_efficiency (the share is a prior from another platform). Elsewhere the rate
+    /// is the link's achievable figure already, and the ceiling is 1.
+    pub fn bounds_in(self, system: &crate::spec::System) -> (f64, f64) {
+        match self {
+            ParamKind::LinkEfficiency => {
+                let ring = system
+                    .link
+                    .collective
+                    .as_ref()
+                    .and_then(|c| c.ring_efficiency)
+                    .filter(|_| system.spec.paths.is_some())
+                    .map_or(1.0, |f| f.0);
+                (self.bounds().0, (1.0 / ring).min(self.bounds().1))
+            }
+            _ => self.bounds(),
         }
     }
 
@@ -199,7 +222,8 @@ pub struct MechanismFit {
 /// What calibration chose to hold a measured curve flat, and what else could have.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ServingLimit {
-    /// The chosen mechanism's `mechanism`, or "none" when the GPU loop alone fits best.
+    /// The chosen mechanism's `mechanism`, or "none" when none beats the GPU loop alone by
+    /// more than 2 (Akaike's penalty for its added parameter).
     pub chosen: String,
     /// Score of the fit without any serving mechanism.
     pub none_score: f64,

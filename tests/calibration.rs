@@ -51,13 +51,11 @@ fn team_data_is_reproduced_within_the_brief_tolerances() {
             Quantity::Throughput {
                 tokens_per_second, ..
             } => {
-                // Within 10 %: with the PCIe paths and ring efficiency of the collectives model
-                // (a derived prior, no ring measured on this box), the fit puts memory and
-                // link efficiency at their physical bound of 1 and still falls ~8 % short:
-                // the data asks for more than the modelled hardware allows. The brief's 5 %
-                // needs either a ring measurement on the box or the mechanism `explain` ranks.
+                // Within 5 % at C = 128 and at C = 256 ("does not improve beyond"): the ring
+                // may reach its path's P2P rate (link efficiency up to 1 / ring efficiency) and
+                // the chosen in-flight cap holds the curve flat.
                 assert!(
-                    (pred - tokens_per_second).abs() / tokens_per_second < 0.10,
+                    (pred - tokens_per_second).abs() / tokens_per_second < 0.05,
                     "plateau {pred} vs {tokens_per_second}"
                 );
                 assert!(
@@ -101,6 +99,33 @@ fn team_data_is_reproduced_within_the_brief_tolerances() {
     let get = |k: ParamKind| c.parameters.iter().find(|f| f.kind == k).unwrap().value;
     assert!(get(ParamKind::MemoryEfficiency) <= 1.0 && get(ParamKind::MemoryEfficiency) > 0.3);
     assert!(get(ParamKind::KernelGap) >= 0.0);
+    // The flat curve is held by an in-flight cap between the two measured concurrencies'
+    // neighbourhood, not by a CPU cost 30x its prior.
+    let l = c.serving_limit.as_ref().unwrap();
+    assert_eq!(l.chosen, "in-flight cap");
+    let cap = get(ParamKind::InflightCap);
+    assert!((100.0..200.0).contains(&cap), "cap {cap}");
+    assert!(get(ParamKind::LinkEfficiency) <= 1.0 / 0.72 + 1e-9);
+}
+
+#[test]
+fn explain_ranks_the_mechanisms_against_the_calibrated_gpu_loop() {
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args(["explain", "--measured", "k25b6000bench1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("calibration chose: in-flight cap"), "{text}");
+    // The first-ranked mechanism is a count cap, and the separating test is printed.
+    let first = text
+        .lines()
+        .find(|l| l.starts_with("1 "))
+        .expect("a ranked table");
+    assert!(first.contains("client connection cap"), "{first}");
+    assert!(text.contains("to tell client connection cap from max_num_seqs"));
+    assert!(text.contains("num_requests_running"));
 }
 
 fn obs(q: Quantity) -> Observation {

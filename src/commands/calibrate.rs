@@ -150,7 +150,7 @@ pub fn scenario_for(
     Ok(args)
 }
 
-fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
+pub fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
     if a.assume_input_len == 0 || a.assume_output_len == 0 {
         return Err(Error::Scenario(
             "--assume-input-len and --assume-output-len must be at least 1".into(),
@@ -404,7 +404,7 @@ fn serving_limit_text(l: &crate::calibrate::ServingLimit) -> String {
     ));
     let _ = writeln!(
         o,
-        "score = chi-square + (log10 distance from the prior / 0.5)^2; lowest chosen\nto tell the readings apart: {}",
+        "score = chi-square + (log10 distance from the prior / 0.5)^2; the lowest is chosen if it beats none by more than 2 (Akaike)\nto tell the readings apart: {}",
         l.separating_test
     );
     o

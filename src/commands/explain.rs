@@ -3,9 +3,11 @@
 //! measured rate, that value against its prior and sources, ranked, and the one measurement
 //! that tells the top two apart.
 
+use crate::calibrate::{calibrate, ParamKind};
 use crate::cli::ExplainArgs;
-use crate::commands::calibrate::load_measured;
+use crate::commands::calibrate::{assumptions, load_measured};
 use crate::commands::load;
+use crate::cost::CostParams;
 use crate::error::{Error, Result};
 use crate::export::table;
 use crate::serve::{sweep, ClientModel, TpotDef, Workload};
@@ -23,8 +25,16 @@ struct Mechanism {
 pub fn run(a: &ExplainArgs) -> Result<Vec<u8>> {
     let (args, m) = (&a.scenario, &a.measured);
     let l = load(args)?;
-    let s = l.scenario()?;
+    let s0 = l.scenario()?;
     let (set, sources) = load_measured(m)?;
+    // The GPU side as the whole measurement calibrates it (single-stream TPOT, shares and
+    // the curve), without the serving mechanism calibration chose: what each mechanism
+    // needs is then read against the GPU loop the data supports, not the datasheet priors.
+    let cal = calibrate(&s0, &set, assumptions(m)?, sources.clone())?;
+    let mut gpu = cal.params(&CostParams::default_for(s0.system));
+    gpu.inflight_cap = None;
+    gpu.api_per_token = None;
+    let s = s0.with_params(gpu);
     let tputs = set.throughputs();
     let Some(&(c0, plateau)) = tputs.iter().min_by_key(|t| t.0) else {
         return Err(Error::Scenario(
@@ -116,9 +126,26 @@ pub fn run(a: &ExplainArgs) -> Result<Vec<u8>> {
     );
     let _ = writeln!(
         out,
-        "the GPU loop alone (prompt {i}, output {o}, no client cap): {:.0} tok/s at C = {c0}, {:.0} at C = {}",
+        "the calibrated GPU loop alone (prompt {i}, output {o}, no client cap): {:.0} tok/s at C = {c0}, {:.0} at C = {}",
         gpu_c0, gpu_2c, 2 * c0
     );
+    if let Some(limit) = &cal.serving_limit {
+        let chosen = cal
+            .parameters
+            .iter()
+            .find(|f| matches!(f.kind, ParamKind::InflightCap | ParamKind::ApiPerToken));
+        let _ = writeln!(
+            out,
+            "calibration chose: {}{}",
+            limit.chosen,
+            chosen
+                .map(|f| format!(
+                    " = {:.0} [{:.0}, {:.0}] ({}; `rooftop calibrate` shows every candidate's score)",
+                    f.value, f.ci95_low, f.ci95_high, f.name
+                ))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(out);
     let rows: Vec<Vec<String>> = mech
         .iter()

@@ -132,6 +132,9 @@ pub fn check_table(
         // kernel (flat CPU-side cost of an eager call): the measured call is the slower of it
         // and the kernel. Applied here only, never in predictions.
         let harness = harness_floor(&row.shape, &row.kernel, &sys)?;
+        // The MLA module's eager call adds its backend's harness cost on top (additive: it
+        // is CPU-side and per call, before the kernels run).
+        let harness_add = harness_mla(&row.shape, &sys)?;
         let price = |p: &CostParams| -> Result<f64> {
             let dev = Device::new(&sys, *p)?;
             let costs = cost_all(&ops, &dev);
@@ -139,7 +142,11 @@ pub fn check_table(
                 .iter()
                 .map(|c| if call_only { c.time } else { c.total() })
                 .sum::<f64>();
-            Ok(if p.is_sol() { t } else { t.max(harness) })
+            Ok(if p.is_sol() {
+                t
+            } else {
+                t.max(harness) + harness_add
+            })
         };
         let (s, d) = (price(&sol)?, price(&default)?);
         let c = calibrated.map(&price).transpose()?;
@@ -176,6 +183,18 @@ fn harness_floor(shape: &KernelShape, kernel: &str, sys: &System) -> Result<f64>
             .get(moe_key(gemm_format(dtype)))
             .and_then(|g| g.harness_floor.get(kernel))
             .map_or(0.0, |s| s.0),
+        _ => 0.0,
+    })
+}
+
+/// The harness cost an MLA module row's eager call adds on its GPU's generation: the MLA
+/// backend's flat cost plus its serial cost per sequence (0 for other families).
+fn harness_mla(shape: &KernelShape, sys: &System) -> Result<f64> {
+    Ok(match *shape {
+        KernelShape::MlaDecodeModule { batch, .. } => {
+            let k = &Generation::of(&sys.gpu)?.kernels().mla_decode;
+            k.harness_floor.0 + k.harness_per_sequence.0 * batch as f64
+        }
         _ => 0.0,
     })
 }

@@ -39,6 +39,8 @@ pub struct Device<'a> {
     pub mem_eff: (f64, f64),
     /// The same for each format's GEMM efficiency.
     pub gemm_eff: PerFormat<(f64, f64)>,
+    /// The system's prior attention efficiency (the MLA kernel's fractions hold at it).
+    pub attention_prior: f64,
     /// The GPU generation's kernel constants (fused MoE, decode attention).
     pub kernels: &'static KernelConstants,
     /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
@@ -104,6 +106,7 @@ impl<'a> Device<'a> {
             sm_count,
             mem_eff,
             gemm_eff,
+            attention_prior: prior.attention_efficiency,
             kernels,
             moe_kernels,
             gemm_kernels,

@@ -91,6 +91,8 @@ pub struct KernelConstants {
     pub gemm: BTreeMap<String, GemmKernel>,
     /// The decode attention kernel (paged KV, split-KV).
     pub decode_attention: DecodeAttentionKernel,
+    /// The MLA latent decode attention kernel (absorbed form).
+    pub mla_decode: MlaDecodeKernel,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -167,6 +169,32 @@ pub struct DecodeAttentionKernel {
     pub per_item: Seconds,
 }
 
+/// An MLA latent decode kernel (FlashMLA, FlashInfer/TRT-LLM MLA, Triton MLA): one CTA per
+/// (sequence, tile of `head_tile` query heads), each streaming the sequence's latent cache.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaDecodeKernel {
+    pub kernel: String,
+    /// Fraction of DRAM bandwidth the latent-cache stream attains.
+    pub memory_fraction: f64,
+    /// Fraction of the dense BF16 peak the score and value products attain.
+    pub compute_fraction: f64,
+    /// Query heads one CTA holds: heads are padded to a multiple of it (compute) and each
+    /// tile streams the cache again.
+    pub head_tile: u32,
+    /// Time per (query, head) row and SM: the 576-wide query load, the softmax state, the
+    /// 512-wide output write and its split-KV merge; spread over the SMs.
+    pub per_row: Seconds,
+    /// Benchmark-harness cost of one eager call of the MLA backend (metadata build, Python
+    /// launch of its kernels): only `validate` adds it, to the measured MLA module rows.
+    #[serde(default)]
+    pub harness_floor: Seconds,
+    /// The harness's serial cost per sequence (the scheduler metadata built per call), added
+    /// by `validate` only.
+    #[serde(default)]
+    pub harness_per_sequence: Seconds,
+}
+
 /// The key a weight format's fused-MoE kernel is filed under.
 /// The kernel families' weight formats, as keys of `configs/kernels/` sections.
 pub const KERNEL_FORMATS: [&str; 7] =
@@ -222,7 +250,7 @@ mod tests {
         ] {
             let k = g.kernels();
             assert!(!k.moe.is_empty());
-            for key in ["moe", "gemm", "decode_attention"] {
+            for key in ["moe", "gemm", "decode_attention", "mla_decode"] {
                 assert!(
                     k.sources.contains_key(key),
                     "{} lacks a source for {key}",
@@ -244,6 +272,10 @@ mod tests {
             }
             let a = &k.decode_attention;
             assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0 && a.max_splits >= 1);
+            let m = &k.mla_decode;
+            assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
+            assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
+            assert!(m.head_tile >= 1 && m.per_row.0 >= 0.0);
         }
     }
 }

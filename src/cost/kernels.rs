@@ -18,6 +18,10 @@
 //! only that fraction of the bandwidth; each item also pays a fixed time (page-table walk,
 //! softmax merge, output), spread over the SMs. Sliding windows cap the span before this.
 //!
+//! MLA latent decode attention: one CTA per (sequence, tile of query heads), so the heads are
+//! padded to the tile for the math and every tile streams the sequence's latent cache; the
+//! slower of the two, plus a fixed time per (query, head) row spread over the SMs.
+//!
 //! Constants are per generation (`cost::generation`, `configs/kernels/`).
 
 use crate::cost::device::Device;
@@ -148,6 +152,37 @@ pub fn decode_attention_time(
     Some(k.floor.0 + stream + k.per_item.0 * items / sms)
 }
 
+/// Kernel time of an MLA latent decode call (absorbed form) of `queries` queries over
+/// `sequences` sequences and `heads` heads, `flops` of score and value products and
+/// `kv_bytes` of latent cache (plus `other_bytes` of queries and outputs), or `None` at the
+/// speed of light.
+///
+/// `t = max(flops · ⌈h/T⌉T/h / (η_c · P_bf16), ⌈h/T⌉ · kv / (η_m · B) + other / (η_m · B))
+///      + per_row · queries · h / SMs`, with `T` the kernel's head tile.
+pub fn mla_decode_time(
+    dev: &Device,
+    queries: f64,
+    heads: f64,
+    flops: f64,
+    kv_bytes: f64,
+    other_bytes: f64,
+) -> Option<f64> {
+    if dev.params.is_sol() || queries <= 0.0 || heads <= 0.0 {
+        return None;
+    }
+    let k = &dev.kernels.mla_decode;
+    let tile = k.head_tile as f64;
+    let tiles = (heads / tile).ceil();
+    let rate = Device::attained(
+        k.compute_fraction,
+        (dev.params.attention_efficiency, dev.attention_prior),
+    ) * dev.bf16_peak;
+    let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
+    let tc = flops * tiles * tile / heads / rate;
+    let tm = (tiles * kv_bytes + other_bytes) / bw;
+    Some(tc.max(tm) + k.per_row.0 * queries * heads / dev.sm_count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +193,75 @@ mod tests {
         assert_eq!(padded_rows(20.0, 128), 32.0);
         assert_eq!(padded_rows(200.0, 64), 256.0);
         assert_eq!(padded_rows(64.0, 16), 64.0);
+    }
+
+    /// An MLA decode call of DeepSeek-V3's latent shape (576 cached, 1088 FLOP dims) with
+    /// FP8 latents: (queries, heads, flops, kv bytes, other bytes).
+    fn mla(batch: f64, heads: f64, span: f64) -> (f64, f64, f64, f64, f64) {
+        let flops = 2.0 * batch * heads * span * (576.0 + 512.0);
+        (
+            batch,
+            heads,
+            flops,
+            batch * span * 576.0,
+            batch * heads * 1088.0 * 2.0,
+        )
+    }
+
+    fn mla_time(dev: &Device, s: (f64, f64, f64, f64, f64)) -> f64 {
+        mla_decode_time(dev, s.0, s.1, s.2, s.3, s.4).unwrap()
+    }
+
+    fn h100() -> crate::spec::System {
+        crate::spec::System::load("8x-h100-nvlink").unwrap()
+    }
+
+    #[test]
+    fn mla_decode_time_grows_with_context() {
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let mut last = 0.0;
+        for span in [1.0, 64.0, 1000.0, 4096.0, 65536.0, 131072.0] {
+            let t = mla_time(&dev, mla(64.0, 16.0, span));
+            assert!(t >= last, "span {span}: {t} < {last}");
+            last = t;
+        }
+    }
+
+    #[test]
+    fn mla_decode_more_sms_never_slower() {
+        let sys = h100();
+        let mut more = sys.clone();
+        more.gpu.sm_count = sys.gpu.sm_count.map(|n| n * 2);
+        let p = crate::cost::CostParams::default_for(&sys);
+        let (a, b) = (
+            Device::new(&sys, p).unwrap(),
+            Device::new(&more, p).unwrap(),
+        );
+        for s in [
+            mla(1.0, 16.0, 8.0),
+            mla(1024.0, 128.0, 4.0),
+            mla(64.0, 16.0, 8192.0),
+        ] {
+            assert!(mla_time(&b, s) <= mla_time(&a, s));
+        }
+    }
+
+    #[test]
+    fn mla_decode_pads_heads_to_the_tile() {
+        // Compute-bound (long context, FP8 latents): 16 heads cost the math of 64, so the
+        // call takes as long as 64 heads' less the per-row cost.
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let k = &dev.kernels.mla_decode;
+        assert_eq!(k.head_tile, 64);
+        let rows = |q: f64, h: f64| k.per_row.0 * q * h / dev.sm_count;
+        let t16 = mla_time(&dev, mla(128.0, 16.0, 32768.0)) - rows(128.0, 16.0);
+        let t64 = mla_time(&dev, mla(128.0, 64.0, 32768.0)) - rows(128.0, 64.0);
+        assert!((t16 - t64).abs() < 1e-9 * t64, "{t16} vs {t64}");
+        // and the speed of light has no kernel model.
+        let sol = Device::new(&sys, crate::cost::CostParams::speed_of_light()).unwrap();
+        let s = mla(1.0, 16.0, 8.0);
+        assert!(mla_decode_time(&sol, s.0, s.1, s.2, s.3, s.4).is_none());
     }
 }

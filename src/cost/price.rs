@@ -148,6 +148,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
         Op::Attention {
             kind,
             queries,
+            heads,
             sequences,
             kv_heads,
             span,
@@ -160,10 +161,20 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             // The cache the kernel streams: every sequence's attended positions; the rest of
             // its bytes (queries, outputs, the new token's K/V) are not split across CTAs.
             let kv = (sequences * span * kv_bytes_per_token).min(bytes);
+            // MLA's latent decode kernels (FlashMLA, FlashInfer/TRT-LLM MLA, Triton MLA):
+            // head tiles, cache stream per tile, per-row cost (`kernels::mla_decode_time`).
+            if kind == AttentionKind::MlaAbsorbed
+                && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences
+            {
+                if let Some(k) =
+                    kernels::mla_decode_time(dev, queries, heads, flops, kv, bytes - kv)
+                {
+                    let bound = if k > t { Bound::Memory } else { b };
+                    return (flops, bytes, k, bound, Some(MathDtype::Bf16), None);
+                }
+            }
             // Decode kernels (a few queries per sequence) as they run: floor, split-KV
             // occupancy and per-item cost; prefill and the indexer stay on the roofline.
-            // MLA's latent kernels (FlashMLA, FlashInfer/Triton MLA) split differently and
-            // are not fitted yet: they stay on the roofline.
             let decode = matches!(kind, AttentionKind::Gqa | AttentionKind::SlidingWindow)
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences;
             match decode

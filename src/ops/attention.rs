@@ -244,6 +244,8 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
     match cx.pass.phase {
         crate::ops::Phase::Decode => {
             // Absorbed form: attention in the latent space.
+            // vLLM dequantizes `kv_b_proj` to BF16 at load time for the absorbed BMMs
+            // (`W_UK_T`, `W_UV`): they run in BF16 whatever the checkpoint's format.
             push_gemm(
                 out,
                 u,
@@ -252,7 +254,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
                 own,
                 heads * kv,
                 nope,
-                fmt,
+                WeightFormat::BF16,
             );
             let flops =
                 2.0 * own * heads * span_eff * (kv + rope) + 2.0 * own * heads * span_eff * kv;
@@ -284,7 +286,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
                 own,
                 heads * v,
                 kv,
-                fmt,
+                WeightFormat::BF16,
             );
             if mixed > 0.0 {
                 // Mixed-in prompts: expanded form over their own tokens, reading the same

@@ -21,7 +21,7 @@ use crate::ops::{
 };
 use crate::spec::{
     model::{ModelConfig, QuantSpec},
-    registry, AllReduceImpl, KvDtype, MathDtype, ModelSpec, System, WeightFormat,
+    registry, AllReduceImpl, FormatKind, KvDtype, MathDtype, ModelSpec, System, WeightFormat,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -119,7 +119,7 @@ pub fn check_table(
     for row in &table.rows {
         let origin = format!("{}:{}", table.file, row.line);
         let sys = system_for_row(system, &row.shape);
-        let ops = operators(&row.shape, &sys, mla.as_ref())
+        let ops = operators(&row.shape, &row.kernel, &sys, mla.as_ref())
             .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
         // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
         // alone: its model latency already holds launch and barriers, so the gap between
@@ -277,6 +277,22 @@ fn gemm_format(d: GemmDtype) -> WeightFormat {
     }
 }
 
+/// The weight format an MoE row's experts are priced as, by its dtype and the kernel that ran
+/// it. Marlin runs every 4-bit format alike (codes dequantized to BF16 in registers, BF16
+/// math), so an MXFP4 row whose kernel is Marlin is priced by the generation's Marlin W4A16
+/// family (`int4`) on MXFP4's bytes (4 bits plus an 8-bit scale per 32 weights); the
+/// generation's `mxfp4` family is the kernel the engines run for MXFP4 experts there.
+fn moe_row_format(d: MoeDtype, kernel: &str) -> WeightFormat {
+    match d {
+        MoeDtype::W4a16Mxfp4 if kernel.to_ascii_lowercase().contains("marlin") => WeightFormat {
+            kind: FormatKind::Int4,
+            group_size: 32,
+            scale_bits: 8,
+        },
+        _ => moe_format(d),
+    }
+}
+
 /// Weight format an MoE (or MLA projection) dtype is stored in. W4A16 Marlin: INT4 with a
 /// BF16 scale per 128 weights; MXFP4 variants as MXFP4 (their activation precision is not
 /// yet a separate kernel family).
@@ -322,10 +338,11 @@ fn quant(default: WeightFormat, kv_cache: KvDtype) -> QuantSpec {
     }
 }
 
-/// The operators one GPU runs for a measured row: the one place each family's rows map to
-/// the model.
+/// The operators one GPU runs for a measured row (`kernel`: the kernel the table names): the
+/// one place each family's rows map to the model.
 pub fn operators(
     shape: &KernelShape,
+    kernel: &str,
     system: &System,
     mla_model: Option<&ModelSpec>,
 ) -> Result<Vec<Operator>> {
@@ -355,7 +372,7 @@ pub fn operators(
                 vocab_size: 1,
                 ..Default::default()
             };
-            let mut model = bare_model(config, quant(moe_format(dtype), KvDtype::Bf16));
+            let mut model = bare_model(config, quant(moe_row_format(dtype, kernel), KvDtype::Bf16));
             // The row's routing skew: the busiest EP rank sets the kernel's time.
             model.routing = match routing {
                 Routing::Balanced => crate::ops::routing::Routing::Balanced,
@@ -571,6 +588,41 @@ pub fn summarize(rows: &[KernelCheckRow]) -> Vec<ErrorSummary> {
 mod tests {
     use super::*;
     use crate::measured::kernel_table::parse_kernel_table;
+
+    #[test]
+    fn marlin_mxfp4_rows_run_the_marlin_family_on_mxfp4_bytes() {
+        let sys = System::load("8x-b200-nvlink").unwrap();
+        let row = |kernel: &str| {
+            let t = format!(
+                "dtype,tokens,hidden,inter,topk,experts,tp,ep,distribution,latency_ms,kernel\n\
+                 w4a16_mxfp4,8,2880,2880,4,128,1,1,balanced,0.1,{kernel}\n"
+            );
+            let table = parse_kernel_table(&t, "t.csv").unwrap();
+            let r = &table.rows[0];
+            let ops = operators(&r.shape, &r.kernel, &sys, None).unwrap();
+            let w = ops
+                .iter()
+                .find_map(|o| match o.op {
+                    crate::ops::Op::MoeGemm { weights, .. } => Some(weights),
+                    _ => None,
+                })
+                .unwrap();
+            (w, check_table(&table, &sys, None).unwrap()[0].default)
+        };
+        let (marlin, marlin_us) = row("vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts");
+        let (trtllm, trtllm_us) =
+            row("vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic");
+        assert_eq!(marlin.kind, FormatKind::Int4);
+        assert_eq!(trtllm.kind, FormatKind::Mxfp4);
+        // The same bytes: 4 bits and an 8-bit scale per 32 weights.
+        assert_eq!(marlin.bits_per_weight(), trtllm.bits_per_weight());
+        assert!((marlin.bits_per_weight() - 4.25).abs() < 1e-12);
+        // Different kernels, different prices.
+        assert!(
+            (marlin_us - trtllm_us).abs() > 1.0,
+            "{marlin_us} {trtllm_us}"
+        );
+    }
 
     #[test]
     fn quantiles_interpolate() {

@@ -77,11 +77,67 @@ fn dev_kernel_tables_stay_within_their_recorded_medians() {
         }
     }
     assert!(worse.is_empty(), "regressions:\n{}", worse.join("\n"));
+    readme_table_quotes_these_figures(&v);
     // Every row's error is its prediction against its measurement.
     for r in &v.rows {
         assert!(r.sol > 0.0 && r.sol <= r.default * (1.0 + 1e-9), "{r:?}");
         assert!(((r.default - r.measured) / r.measured - r.default_error).abs() < 1e-9);
     }
+}
+
+/// The README's family × GPU table of median / p90 |error| quotes today's figures (to the
+/// 0.1 % it prints): a change that moves a family updates the table in the same commit.
+fn readme_table_quotes_these_figures(v: &rooftop::commands::kernel_validate::KernelValidation) {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let head = "| family | B200 median / p90 | H100 SXM median / p90 | L40S median / p90 |";
+    let at = readme.find(head).expect("the README's kernel table");
+    let rows = [
+        ("| GEMM", "gemm"),
+        ("| fused MoE", "moe"),
+        ("| decode attention", "attention_decode"),
+        ("| MLA decode module", "mla_decode_module"),
+        ("| NCCL collectives", "nccl"),
+        ("| vLLM custom all-reduce", "vllm_custom_allreduce"),
+    ];
+    let mut stale = Vec::new();
+    let mut seen = 0;
+    for line in readme[at..].lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let Some(&(_, family)) = rows.iter().find(|(p, _)| line.starts_with(p)) else {
+            panic!("README kernel table row for no known family: {line}");
+        };
+        seen += 1;
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        for (cell, gpu) in cells[2..5].iter().zip(["b200", "h100-sxm", "l40s"]) {
+            let s = v
+                .summary
+                .iter()
+                .find(|s| s.gpu == gpu && s.family.name() == family && s.format == "all");
+            let quoted: Vec<f64> = cell
+                .trim_end_matches('%')
+                .split('/')
+                .filter_map(|x| x.trim().parse().ok())
+                .collect();
+            match (s, quoted.as_slice()) {
+                (None, []) => {}
+                (Some(s), [m, p]) => {
+                    let (am, ap) = (s.median_abs_error * 100.0, s.p90_abs_error * 100.0);
+                    if (m - am).abs() > 0.051 || (p - ap).abs() > 0.051 {
+                        stale.push(format!(
+                            "{family} {gpu}: README {m:.1} / {p:.1} %, today {am:.1} / {ap:.1} %"
+                        ));
+                    }
+                }
+                _ => stale.push(format!("{family} {gpu}: README cell `{cell}` vs {s:?}")),
+            }
+        }
+    }
+    assert_eq!(seen, rows.len(), "README kernel table rows");
+    assert!(
+        stale.is_empty(),
+        "README kernel table out of date (rooftop validate --measured ../shared/measured/dev):\n{}",
+        stale.join("\n")
+    );
 }
 
 /// The MXFP4 experts the engines run for gpt-oss (FlashInfer trtllm-gen on B200, OpenAI's

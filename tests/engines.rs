@@ -71,3 +71,44 @@ fn engine_flag_and_set_reach_the_sweep() {
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("unknown engine"));
 }
+
+/// A batch beyond the engine's largest captured CUDA graph runs eagerly: never cheaper than
+/// the same pass replayed from a graph, and the limit changes nothing within it.
+#[test]
+fn batches_beyond_the_capture_sizes_run_eagerly() {
+    use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+    use rooftop::spec::registry::load_model;
+    let m = load_model("deepseek-v3-fp8").unwrap();
+    let capped = System::load_with_engine("8x-h200-nvlink", Some("vllm-v1"), &[]).unwrap();
+    let max = capped
+        .engine
+        .cuda_graph_max_tokens
+        .expect("vLLM caps its graphs");
+    let mut unlimited = capped.clone();
+    unlimited.engine.cuda_graph_max_tokens = None;
+    let time = |s: &System, pass: &Pass| {
+        Evaluator::new(&m, s, Parallel::tp(8), CostParams::default_for(s))
+            .unwrap()
+            .step_time(pass)
+    };
+    for pass in [
+        Pass::decode(max as f64, 2048.0),
+        Pass::decode(8.0, 2048.0).with_prefill(max as f64 - 8.0, 1000.0),
+    ] {
+        assert_eq!(time(&capped, &pass), time(&unlimited, &pass), "{pass:?}");
+    }
+    for pass in [
+        Pass::decode(2.0 * max as f64, 2048.0),
+        Pass::prefill(1.0, 4.0 * max as f64, 0.0),
+        Pass::decode(32.0, 2048.0).with_prefill(2.0 * max as f64, 1000.0),
+    ] {
+        let (eager, graphed) = (time(&capped, &pass), time(&unlimited, &pass));
+        assert!(
+            eager >= graphed,
+            "{pass:?}: eager {eager} < graphed {graphed}"
+        );
+    }
+    // A prefill of a thousand tokens launches more kernels than its short ones hide.
+    let p = Pass::prefill(1.0, 1024.0, 0.0);
+    assert!(time(&capped, &p) > time(&unlimited, &p));
+}

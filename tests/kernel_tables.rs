@@ -102,7 +102,11 @@ fn readme_table_quotes_these_figures(v: &rooftop::commands::kernel_validate::Ker
     ];
     let mut stale = Vec::new();
     let mut seen = 0;
-    for line in readme[at..].lines().skip(2).take_while(|l| l.starts_with('|')) {
+    for line in readme[at..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+    {
         let Some(&(_, family)) = rows.iter().find(|(p, _)| line.starts_with(p)) else {
             panic!("README kernel table row for no known family: {line}");
         };

@@ -198,6 +198,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 unfused_dequant: unfused,
                 cpu: Default::default(),
                 kv: Default::default(),
+                cuda_graph_max_tokens: None,
             },
         )
 }

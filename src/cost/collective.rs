@@ -322,7 +322,13 @@ pub fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Co
 /// vLLM's custom all-reduce kernel inside a CUDA graph: one-shot reads every peer's buffer
 /// (`(n−1)·S`) after one barrier; two-shot is a reduce-scatter and an all-gather
 /// (`2(n−1)/n·S`) with a barrier each. Two GPUs always take one-shot.
-fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+fn custom_allreduce(
+    system: &System,
+    bytes: f64,
+    n: u32,
+    p: &CostParams,
+    graphs: bool,
+) -> CollectiveCost {
     let eng = &system.engine;
     let m = model(&system.link);
     let bw = ring_bandwidth(system, &m, n, p);
@@ -349,10 +355,7 @@ fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Coll
             algo: AllReduceAlgo::TwoShot,
         }
     };
-    match m
-        .custom_allreduce_eager_latency
-        .filter(|_| !eng.cuda_graphs)
-    {
+    match m.custom_allreduce_eager_latency.filter(|_| !graphs) {
         // Eagerly, the input is not a registered buffer: vLLM copies it into its IPC buffer
         // first (read and write `S` at the memory rate), and the GPU work hides under the
         // host-side time of the call.
@@ -372,13 +375,19 @@ fn custom_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Coll
 
 /// vLLM's symmetric-memory all-reduce on NVSwitch systems: a two-shot kernel whose traffic
 /// runs at the NVLS bus rate where NCCL would use NVLS, at the ring's otherwise.
-fn symm_mem_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+fn symm_mem_allreduce(
+    system: &System,
+    bytes: f64,
+    n: u32,
+    p: &CostParams,
+    graphs: bool,
+) -> CollectiveCost {
     let m = model(&system.link);
     let rate = match m.nvls.filter(|v| n >= v.min_ranks) {
         Some(v) => system.link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency,
         None => ring_bandwidth(system, &m, n, p),
     };
-    let c = custom_allreduce(system, 0.0, n.max(5), p);
+    let c = custom_allreduce(system, 0.0, n.max(5), p, graphs);
     CollectiveCost {
         latency: c.latency,
         transfer: 2.0 * (n as f64 - 1.0) / n as f64 * bytes / rate,
@@ -387,8 +396,19 @@ fn symm_mem_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Co
 }
 
 /// Cost of one all-reduce of `bytes` per rank over `n` GPUs, with the implementation the
-/// engine picks for that size.
+/// engine picks for that size, in a pass the engine graphs as its `cuda_graphs` says.
 pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    allreduce_in(system, bytes, n, p, system.engine.cuda_graphs)
+}
+
+/// [`allreduce`] in a pass replayed from a CUDA graph (`graphs`) or launched eagerly.
+pub fn allreduce_in(
+    system: &System,
+    bytes: f64,
+    n: u32,
+    p: &CostParams,
+    graphs: bool,
+) -> CollectiveCost {
     if n <= 1 || bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
@@ -410,9 +430,9 @@ pub fn allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collect
         .map_or(0.0, |b| b.0);
     let chosen = |bytes: f64| {
         if custom_allowed && bytes < eng.custom_allreduce_max.0 {
-            custom_allreduce(system, bytes, n, p)
+            custom_allreduce(system, bytes, n, p, graphs)
         } else if bytes < symm_max {
-            symm_mem_allreduce(system, bytes, n, p)
+            symm_mem_allreduce(system, bytes, n, p, graphs)
         } else {
             nccl_allreduce(system, bytes, n, p)
         }

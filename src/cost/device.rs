@@ -18,6 +18,9 @@ use crate::spec::{FormatKind, MathDtype, PerFormat, System};
 pub struct Device<'a> {
     pub system: &'a System,
     pub params: CostParams,
+    /// The pass replays a captured CUDA graph (the engine's, when its batch is within the
+    /// capture sizes); else its kernels are launched eagerly.
+    pub graphs: bool,
     /// Attainable DRAM bandwidth, bytes/s.
     pub mem_bw: f64,
     /// Dense BF16 peak, FLOP/s (elementwise kernels are priced against it).
@@ -97,6 +100,7 @@ impl<'a> Device<'a> {
         Ok(Device {
             system,
             params,
+            graphs: system.engine.cuda_graphs,
             mem_bw: g.memory_bandwidth.0 * params.memory_efficiency,
             bf16_peak,
             attention_rate: bf16_peak * params.attention_efficiency,
@@ -137,6 +141,14 @@ impl<'a> Device<'a> {
         self.gemm_kernels[kernel_format_index(w)]
     }
 
+    /// The same GPU for a pass launched eagerly (a batch beyond the engine's capture sizes).
+    pub fn eager(&self) -> Device<'a> {
+        Device {
+            graphs: false,
+            ..self.clone()
+        }
+    }
+
     /// Fixed cost of `kernels` kernels of an operator whose kernel time is `time`: inside a
     /// CUDA graph, the GPU-side gap per kernel; launched eagerly, the same gap or, when the
     /// CPU cannot enqueue kernels as fast as the GPU finishes them, the launch time the
@@ -145,7 +157,7 @@ impl<'a> Device<'a> {
     pub fn overhead(&self, kernels: u32, time: f64) -> f64 {
         let p = &self.params;
         let gaps = kernels as f64 * p.kernel_gap;
-        if self.system.engine.cuda_graphs {
+        if self.graphs {
             gaps
         } else {
             gaps.max(kernels as f64 * p.kernel_launch - time)

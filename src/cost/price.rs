@@ -238,7 +238,7 @@ pub fn collective_cost(
 ) -> CollectiveCost {
     let (s, p) = (dev.system, &dev.params);
     match kind {
-        CollectiveKind::AllReduce => collective::allreduce(s, bytes, ranks, p),
+        CollectiveKind::AllReduce => collective::allreduce_in(s, bytes, ranks, p, dev.graphs),
         CollectiveKind::AllGather => collective::all_gather(s, bytes, ranks, p),
         CollectiveKind::ReduceScatter => collective::reduce_scatter(s, bytes, ranks, p),
         CollectiveKind::AllToAll => collective::all_to_all(s, bytes, ranks, p),

@@ -111,6 +111,9 @@ pub struct Evaluator<'a> {
     pub par: Parallel,
     pub params: CostParams,
     pub device: Device<'a>,
+    /// The same GPU with kernels launched eagerly, for passes beyond the engine's CUDA-graph
+    /// capture sizes (only when the engine graphs and caps them).
+    eager: Option<Device<'a>>,
     pub plan: LayerPlan,
     /// Formats the engine dequantizes in a separate pass.
     unfused: Vec<FormatKind>,
@@ -159,12 +162,19 @@ impl<'a> Evaluator<'a> {
                 None => layer_kinds.push((*l, 1.0)),
             }
         }
+        let device = Device::new(system, params)?;
+        let eager = system
+            .engine
+            .cuda_graph_max_tokens
+            .filter(|_| device.graphs)
+            .map(|_| device.eager());
         Ok(Evaluator {
             model,
             system,
             par,
             params,
-            device: Device::new(system, params)?,
+            device,
+            eager,
             plan,
             // The same operators at every parameter set: at the speed of light a cast pass
             // is priced as fused (free).
@@ -209,17 +219,29 @@ impl<'a> Evaluator<'a> {
         v
     }
 
-    /// Price `ops` into a split breakdown, keeping the priced records when `keep` is given.
+    /// The GPU as a pass of `cx` runs on it: replayed from a CUDA graph, or launched eagerly
+    /// when its tokens per replica exceed the engine's largest captured batch.
+    fn device_for(&self, cx: &BuildContext) -> &Device<'a> {
+        match (&self.eager, self.system.engine.cuda_graph_max_tokens) {
+            (Some(eager), Some(max)) if cx.tokens > max as f64 => eager,
+            _ => &self.device,
+        }
+    }
+
+    /// Price `ops` of a pass of `cx` into a split breakdown, keeping the priced records when
+    /// `keep` is given.
     fn price(
         &self,
+        cx: &BuildContext,
         ops: &[Operator],
         memo: &mut CollectiveMemo,
         keep: Option<&mut Vec<OpCost>>,
     ) -> Split {
         let mut s = Split::default();
         let mut keep = keep;
+        let dev = self.device_for(cx);
         for op in ops {
-            let c = cost_with(op, &self.device, memo);
+            let c = cost_with(op, dev, memo);
             let into = if op.reads_context() {
                 &mut s.context
             } else {
@@ -247,7 +269,7 @@ impl<'a> Evaluator<'a> {
                 ops.clear();
                 cx.block_ops(kind, &mut ops);
                 let mut priced = Vec::with_capacity(ops.len());
-                let b = self.price(&ops, &mut memo, Some(&mut priced)).total();
+                let b = self.price(&cx, &ops, &mut memo, Some(&mut priced)).total();
                 BlockCost {
                     kind,
                     operators: ops.clone(),
@@ -259,7 +281,7 @@ impl<'a> Evaluator<'a> {
         ops.clear();
         cx.head_ops(&mut ops);
         let mut head = Vec::with_capacity(ops.len());
-        let head_b = self.price(&ops, &mut memo, Some(&mut head)).total();
+        let head_b = self.price(&cx, &ops, &mut memo, Some(&mut head)).total();
         let bs: Vec<Breakdown> = blocks.iter().map(|b| b.breakdown).collect();
         let breakdown = self.combine(&bs, head_b, micro, &mpass);
         StepCost {
@@ -300,11 +322,11 @@ impl<'a> Evaluator<'a> {
         for &kind in &self.plan.blocks {
             b.ops.clear();
             cx.block_ops(kind, &mut b.ops);
-            b.splits.push(self.price(&b.ops, &mut memo, None));
+            b.splits.push(self.price(cx, &b.ops, &mut memo, None));
         }
         b.ops.clear();
         cx.head_ops(&mut b.ops);
-        self.price(&b.ops, &mut memo, None).total()
+        self.price(cx, &b.ops, &mut memo, None).total()
     }
 
     /// Decode-step times (seconds) of `batch` sequences at each of `contexts`, written to
@@ -335,7 +357,7 @@ impl<'a> Evaluator<'a> {
                         cx.block_ops(kind, &mut b.ops);
                         let mut bd = Breakdown::default();
                         for op in b.ops.iter().filter(|o| o.reads_context()) {
-                            add_to(&mut bd, &cost_with(op, &self.device, &mut memo));
+                            add_to(&mut bd, &cost_with(op, self.device_for(&cx), &mut memo));
                         }
                         bd
                     } else {

@@ -66,6 +66,10 @@ pub struct EngineSpec {
     pub cpu: CpuCosts,
     #[serde(default)]
     pub kv: KvPolicy,
+    /// Most tokens per forward the engine replays from its captured CUDA graphs; a larger
+    /// batch (a big decode batch, a prefill chunk) runs eagerly. `None`: no limit.
+    #[serde(default)]
+    pub cuda_graph_max_tokens: Option<u32>,
 }
 
 /// CPU work of serving, beside the GPU step.
@@ -176,6 +180,10 @@ pub struct EngineFile {
     pub cpu: CpuCosts,
     #[serde(default)]
     pub kv: KvPolicy,
+    /// Largest batch (tokens per forward) with a captured CUDA graph; larger ones run
+    /// eagerly. Absent: every batch is graphed.
+    #[serde(default)]
+    pub cuda_graph_max_tokens: Option<u32>,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -232,6 +240,7 @@ impl EngineFile {
             unfused_dequant: unfused,
             cpu: self.cpu,
             kv: self.kv,
+            cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
         };
         e.validate()?;
         Ok(e)
@@ -260,6 +269,12 @@ impl EngineSpec {
             if v.0.is_nan() || v.0 > 1.0 {
                 return Err((field.into(), "a time of at most 1 s".into()));
             }
+        }
+        if self.cuda_graph_max_tokens == Some(0) {
+            return Err((
+                "engine.cuda_graph_max_tokens".into(),
+                "at least 1 token (leave it out for no limit)".into(),
+            ));
         }
         if self.kv.block_size == 0 {
             return Err(("engine.kv.block_size".into(), "at least 1 token".into()));

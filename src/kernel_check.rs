@@ -9,7 +9,7 @@
 //! every table, `rooftop validate` and the regression test see the change at once. Nothing
 //! here fits anything: the summary is a measurement of the model, not an input to it.
 
-use crate::cost::generation::{moe_key, Generation};
+use crate::cost::generation::{moe_key, Generation, MoeBackend};
 use crate::cost::price::cost_all;
 use crate::cost::{Bound, CostParams, Device, Pass};
 use crate::error::{Error, Result};
@@ -17,7 +17,8 @@ use crate::measured::kernel_table::{
     CollectiveName, Family, GemmDtype, KernelRow, KernelShape, KernelTable, MoeDtype, Routing,
 };
 use crate::ops::{
-    collective_ops, gemm_ops, BlockKind, BuildContext, Category, CollectiveKind, Operator, Parallel,
+    collective_ops, gemm_ops, BlockKind, BuildContext, Category, CollectiveKind, Op, Operator,
+    Parallel,
 };
 use crate::spec::{
     model::{ModelConfig, QuantSpec},
@@ -119,8 +120,15 @@ pub fn check_table(
     for row in &table.rows {
         let origin = format!("{}:{}", table.file, row.line);
         let sys = system_for_row(system, &row.shape);
-        let ops = operators(&row.shape, &sys, mla.as_ref())
+        let mut ops = operators(&row.shape, &sys, mla.as_ref())
             .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
+        // The MoE library the row names runs its experts.
+        let named = MoeBackend::from_kernel_name(&row.kernel);
+        for o in &mut ops {
+            if let Op::MoeGemm { backend, .. } = &mut o.op {
+                *backend = named;
+            }
+        }
         // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
         // alone: its model latency already holds launch and barriers, so the gap between
         // kernels in a graph is not added. Eager calls keep their CPU launch cost.

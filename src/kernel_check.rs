@@ -9,7 +9,7 @@
 //! every table, `rooftop validate` and the regression test see the change at once. Nothing
 //! here fits anything: the summary is a measurement of the model, not an input to it.
 
-use crate::cost::generation::{moe_key, Generation};
+use crate::cost::generation::{moe_key, Generation, MoeBackend};
 use crate::cost::price::cost_all;
 use crate::cost::{Bound, CostParams, Device, Pass};
 use crate::error::{Error, Result};
@@ -17,11 +17,12 @@ use crate::measured::kernel_table::{
     CollectiveName, Family, GemmDtype, KernelRow, KernelShape, KernelTable, MoeDtype, Routing,
 };
 use crate::ops::{
-    collective_ops, gemm_ops, BlockKind, BuildContext, Category, CollectiveKind, Operator, Parallel,
+    collective_ops, gemm_ops, BlockKind, BuildContext, Category, CollectiveKind, Op, Operator,
+    Parallel,
 };
 use crate::spec::{
     model::{ModelConfig, QuantSpec},
-    registry, AllReduceImpl, FormatKind, KvDtype, MathDtype, ModelSpec, System, WeightFormat,
+    registry, AllReduceImpl, KvDtype, MathDtype, ModelSpec, System, WeightFormat,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -119,8 +120,15 @@ pub fn check_table(
     for row in &table.rows {
         let origin = format!("{}:{}", table.file, row.line);
         let sys = system_for_row(system, &row.shape);
-        let ops = operators(&row.shape, &row.kernel, &sys, mla.as_ref())
+        let mut ops = operators(&row.shape, &sys, mla.as_ref())
             .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
+        // The MoE library the row names runs its experts.
+        let named = MoeBackend::from_kernel_name(&row.kernel);
+        for o in &mut ops {
+            if let Op::MoeGemm { backend, .. } = &mut o.op {
+                *backend = named;
+            }
+        }
         // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
         // alone: its model latency already holds launch and barriers, so the gap between
         // kernels in a graph is not added. Eager calls keep their CPU launch cost.
@@ -277,22 +285,6 @@ fn gemm_format(d: GemmDtype) -> WeightFormat {
     }
 }
 
-/// The weight format an MoE row's experts are priced as, by its dtype and the kernel that ran
-/// it. Marlin runs every 4-bit format alike (codes dequantized to BF16 in registers, BF16
-/// math), so an MXFP4 row whose kernel is Marlin is priced by the generation's Marlin W4A16
-/// family (`int4`) on MXFP4's bytes (4 bits plus an 8-bit scale per 32 weights); the
-/// generation's `mxfp4` family is the kernel the engines run for MXFP4 experts there.
-fn moe_row_format(d: MoeDtype, kernel: &str) -> WeightFormat {
-    match d {
-        MoeDtype::W4a16Mxfp4 if kernel.to_ascii_lowercase().contains("marlin") => WeightFormat {
-            kind: FormatKind::Int4,
-            group_size: 32,
-            scale_bits: 8,
-        },
-        _ => moe_format(d),
-    }
-}
-
 /// Weight format an MoE (or MLA projection) dtype is stored in. W4A16 Marlin: INT4 with a
 /// BF16 scale per 128 weights; MXFP4 variants as MXFP4 (their activation precision is not
 /// yet a separate kernel family).
@@ -338,11 +330,10 @@ fn quant(default: WeightFormat, kv_cache: KvDtype) -> QuantSpec {
     }
 }
 
-/// The operators one GPU runs for a measured row (`kernel`: the kernel the table names): the
-/// one place each family's rows map to the model.
+/// The operators one GPU runs for a measured row: the one place each family's rows map to
+/// the model (the MoE library the row names is set by the caller).
 pub fn operators(
     shape: &KernelShape,
-    kernel: &str,
     system: &System,
     mla_model: Option<&ModelSpec>,
 ) -> Result<Vec<Operator>> {
@@ -372,7 +363,7 @@ pub fn operators(
                 vocab_size: 1,
                 ..Default::default()
             };
-            let mut model = bare_model(config, quant(moe_row_format(dtype, kernel), KvDtype::Bf16));
+            let mut model = bare_model(config, quant(moe_format(dtype), KvDtype::Bf16));
             // The row's routing skew: the busiest EP rank sets the kernel's time.
             model.routing = match routing {
                 Routing::Balanced => crate::ops::routing::Routing::Balanced,
@@ -588,9 +579,10 @@ pub fn summarize(rows: &[KernelCheckRow]) -> Vec<ErrorSummary> {
 mod tests {
     use super::*;
     use crate::measured::kernel_table::parse_kernel_table;
+    use crate::spec::FormatKind;
 
     #[test]
-    fn marlin_mxfp4_rows_run_the_marlin_family_on_mxfp4_bytes() {
+    fn marlin_mxfp4_rows_run_the_marlin_library_on_mxfp4_bytes() {
         let sys = System::load("8x-b200-nvlink").unwrap();
         let row = |kernel: &str| {
             let t = format!(
@@ -599,7 +591,7 @@ mod tests {
             );
             let table = parse_kernel_table(&t, "t.csv").unwrap();
             let r = &table.rows[0];
-            let ops = operators(&r.shape, &r.kernel, &sys, None).unwrap();
+            let ops = operators(&r.shape, &sys, None).unwrap();
             let w = ops
                 .iter()
                 .find_map(|o| match o.op {
@@ -607,17 +599,23 @@ mod tests {
                     _ => None,
                 })
                 .unwrap();
-            (w, check_table(&table, &sys, None).unwrap()[0].default)
+            (
+                w,
+                MoeBackend::from_kernel_name(&r.kernel),
+                check_table(&table, &sys, None).unwrap()[0].default,
+            )
         };
-        let (marlin, marlin_us) = row("vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts");
-        let (trtllm, trtllm_us) =
+        let (marlin, marlin_lib, marlin_us) =
+            row("vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts");
+        let (trtllm, trtllm_lib, trtllm_us) =
             row("vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic");
-        assert_eq!(marlin.kind, FormatKind::Int4);
-        assert_eq!(trtllm.kind, FormatKind::Mxfp4);
+        assert_eq!(marlin_lib, Some(MoeBackend::Marlin));
+        assert_eq!(trtllm_lib, Some(MoeBackend::Trtllm));
         // The same bytes: 4 bits and an 8-bit scale per 32 weights.
-        assert_eq!(marlin.bits_per_weight(), trtllm.bits_per_weight());
+        assert_eq!(marlin.kind, FormatKind::Mxfp4);
         assert!((marlin.bits_per_weight() - 4.25).abs() < 1e-12);
-        // Different kernels, different prices.
+        assert_eq!(marlin.bits_per_weight(), trtllm.bits_per_weight());
+        // Different libraries, different prices.
         assert!(
             (marlin_us - trtllm_us).abs() > 1.0,
             "{marlin_us} {trtllm_us}"

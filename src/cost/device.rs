@@ -6,8 +6,8 @@
 //! low-precision format computes natively only where the GPU states a peak for it.
 
 use crate::cost::generation::{
-    kernel_format_index, GemmKernel, Generation, KernelConstants, MoeKernel, KERNEL_FORMATS,
-    KERNEL_FORMAT_KINDS,
+    kernel_format_index, moe_key, GemmKernel, Generation, KernelConstants, MoeBackend, MoeKernel,
+    KERNEL_FORMATS, KERNEL_FORMAT_KINDS,
 };
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
@@ -121,6 +121,25 @@ impl<'a> Device<'a> {
     /// at construction).
     pub fn moe_kernel(&self, w: crate::spec::WeightFormat) -> &'static MoeKernel {
         self.moe_kernels[kernel_format_index(w)]
+    }
+
+    /// The fused-MoE kernel a call naming `backend` runs for weights stored as `w`: that
+    /// library's constants where the generation has them, else the engine's default kernel.
+    pub fn moe_kernel_on(
+        &self,
+        w: crate::spec::WeightFormat,
+        backend: Option<MoeBackend>,
+    ) -> &'static MoeKernel {
+        let default = self.moe_kernel(w);
+        match backend {
+            Some(b) if default.backend != Some(b) => self
+                .kernels
+                .moe_backends
+                .get(&b)
+                .and_then(|m| m.get(moe_key(w)))
+                .unwrap_or(default),
+            _ => default,
+        }
     }
 
     /// A kernel's attained fraction of peak under this parameter set, from its fraction at the

@@ -12,7 +12,7 @@
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, GpuSpec, WeightFormat};
 use crate::units::Seconds;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -87,6 +87,10 @@ pub struct KernelConstants {
     /// Fused-MoE kernel per weight-format key (`bf16`, `fp8`, `fp8-block`, `int4`, `mxfp4`,
     /// `nvfp4`): the one the engine runs for that format on this generation.
     pub moe: BTreeMap<String, MoeKernel>,
+    /// Other fused-MoE libraries measured on this generation, by library then format key:
+    /// the constants a call that names that library runs at (a measured table's `kernel`).
+    #[serde(default)]
+    pub moe_backends: BTreeMap<MoeBackend, BTreeMap<String, MoeKernel>>,
     /// Dense GEMM kernel per weight-format key (the same keys as `moe`).
     pub gemm: BTreeMap<String, GemmKernel>,
     /// The decode attention kernel (paged KV, split-KV).
@@ -107,12 +111,52 @@ pub enum PairScope {
     All,
 }
 
+/// A fused-MoE kernel library: which code runs the grouped GEMMs of a format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoeBackend {
+    /// FlashInfer's CUTLASS fused MoE (permute, grouped GEMMs, finalize).
+    Cutlass,
+    /// FlashInfer's TensorRT-LLM fused MoE (routing, batched GEMMs; SM100).
+    Trtllm,
+    /// The same with MXFP8-quantized activations against MXFP4 weights: block-scaled MMA at
+    /// the FP8 rate, not BF16 math on dequantized weights.
+    TrtllmMxfp8,
+    /// Marlin's mixed-precision MoE (weight-only 4-bit, BF16 math on `mma.sync`).
+    Marlin,
+    /// vLLM's Triton fused_moe (or OpenAI's Triton MXFP4 kernels).
+    Triton,
+}
+
+impl MoeBackend {
+    /// The library a measured table's `kernel` name says ran (vLLM's class names:
+    /// `..._flashinfer_cutlass_...`, `..._flashinfer_trtllm_...`, `..._marlin_...`,
+    /// `..._triton_...`; `_mxfp4_mxfp8_` for MXFP8 activations), if any.
+    pub fn from_kernel_name(name: &str) -> Option<MoeBackend> {
+        let n = name.to_ascii_lowercase();
+        [
+            ("marlin", MoeBackend::Marlin),
+            ("mxfp8", MoeBackend::TrtllmMxfp8),
+            ("trtllm", MoeBackend::Trtllm),
+            ("cutlass", MoeBackend::Cutlass),
+            ("triton", MoeBackend::Triton),
+        ]
+        .into_iter()
+        .find(|(k, _)| n.contains(k))
+        .map(|(_, b)| b)
+    }
+}
+
 /// A fused-MoE kernel family.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MoeKernel {
     /// What runs (for the reader).
     pub kernel: String,
+    /// The library it is, where one is named: a call naming another library runs at that
+    /// library's constants (`moe_backends`) when the generation has them.
+    #[serde(default)]
+    pub backend: Option<MoeBackend>,
     /// Minimum time of the whole fused call (routing sort, both GEMMs, activation, sum).
     pub floor: Seconds,
     /// Fraction of DRAM bandwidth the expert-weight stream attains.
@@ -125,6 +169,11 @@ pub struct MoeKernel {
     /// Passes over each token-expert pair's activations (`hidden + width` BF16 values).
     pub pair_passes: f64,
     pub pairs: PairScope,
+    /// Further passes over every token's top-k pairs, local or not: routing, permutation
+    /// and finalize kernels that walk the whole batch's expanded activations before the
+    /// expert map drops the pairs of other ranks' experts.
+    #[serde(default)]
+    pub all_pair_passes: f64,
 }
 
 /// A dense GEMM kernel family: a roofline at attained fractions plus a fixed time, after an

@@ -11,7 +11,9 @@
 //! the math dtype's peak; the slower of the two runs, after the family's floor. On top, the
 //! elementwise passes over the token-expert pairs (activation, sum, zero-fill), over all of a
 //! token's pairs for kernels that size buffers by them (vLLM's Triton path with an expert
-//! map), else over the rank's own.
+//! map), else over the rank's own, and the passes of routing and permutation kernels that
+//! walk every token's pairs whatever the expert map. The constants are the kernel library's
+//! the call names (a measured row's `kernel`), else the generation's default for the format.
 //!
 //! Decode attention: one work item per (sequence, KV head), split over the KV length up to
 //! the kernel's split limit. While items × splits do not fill the SMs the KV stream attains
@@ -25,6 +27,7 @@
 //! Constants are per generation (`cost::generation`, `configs/kernels/`).
 
 use crate::cost::device::Device;
+use crate::cost::generation::MoeBackend;
 use crate::ops::routing::{busiest_rank, Routing};
 use crate::spec::{FormatKind, WeightFormat};
 
@@ -54,6 +57,8 @@ pub struct MoeShape {
     pub weights: WeightFormat,
     /// Weights read as BF16 after a separate cast pass.
     pub cast: bool,
+    /// The MoE library named for the call (`None`: the generation's default).
+    pub backend: Option<MoeBackend>,
 }
 
 /// (flops, bytes, kernel time) of one fused-MoE call on `dev`'s busiest rank.
@@ -80,7 +85,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         let tc = flops / dev.gemm_peak[kind];
         return (flops, weight_bytes + act_bytes, tm.max(tc), tc > tm);
     }
-    let k = dev.moe_kernel(s.weights);
+    let k = dev.moe_kernel_on(s.weights, s.backend);
     let wide = (2.0 * s.width / 64.0).ceil() * 64.0 / 2.0;
     let rows: f64 = load
         .loads
@@ -94,7 +99,9 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         crate::cost::generation::PairScope::All => s.tokens * s.top_k,
         crate::cost::generation::PairScope::Local => load.pairs,
     };
-    let pair_bytes = k.pair_passes * pairs * (s.hidden + s.width) * 2.0;
+    let pair_bytes = (k.pair_passes * pairs + k.all_pair_passes * s.tokens * s.top_k)
+        * (s.hidden + s.width)
+        * 2.0;
     let t = k.floor.0 + tm.max(tc) + pair_bytes / peak_bw;
     (flops, weight_bytes + pair_bytes, t, tc > tm)
 }
@@ -193,6 +200,100 @@ mod tests {
         assert_eq!(padded_rows(20.0, 128), 32.0);
         assert_eq!(padded_rows(200.0, 64), 256.0);
         assert_eq!(padded_rows(64.0, 16), 64.0);
+    }
+
+    fn b200() -> crate::spec::System {
+        crate::spec::System::load("8x-b200-nvlink").unwrap()
+    }
+
+    /// A DeepSeek-V3-like MoE call (256 experts, top 8, 7168 -> 2048) on `ep` ranks.
+    fn moe(
+        tokens: f64,
+        ep: f64,
+        routing: Routing,
+        fmt: &str,
+        backend: Option<MoeBackend>,
+    ) -> MoeShape {
+        let (experts, top_k) = (256.0, 8.0);
+        let touched = crate::ops::routing::expected_experts_touched(experts, top_k, tokens) / ep;
+        MoeShape {
+            experts,
+            ep,
+            tokens,
+            top_k,
+            routing,
+            mean_touched: touched.min(experts / ep),
+            expert_elems: 3.0 * 7168.0 * 2048.0,
+            hidden: 7168.0,
+            width: 2048.0,
+            weights: fmt.parse().unwrap(),
+            cast: false,
+            backend,
+        }
+    }
+
+    #[test]
+    fn moe_time_respects_its_floor_and_grows_with_tokens_under_any_routing() {
+        let sys = b200();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        for fmt in ["bf16", "fp8", "nvfp4", "mxfp4", "int4-g128"] {
+            for backend in [None, Some(MoeBackend::Cutlass), Some(MoeBackend::Marlin)] {
+                for ep in [1.0, 8.0, 64.0] {
+                    let floor = dev.moe_kernel_on(fmt.parse().unwrap(), backend).floor.0;
+                    let mut last = 0.0;
+                    for tokens in [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0] {
+                        let bal =
+                            moe_time(&moe(tokens, ep, Routing::Balanced, fmt, backend), &dev).2;
+                        let skew =
+                            moe_time(&moe(tokens, ep, Routing::PowerLaw(1.2), fmt, backend), &dev)
+                                .2;
+                        assert!(
+                            bal.min(skew) >= floor,
+                            "{fmt} {backend:?} ep {ep} t {tokens}: under the floor"
+                        );
+                        assert!(
+                            bal >= last,
+                            "{fmt} {backend:?} ep {ep}: {tokens} tokens faster"
+                        );
+                        last = bal;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_named_moe_library_runs_at_its_constants_else_the_default() {
+        let sys = b200();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let nvfp4 = "nvfp4".parse().unwrap();
+        let default = dev.moe_kernel(nvfp4);
+        assert_eq!(default.backend, Some(MoeBackend::Trtllm));
+        assert!(std::ptr::eq(
+            dev.moe_kernel_on(nvfp4, Some(MoeBackend::Trtllm)),
+            default
+        ));
+        assert!(!std::ptr::eq(
+            dev.moe_kernel_on(nvfp4, Some(MoeBackend::Cutlass)),
+            default
+        ));
+        // No Triton constants on SM100: the default runs.
+        assert!(std::ptr::eq(
+            dev.moe_kernel_on(nvfp4, Some(MoeBackend::Triton)),
+            default
+        ));
+        assert_eq!(
+            MoeBackend::from_kernel_name(
+                "vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular"
+            ),
+            Some(MoeBackend::TrtllmMxfp8)
+        );
+        assert_eq!(
+            MoeBackend::from_kernel_name(
+                "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts"
+            ),
+            Some(MoeBackend::Marlin)
+        );
     }
 
     /// An MLA decode call of DeepSeek-V3's latent shape (576 cached, 1088 FLOP dims) with

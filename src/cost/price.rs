@@ -110,6 +110,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             width,
             weights,
             after_cast,
+            backend,
             ..
         } => {
             let shape = kernels::MoeShape {
@@ -124,6 +125,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 width,
                 weights,
                 cast: after_cast && !sol,
+                backend,
             };
             let kind = if shape.cast {
                 FormatKind::Bf16

@@ -26,6 +26,7 @@ pub mod recurrent;
 pub mod routing;
 pub mod scenario;
 
+use crate::cost::generation::MoeBackend;
 use crate::spec::{FormatKind, WeightFormat};
 use serde::Serialize;
 
@@ -125,6 +126,10 @@ pub enum Op {
         width: f64,
         weights: WeightFormat,
         after_cast: bool,
+        /// The MoE library that runs it where a measurement names one; `None`: the
+        /// generation's default kernel for the format.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        backend: Option<MoeBackend>,
     },
     /// A separate dequantization pass: reads `elems` weights stored as `from`, writes BF16.
     Dequant { elems: f64, from: WeightFormat },

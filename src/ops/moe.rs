@@ -96,6 +96,7 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
             width: ie / moe_tp,
             weights: fmt,
             after_cast,
+            backend: None,
         },
     ));
     let shared = cx.model.shared_expert_width() as f64;

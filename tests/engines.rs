@@ -71,3 +71,45 @@ fn engine_flag_and_set_reach_the_sweep() {
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("unknown engine"));
 }
+
+#[test]
+fn an_engine_runs_the_gemm_family_it_names_and_the_tables_keep_the_measured_one() {
+    use rooftop::cost::kernels::gemm_time;
+    use rooftop::cost::{CostParams, Device};
+    use rooftop::kernel_check::check_table;
+    use rooftop::measured::kernel_table::parse_kernel_table;
+    use rooftop::spec::WeightFormat;
+    // Every family an engine names exists in the generation it names it for.
+    for e in builtin_names(Kind::Engine) {
+        for s in builtin_names(Kind::System) {
+            let sys = System::load_with_engine(s, Some(e), &[]).unwrap();
+            Device::new(&sys, CostParams::default_for(&sys)).unwrap();
+        }
+    }
+    let trt = System::load_with_engine("8x-b200-nvlink", Some("trtllm"), &[]).unwrap();
+    let sgl = System::load_with_engine("8x-b200-nvlink", Some("sglang"), &[]).unwrap();
+    assert_eq!(
+        trt.engine.gemm_family.get("fp8").map(String::as_str),
+        Some("serving")
+    );
+    assert!(sgl.engine.gemm_family.is_empty());
+    let hopper = System::load_with_engine("8x-h100-nvlink", Some("trtllm"), &[]).unwrap();
+    assert!(hopper.engine.gemm_family.is_empty());
+    // A decode-shape FP8 GEMM: the serving family streams the weights faster than the
+    // microbenchmarked CUTLASS kernel; other formats are the same kernel.
+    let t = |s: &System, w: WeightFormat| {
+        let dev = Device::new(s, CostParams::default_for(s)).unwrap();
+        gemm_time(&dev, 16.0, 4096.0, 8192.0, w, false).0
+    };
+    let fp8: WeightFormat = "fp8".parse().unwrap();
+    assert!(t(&trt, fp8) < t(&sgl, fp8));
+    assert_eq!(t(&trt, WeightFormat::BF16), t(&sgl, WeightFormat::BF16));
+    // The GEMM table measured one kernel selection: every engine prices its rows alike.
+    let table = parse_kernel_table(
+        "m,n,k,dtype,latency_ms,kernel\n16,4096,8192,fp8,0.034241,CutlassFP8ScaledMMLinearKernel\n",
+        "gemm_b200.csv",
+    )
+    .unwrap();
+    let row = |s: &System| check_table(&table, s, None).unwrap()[0].default;
+    assert_eq!(row(&trt), row(&sgl));
+}

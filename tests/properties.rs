@@ -196,6 +196,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 max_num_batched_tokens: tokens,
                 chunked_prefill: chunked,
                 unfused_dequant: unfused,
+                gemm_family: Default::default(),
                 cpu: Default::default(),
                 kv: Default::default(),
             },

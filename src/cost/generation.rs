@@ -87,8 +87,14 @@ pub struct KernelConstants {
     /// Fused-MoE kernel per weight-format key (`bf16`, `fp8`, `fp8-block`, `int4`, `mxfp4`,
     /// `nvfp4`): the one the engine runs for that format on this generation.
     pub moe: BTreeMap<String, MoeKernel>,
-    /// Dense GEMM kernel per weight-format key (the same keys as `moe`).
+    /// Dense GEMM kernel per weight-format key (the same keys as `moe`): the family the
+    /// measured GEMM tables ran, which an engine runs unless it names another below.
     pub gemm: BTreeMap<String, GemmKernel>,
+    /// Other GEMM kernel families of this generation, by family name, then weight-format key:
+    /// what an engine that runs a different kernel for a format selects
+    /// (`[[gemm_family]]` in `configs/engines/*.toml`).
+    #[serde(default)]
+    pub gemm_families: BTreeMap<String, BTreeMap<String, GemmKernel>>,
     /// The decode attention kernel (paged KV, split-KV).
     pub decode_attention: DecodeAttentionKernel,
     /// The MLA latent decode attention kernel (absorbed form).
@@ -269,6 +275,26 @@ mod tests {
                 assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
                 assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
                 assert!(g.fixed.0 >= 0.0 && g.fixed.0 < 50e-6);
+            }
+            for (family, kernels) in &k.gemm_families {
+                assert!(
+                    k.sources.contains_key("gemm_families"),
+                    "{} lacks a source for its GEMM families",
+                    k.generation
+                );
+                for (key, g) in kernels {
+                    assert!(
+                        KERNEL_FORMATS.contains(&key.as_str()),
+                        "{}: [gemm_families.{family}.{key}] names no weight format",
+                        k.generation
+                    );
+                    assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
+                    assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
+                    assert!(
+                        g.harness_floor.is_empty(),
+                        "harness floors belong to [gemm.*]"
+                    );
+                }
             }
             let a = &k.decode_attention;
             assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0 && a.max_splits >= 1);

@@ -62,6 +62,11 @@ pub struct EngineSpec {
     /// instead of inside the GEMM.
     #[serde(default)]
     pub unfused_dequant: Vec<FormatKind>,
+    /// GEMM kernel family this engine runs per weight-format key (`fp8`, `fp8-block`, …)
+    /// where it is not the generation's measured one: a family name of the generation's
+    /// `[gemm_families]` (`configs/kernels/`).
+    #[serde(default)]
+    pub gemm_family: BTreeMap<String, String>,
     #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
@@ -143,6 +148,19 @@ pub struct ArchRule {
     pub formats: Vec<FormatKind>,
 }
 
+/// A GEMM kernel family the engine runs for `formats` (weight-format keys of
+/// `configs/kernels/`) on GPUs whose architecture names `arch`, in place of the generation's
+/// measured one.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyRule {
+    /// Matched against the GPU description's `architecture` (e.g. `SM100`).
+    pub arch: String,
+    pub formats: Vec<String>,
+    /// A family of that generation's `[gemm_families]`.
+    pub family: String,
+}
+
 /// One engine, read 1:1 from `configs/engines/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -172,6 +190,9 @@ pub struct EngineFile {
     pub chunked_prefill: bool,
     #[serde(default)]
     pub unfused_dequant: Vec<ArchRule>,
+    /// GEMM kernel families the engine runs instead of the generation's measured ones.
+    #[serde(default)]
+    pub gemm_family: Vec<FamilyRule>,
     #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
@@ -207,6 +228,16 @@ impl EngineFile {
                 unfused.extend(r.formats.iter().copied());
             }
         }
+        let mut gemm_family = BTreeMap::new();
+        for r in self
+            .gemm_family
+            .iter()
+            .filter(|r| gpu.architecture.contains(&r.arch))
+        {
+            for f in &r.formats {
+                gemm_family.insert(f.clone(), r.family.clone());
+            }
+        }
         let e = EngineSpec {
             name: self.name.clone(),
             cuda_graphs: self.cuda_graphs,
@@ -230,6 +261,7 @@ impl EngineFile {
             max_num_batched_tokens: batch.max_num_batched_tokens,
             chunked_prefill: self.chunked_prefill,
             unfused_dequant: unfused,
+            gemm_family,
             cpu: self.cpu,
             kv: self.kv,
         };

@@ -131,6 +131,10 @@ pub struct MoeKernel {
     /// Passes over each token-expert pair's activations (`hidden + width` BF16 values).
     pub pair_passes: f64,
     pub pairs: PairScope,
+    /// Monolithic: the kernel takes the router logits and picks each token's top-k experts
+    /// itself, so no separate top-k kernel runs before it (its floor holds that work).
+    #[serde(default)]
+    pub routing_inside: bool,
 }
 
 /// A dense GEMM kernel family: a roofline at attained fractions plus a fixed time, after an
@@ -267,6 +271,11 @@ mod tests {
                 assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
                 assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
                 assert!(m.tile_m >= 16);
+                assert!(
+                    !m.routing_inside || k.sources.contains_key("moe_routing"),
+                    "{}: a monolithic MoE family needs a `moe_routing` source",
+                    k.generation
+                );
             }
             for key in k.moe.keys() {
                 let g = k.gemm.get(key);

@@ -146,6 +146,18 @@ pub struct BuildContext<'a> {
     pub hidden: f64,
     /// Attention heads on one GPU.
     pub heads: f64,
+    /// Work that runs inside another operator's kernels.
+    pub fusion: Fusion,
+}
+
+/// Work the kernels that run fold into one another, so that it is no kernel of its own: what
+/// the generation's kernel families (`configs/kernels/`) and the engine
+/// (`configs/engines/`) fuse. The default fuses nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fusion {
+    /// The routed experts' fused-MoE kernel is monolithic: it takes the router logits and
+    /// picks the top-k itself, so no separate top-k operator runs.
+    pub moe_routing_inside: bool,
 }
 
 impl<'a> BuildContext<'a> {
@@ -167,7 +179,13 @@ impl<'a> BuildContext<'a> {
             cached: pass.context + new,
             hidden: model.config.hidden_size as f64,
             heads: model.config.num_attention_heads as f64 / par.tp as f64,
+            fusion: Fusion::default(),
         }
+    }
+
+    /// The same context with the kernels' fusions.
+    pub fn with_fusion(self, fusion: Fusion) -> Self {
+        BuildContext { fusion, ..self }
     }
 
     /// Bytes of one tensor-parallel all-reduce of the hidden state.

@@ -49,14 +49,17 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
         h,
         q.router(),
     );
-    out.push(elementwise(
-        "router_topk",
-        Category::Moe,
-        (tokens, e),
-        tokens * e * 4.0 * 2.0,
-        tokens * e * 8.0,
-        2,
-    ));
+    // A monolithic fused-MoE kernel picks the top-k from the logits itself.
+    if !cx.fusion.moe_routing_inside {
+        out.push(elementwise(
+            "router_topk",
+            Category::Moe,
+            (tokens, e),
+            tokens * e * 4.0 * 2.0,
+            tokens * e * 8.0,
+            2,
+        ));
+    }
     let all_tokens = cx.pass.all_tokens();
     let ep = par.ep as f64;
     let moe_tp = par.moe_tp() as f64;

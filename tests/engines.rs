@@ -113,3 +113,52 @@ fn an_engine_runs_the_gemm_family_it_names_and_the_tables_keep_the_measured_one(
     let row = |s: &System| check_table(&table, s, None).unwrap()[0].default;
     assert_eq!(row(&trt), row(&sgl));
 }
+
+/// Kernels per decode step of `model` on `system` under `engine` (the system's GPUs as TP).
+fn kernels_per_step(model: &str, system: &System) -> u32 {
+    use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+    let m = rooftop::spec::registry::load_model(model).unwrap();
+    let mut tp = system.spec.gpu_count;
+    while Parallel::tp(tp).validate(&m, system).is_err() {
+        tp /= 2;
+    }
+    let ev = Evaluator::new(
+        &m,
+        system,
+        Parallel::tp(tp),
+        CostParams::default_for(system),
+    )
+    .unwrap();
+    ev.evaluate(&Pass::decode(16.0, 1024.0))
+        .ops_with_counts()
+        .iter()
+        .map(|(o, n)| o.kernels * n)
+        .sum()
+}
+
+#[test]
+fn an_engine_that_fuses_never_runs_more_kernels_than_one_that_does_not() {
+    for system in ["8x-h100-nvlink", "8x-b200-nvlink"] {
+        let fused = System::load_with_engine(system, Some("trtllm"), &[]).unwrap();
+        assert!(fused.engine.fusion.allreduce_norm);
+        let mut plain = fused.clone();
+        plain.engine.fusion = Default::default();
+        for model in builtin_names(Kind::Model) {
+            let (f, p) = (
+                kernels_per_step(model, &fused),
+                kernels_per_step(model, &plain),
+            );
+            assert!(
+                f <= p,
+                "{model} on {system}: {f} kernels fused > {p} unfused"
+            );
+        }
+        // Llama-3.1-70B (hidden 8192) over 8 GPUs: both all-reduces of each of its 80
+        // layers take the next norm along.
+        let (f, p) = (
+            kernels_per_step("llama-3.1-70b-fp8", &fused),
+            kernels_per_step("llama-3.1-70b-fp8", &plain),
+        );
+        assert_eq!(p - f, 2 * 80, "{system}");
+    }
+}

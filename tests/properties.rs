@@ -197,6 +197,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 chunked_prefill: chunked,
                 unfused_dequant: unfused,
                 gemm_family: Default::default(),
+                fusion: Default::default(),
                 cpu: Default::default(),
                 kv: Default::default(),
             },

@@ -402,7 +402,8 @@ impl<'a> Evaluator<'a> {
 }
 
 /// What `model`'s kernels fuse on `dev` with the engine's `unfused` cast formats: the routed
-/// experts' fused-MoE family (the BF16 one after a cast pass) may pick the top-k itself.
+/// experts' fused-MoE family (the BF16 one after a cast pass) may pick the top-k itself, and
+/// the engine may fold norms and RoPE into its all-reduce and attention kernels.
 fn fusion(model: &ModelSpec, dev: &Device, unfused: &[FormatKind]) -> Fusion {
     let w = model.quantization.routed_experts();
     let kernel = if w.kind != FormatKind::Bf16 && unfused.contains(&w.kind) {
@@ -412,5 +413,6 @@ fn fusion(model: &ModelSpec, dev: &Device, unfused: &[FormatKind]) -> Fusion {
     };
     Fusion {
         moe_routing_inside: model.moe().is_some() && dev.moe_kernel(kernel).routing_inside,
+        engine: dev.system.engine.fusion,
     }
 }

@@ -12,11 +12,12 @@ use crate::ops::layers::BuildContext;
 use crate::ops::mlp::{mlp_ops, MlpNames};
 use crate::ops::routing::expected_experts_touched;
 use crate::ops::Category;
-use crate::ops::{casts, elementwise, norm, push_gemm, Op, Operator};
+use crate::ops::{casts, elementwise, push_gemm, Op, Operator};
 
 /// Norm, router, experts and the block's collective for one MoE layer.
 pub fn moe_block(cx: &BuildContext, out: &mut Vec<Operator>) {
-    out.push(norm("post_attention_layernorm", cx.tokens, cx.hidden));
+    // After the mixer's all-reduce.
+    out.push(cx.leading_norm("post_attention_layernorm", true));
     let Some(moe) = cx.model.moe() else {
         return;
     };

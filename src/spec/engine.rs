@@ -68,9 +68,29 @@ pub struct EngineSpec {
     #[serde(default)]
     pub gemm_family: BTreeMap<String, String>,
     #[serde(default)]
+    pub fusion: EngineFusion,
+    #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
     pub kv: KvPolicy,
+}
+
+/// Operators the engine runs inside another operator's kernel rather than as kernels of
+/// their own (their work stays, their per-kernel fixed cost goes).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EngineFusion {
+    /// The tensor-parallel all-reduce kernel also adds the residual and runs the RMSNorm
+    /// that follows it.
+    #[serde(default)]
+    pub allreduce_norm: bool,
+    /// The all-reduce fusion runs only for models whose hidden size exceeds this (0: all).
+    #[serde(default)]
+    pub allreduce_norm_hidden_above: u32,
+    /// The attention kernels apply RoPE to the queries and keys (with the cache append):
+    /// no separate rotary kernel.
+    #[serde(default)]
+    pub rope_in_attention: bool,
 }
 
 /// CPU work of serving, beside the GPU step.
@@ -194,6 +214,8 @@ pub struct EngineFile {
     #[serde(default)]
     pub gemm_family: Vec<FamilyRule>,
     #[serde(default)]
+    pub fusion: EngineFusion,
+    #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
     pub kv: KvPolicy,
@@ -262,6 +284,7 @@ impl EngineFile {
             chunked_prefill: self.chunked_prefill,
             unfused_dequant: unfused,
             gemm_family,
+            fusion: self.fusion,
             cpu: self.cpu,
             kv: self.kv,
         };

@@ -154,11 +154,18 @@ fn an_engine_that_fuses_never_runs_more_kernels_than_one_that_does_not() {
             );
         }
         // Llama-3.1-70B (hidden 8192) over 8 GPUs: both all-reduces of each of its 80
-        // layers take the next norm along.
+        // layers take the next norm along, and attention applies RoPE.
         let (f, p) = (
             kernels_per_step("llama-3.1-70b-fp8", &fused),
             kernels_per_step("llama-3.1-70b-fp8", &plain),
         );
-        assert_eq!(p - f, 2 * 80, "{system}");
+        assert_eq!(p - f, 3 * 80, "{system}");
+        // Llama-3.1-8B (hidden 4096, below the all-reduce fusion): only RoPE, one rotary
+        // kernel in each of its 32 layers.
+        let (f, p) = (
+            kernels_per_step("llama-3.1-8b", &fused),
+            kernels_per_step("llama-3.1-8b", &plain),
+        );
+        assert_eq!(p - f, 32, "{system}");
     }
 }

@@ -112,3 +112,101 @@ fn batches_beyond_the_capture_sizes_run_eagerly() {
     let p = Pass::prefill(1.0, 1024.0, 0.0);
     assert!(time(&capped, &p) > time(&unlimited, &p));
 }
+
+#[test]
+fn an_engine_runs_the_gemm_family_it_names_and_the_tables_keep_the_measured_one() {
+    use rooftop::cost::kernels::gemm_time;
+    use rooftop::cost::{CostParams, Device};
+    use rooftop::kernel_check::check_table;
+    use rooftop::measured::kernel_table::parse_kernel_table;
+    use rooftop::spec::WeightFormat;
+    // Every family an engine names exists in the generation it names it for.
+    for e in builtin_names(Kind::Engine) {
+        for s in builtin_names(Kind::System) {
+            let sys = System::load_with_engine(s, Some(e), &[]).unwrap();
+            Device::new(&sys, CostParams::default_for(&sys)).unwrap();
+        }
+    }
+    let trt = System::load_with_engine("8x-b200-nvlink", Some("trtllm"), &[]).unwrap();
+    let sgl = System::load_with_engine("8x-b200-nvlink", Some("sglang"), &[]).unwrap();
+    assert_eq!(
+        trt.engine.gemm_family.get("fp8").map(String::as_str),
+        Some("serving")
+    );
+    assert!(sgl.engine.gemm_family.is_empty());
+    let hopper = System::load_with_engine("8x-h100-nvlink", Some("trtllm"), &[]).unwrap();
+    assert!(hopper.engine.gemm_family.is_empty());
+    // A decode-shape FP8 GEMM: the serving family streams the weights faster than the
+    // microbenchmarked CUTLASS kernel; other formats are the same kernel.
+    let t = |s: &System, w: WeightFormat| {
+        let dev = Device::new(s, CostParams::default_for(s)).unwrap();
+        gemm_time(&dev, 16.0, 4096.0, 8192.0, w, false).0
+    };
+    let fp8: WeightFormat = "fp8".parse().unwrap();
+    assert!(t(&trt, fp8) < t(&sgl, fp8));
+    assert_eq!(t(&trt, WeightFormat::BF16), t(&sgl, WeightFormat::BF16));
+    // The GEMM table measured one kernel selection: every engine prices its rows alike.
+    let table = parse_kernel_table(
+        "m,n,k,dtype,latency_ms,kernel\n16,4096,8192,fp8,0.034241,CutlassFP8ScaledMMLinearKernel\n",
+        "gemm_b200.csv",
+    )
+    .unwrap();
+    let row = |s: &System| check_table(&table, s, None).unwrap()[0].default;
+    assert_eq!(row(&trt), row(&sgl));
+}
+
+/// Kernels per decode step of `model` on `system` under `engine` (the system's GPUs as TP).
+fn kernels_per_step(model: &str, system: &System) -> u32 {
+    use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+    let m = rooftop::spec::registry::load_model(model).unwrap();
+    let mut tp = system.spec.gpu_count;
+    while Parallel::tp(tp).validate(&m, system).is_err() {
+        tp /= 2;
+    }
+    let ev = Evaluator::new(
+        &m,
+        system,
+        Parallel::tp(tp),
+        CostParams::default_for(system),
+    )
+    .unwrap();
+    ev.evaluate(&Pass::decode(16.0, 1024.0))
+        .ops_with_counts()
+        .iter()
+        .map(|(o, n)| o.kernels * n)
+        .sum()
+}
+
+#[test]
+fn an_engine_that_fuses_never_runs_more_kernels_than_one_that_does_not() {
+    for system in ["8x-h100-nvlink", "8x-b200-nvlink"] {
+        let fused = System::load_with_engine(system, Some("trtllm"), &[]).unwrap();
+        assert!(fused.engine.fusion.allreduce_norm);
+        let mut plain = fused.clone();
+        plain.engine.fusion = Default::default();
+        for model in builtin_names(Kind::Model) {
+            let (f, p) = (
+                kernels_per_step(model, &fused),
+                kernels_per_step(model, &plain),
+            );
+            assert!(
+                f <= p,
+                "{model} on {system}: {f} kernels fused > {p} unfused"
+            );
+        }
+        // Llama-3.1-70B (hidden 8192) over 8 GPUs: both all-reduces of each of its 80
+        // layers take the next norm along, and attention applies RoPE.
+        let (f, p) = (
+            kernels_per_step("llama-3.1-70b-fp8", &fused),
+            kernels_per_step("llama-3.1-70b-fp8", &plain),
+        );
+        assert_eq!(p - f, 3 * 80, "{system}");
+        // Llama-3.1-8B (hidden 4096, below the all-reduce fusion): only RoPE, one rotary
+        // kernel in each of its 32 layers.
+        let (f, p) = (
+            kernels_per_step("llama-3.1-8b", &fused),
+            kernels_per_step("llama-3.1-8b", &plain),
+        );
+        assert_eq!(p - f, 32, "{system}");
+    }
+}

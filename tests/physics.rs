@@ -336,3 +336,29 @@ fn decode_never_gets_faster_with_context() {
         }
     }
 }
+
+#[test]
+fn a_monolithic_moe_kernel_has_no_separate_router_op() {
+    use rooftop::cost::generation::Generation;
+    use rooftop::ops::BlockKind;
+    // The router top-k ops of one MoE layer at batch 8.
+    let topk = |model: &str, system: &str| {
+        let m = load_model(model).unwrap();
+        let s = System::load(system).unwrap();
+        let p = layout(&m, &s).unwrap();
+        let ev = Evaluator::new(&m, &s, p, CostParams::default_for(&s)).unwrap();
+        let ops = ev.block_ops(BlockKind::Moe, &Pass::decode(8.0, 1024.0));
+        assert!(ops.iter().any(|o| o.name == "router_gate"), "{model}");
+        ops.iter().filter(|o| o.name == "router_topk").count()
+    };
+    // gpt-oss's MXFP4 experts: a monolithic family on SM100 and Hopper takes the logits.
+    for system in ["8x-b200-nvlink", "8x-h100-nvlink"] {
+        let sys = System::load(system).unwrap();
+        let g = Generation::of(&sys.gpu).unwrap().kernels();
+        assert!(g.moe["mxfp4"].routing_inside);
+        assert_eq!(topk("gpt-oss-120b", system), 0, "{system}");
+        // A modular family (DeepSeek's block-scaled FP8) still runs its own top-k.
+        assert!(!g.moe["fp8-block"].routing_inside);
+        assert_eq!(topk("deepseek-v3-fp8", system), 1, "{system}");
+    }
+}

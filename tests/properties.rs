@@ -196,6 +196,8 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 max_num_batched_tokens: tokens,
                 chunked_prefill: chunked,
                 unfused_dequant: unfused,
+                gemm_family: Default::default(),
+                fusion: Default::default(),
                 cpu: Default::default(),
                 kv: Default::default(),
                 cuda_graph_max_tokens: None,

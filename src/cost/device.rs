@@ -84,7 +84,21 @@ impl<'a> Device<'a> {
                 ))
             };
             moe_kernels.push(kernels.moe.get(key).ok_or_else(|| missing("fused-MoE"))?);
-            let gk: &'static GemmKernel = kernels.gemm.get(key).ok_or_else(|| missing("GEMM"))?;
+            // The engine's own family where it names one, else the generation's measured one.
+            let gk: &'static GemmKernel = match system.engine.gemm_family.get(key) {
+                Some(family) => kernels
+                    .gemm_families
+                    .get(family)
+                    .and_then(|f| f.get(key))
+                    .ok_or_else(|| {
+                        Error::Scenario(format!(
+                            "engine {} runs GEMM family `{family}` for `{key}`, but \
+                             configs/kernels/{}.toml has no [gemm_families.{family}.{key}]",
+                            system.engine.name, kernels.generation
+                        ))
+                    })?,
+                None => kernels.gemm.get(key).ok_or_else(|| missing("GEMM"))?,
+            };
             gemm_kernels.push((
                 gk,
                 Device::attained(gk.memory_fraction, mem_eff) * g.memory_bandwidth.0,

@@ -91,8 +91,14 @@ pub struct KernelConstants {
     /// the constants a call that names that library runs at (a measured table's `kernel`).
     #[serde(default)]
     pub moe_backends: BTreeMap<MoeBackend, BTreeMap<String, MoeKernel>>,
-    /// Dense GEMM kernel per weight-format key (the same keys as `moe`).
+    /// Dense GEMM kernel per weight-format key (the same keys as `moe`): the family the
+    /// measured GEMM tables ran, which an engine runs unless it names another below.
     pub gemm: BTreeMap<String, GemmKernel>,
+    /// Other GEMM kernel families of this generation, by family name, then weight-format key:
+    /// what an engine that runs a different kernel for a format selects
+    /// (`[[gemm_family]]` in `configs/engines/*.toml`).
+    #[serde(default)]
+    pub gemm_families: BTreeMap<String, BTreeMap<String, GemmKernel>>,
     /// The decode attention kernel (paged KV, split-KV).
     pub decode_attention: DecodeAttentionKernel,
     /// The MLA latent decode attention kernel (absorbed form).
@@ -174,6 +180,10 @@ pub struct MoeKernel {
     /// expert map drops the pairs of other ranks' experts.
     #[serde(default)]
     pub all_pair_passes: f64,
+    /// Monolithic: the kernel takes the router logits and picks each token's top-k experts
+    /// itself, so no separate top-k kernel runs before it (its floor holds that work).
+    #[serde(default)]
+    pub routing_inside: bool,
 }
 
 /// A dense GEMM kernel family: a roofline at attained fractions plus a fixed time, after an
@@ -310,6 +320,11 @@ mod tests {
                 assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
                 assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
                 assert!(m.tile_m >= 16);
+                assert!(
+                    !m.routing_inside || k.sources.contains_key("moe_routing"),
+                    "{}: a monolithic MoE family needs a `moe_routing` source",
+                    k.generation
+                );
             }
             for key in k.moe.keys() {
                 let g = k.gemm.get(key);
@@ -318,6 +333,26 @@ mod tests {
                 assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
                 assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
                 assert!(g.fixed.0 >= 0.0 && g.fixed.0 < 50e-6);
+            }
+            for (family, kernels) in &k.gemm_families {
+                assert!(
+                    k.sources.contains_key("gemm_families"),
+                    "{} lacks a source for its GEMM families",
+                    k.generation
+                );
+                for (key, g) in kernels {
+                    assert!(
+                        KERNEL_FORMATS.contains(&key.as_str()),
+                        "{}: [gemm_families.{family}.{key}] names no weight format",
+                        k.generation
+                    );
+                    assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
+                    assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
+                    assert!(
+                        g.harness_floor.is_empty(),
+                        "harness floors belong to [gemm.*]"
+                    );
+                }
             }
             let a = &k.decode_attention;
             assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0 && a.max_splits >= 1);

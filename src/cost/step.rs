@@ -15,8 +15,8 @@ use crate::cost::device::Device;
 use crate::cost::params::CostParams;
 use crate::cost::price::{add_to, cost_with, CollectiveMemo};
 use crate::error::Result;
-use crate::ops::{BlockKind, BuildContext, Category, LayerPlan, Operator, Parallel, Pass};
-use crate::spec::{FormatKind, ModelSpec, System};
+use crate::ops::{BlockKind, BuildContext, Category, Fusion, LayerPlan, Operator, Parallel, Pass};
+use crate::spec::{FormatKind, ModelSpec, System, WeightFormat};
 use std::cell::RefCell;
 
 /// One block kind priced for a pass, per GPU.
@@ -117,6 +117,8 @@ pub struct Evaluator<'a> {
     pub plan: LayerPlan,
     /// Formats the engine dequantizes in a separate pass.
     unfused: Vec<FormatKind>,
+    /// Work the kernels fold into one another (`ops::Fusion`).
+    fusion: Fusion,
     /// Distinct (attention, feed-forward) pairs and how many layers run each (pp = 1).
     layer_kinds: Vec<((usize, usize), f64)>,
 }
@@ -168,6 +170,8 @@ impl<'a> Evaluator<'a> {
             .cuda_graph_max_tokens
             .filter(|_| device.graphs)
             .map(|_| device.eager());
+        let unfused = system.engine.unfused_dequant.clone();
+        let fusion = fusion(model, &device, &unfused);
         Ok(Evaluator {
             model,
             system,
@@ -178,7 +182,8 @@ impl<'a> Evaluator<'a> {
             plan,
             // The same operators at every parameter set: at the speed of light a cast pass
             // is priced as fused (free).
-            unfused: system.engine.unfused_dequant.clone(),
+            unfused,
+            fusion,
             layer_kinds,
         })
     }
@@ -201,7 +206,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn context(&self, pass: Pass) -> BuildContext<'_> {
-        BuildContext::new(self.model, self.par, &self.unfused, pass)
+        BuildContext::new(self.model, self.par, &self.unfused, pass).with_fusion(self.fusion)
     }
 
     /// The operators of one block kind for `pass` (one micro-batch), as data.
@@ -414,5 +419,21 @@ impl<'a> Evaluator<'a> {
         }
         chain.add(Category::Overhead, self.params.step_overhead);
         chain
+    }
+}
+
+/// What `model`'s kernels fuse on `dev` with the engine's `unfused` cast formats: the routed
+/// experts' fused-MoE family (the BF16 one after a cast pass) may pick the top-k itself, and
+/// the engine may fold norms and RoPE into its all-reduce and attention kernels.
+fn fusion(model: &ModelSpec, dev: &Device, unfused: &[FormatKind]) -> Fusion {
+    let w = model.quantization.routed_experts();
+    let kernel = if w.kind != FormatKind::Bf16 && unfused.contains(&w.kind) {
+        WeightFormat::BF16
+    } else {
+        w
+    };
+    Fusion {
+        moe_routing_inside: model.moe().is_some() && dev.moe_kernel(kernel).routing_inside,
+        engine: dev.system.engine.fusion,
     }
 }

@@ -15,7 +15,7 @@ use crate::ops::collective::tp_allreduce;
 use crate::ops::layers::BuildContext;
 use crate::ops::Category;
 use crate::ops::{
-    elementwise, norm, push_gemm, push_weight_gemm, AttentionKind, BlockKind, Op, Operator,
+    elementwise, push_gemm, push_weight_gemm, AttentionKind, BlockKind, Op, Operator,
 };
 use crate::spec::{Attention, WeightFormat};
 
@@ -33,7 +33,7 @@ pub fn attention_block(cx: &BuildContext, kind: BlockKind, out: &mut Vec<Operato
     else {
         return;
     };
-    out.push(norm("input_layernorm", cx.tokens, cx.hidden));
+    out.push(cx.leading_norm("input_layernorm", cx.ffn_ends_in_allreduce()));
     match cx.model.attention() {
         Attention::Mla {
             q_lora_rank,
@@ -230,7 +230,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
         (tokens, (heads + 1.0) * rope),
         tokens * (heads + 1.0) * rope * 2.0 * 2.0,
         tokens * heads * rope * 6.0,
-        1,
+        cx.fusion.rotary_kernels(),
     ));
     let (span, cached) = (cx.span, cx.cached);
     let seqs = cx.seqs;
@@ -395,7 +395,7 @@ pub fn gqa_ops(cx: &BuildContext, l: GqaLayer, out: &mut Vec<Operator>) {
         (tokens, (heads + kv_local) * d),
         tokens * (heads + kv_local) * d * 2.0 * 2.0,
         tokens * (heads + kv_local) * d * 3.0,
-        1,
+        cx.fusion.rotary_kernels(),
     ));
     let (span_eff, cached_eff) = match window {
         Some(w) => (cx.span.min(w as f64), cx.cached.min(w as f64 + cx.new)),
@@ -509,7 +509,7 @@ pub fn compressed_ops(cx: &BuildContext, l: CompressedLayer, out: &mut Vec<Opera
         (tokens, (heads + 1.0) * d),
         tokens * (heads + 1.0) * d * 2.0 * 2.0,
         tokens * (heads + 1.0) * d * 3.0,
-        1,
+        cx.fusion.rotary_kernels(),
     ));
     let w = l.window.unwrap_or(0) as f64;
     let local_span = cx.span.min(w);

@@ -11,7 +11,8 @@
 //! span), so every builder reads the same numbers.
 
 use crate::ops::scenario::{Parallel, Pass};
-use crate::ops::{attention, head, mlp, moe, recurrent, Operator};
+use crate::ops::{attention, head, mlp, moe, norm, recurrent, Operator};
+use crate::spec::engine::EngineFusion;
 use crate::spec::model::{Ffn, Mixer};
 use crate::spec::{FormatKind, ModelSpec};
 use serde::Serialize;
@@ -146,6 +147,27 @@ pub struct BuildContext<'a> {
     pub hidden: f64,
     /// Attention heads on one GPU.
     pub heads: f64,
+    /// Work that runs inside another operator's kernels.
+    pub fusion: Fusion,
+}
+
+/// Work the kernels that run fold into one another, so that it is no kernel of its own: what
+/// the generation's kernel families (`configs/kernels/`) and the engine
+/// (`configs/engines/`) fuse. The default fuses nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fusion {
+    /// The routed experts' fused-MoE kernel is monolithic: it takes the router logits and
+    /// picks the top-k itself, so no separate top-k operator runs.
+    pub moe_routing_inside: bool,
+    /// The engine's fusions (all-reduce with the next norm, RoPE inside attention).
+    pub engine: EngineFusion,
+}
+
+impl Fusion {
+    /// Kernels of a rotary-embedding pass: none where the attention kernels apply RoPE.
+    pub fn rotary_kernels(&self) -> u32 {
+        u32::from(!self.engine.rope_in_attention)
+    }
 }
 
 impl<'a> BuildContext<'a> {
@@ -167,7 +189,33 @@ impl<'a> BuildContext<'a> {
             cached: pass.context + new,
             hidden: model.config.hidden_size as f64,
             heads: model.config.num_attention_heads as f64 / par.tp as f64,
+            fusion: Fusion::default(),
         }
+    }
+
+    /// The RMSNorm that opens a block, after the previous block's collective
+    /// (`after_tp_allreduce`: a tensor-parallel all-reduce of the hidden state). Where the
+    /// engine's all-reduce kernel adds the residual and normalizes, the norm's work is still
+    /// priced but it is no kernel of its own.
+    pub fn leading_norm(&self, name: &'static str, after_tp_allreduce: bool) -> Operator {
+        let mut op = norm(name, self.tokens, self.hidden);
+        let e = &self.fusion.engine;
+        let fused = e.allreduce_norm && self.hidden > e.allreduce_norm_hidden_above as f64;
+        if fused && after_tp_allreduce && self.par.tp > 1 {
+            op.kernels = 0;
+        }
+        op
+    }
+
+    /// Whether the feed-forward block before a layer's mixer ends in a tensor-parallel
+    /// all-reduce (MoE with data-parallel attention ends in the expert-parallel combine).
+    pub fn ffn_ends_in_allreduce(&self) -> bool {
+        self.par.dp == 1 || self.model.moe().is_none()
+    }
+
+    /// The same context with the kernels' fusions.
+    pub fn with_fusion(self, fusion: Fusion) -> Self {
+        BuildContext { fusion, ..self }
     }
 
     /// Bytes of one tensor-parallel all-reduce of the hidden state.

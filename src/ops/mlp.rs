@@ -5,12 +5,13 @@
 use crate::ops::collective::tp_allreduce;
 use crate::ops::layers::BuildContext;
 use crate::ops::Category;
-use crate::ops::{elementwise, norm, push_gemm, Operator};
+use crate::ops::{elementwise, push_gemm, Operator};
 use crate::spec::WeightFormat;
 
 /// Norm, dense MLP of `width` and its all-reduce for one layer.
 pub fn mlp_block(cx: &BuildContext, width: u32, out: &mut Vec<Operator>) {
-    out.push(norm("post_attention_layernorm", cx.tokens, cx.hidden));
+    // After the mixer's all-reduce.
+    out.push(cx.leading_norm("post_attention_layernorm", true));
     let fmt = cx.model.quantization.dense_mlp();
     mlp_ops(
         cx,

@@ -31,7 +31,7 @@ use crate::spec::{FormatKind, WeightFormat};
 use serde::Serialize;
 
 pub use category::Category;
-pub use layers::{BlockKind, BuildContext, LayerPlan};
+pub use layers::{BlockKind, BuildContext, Fusion, LayerPlan};
 pub use scenario::{Parallel, Pass, Phase};
 
 /// Which collective an operator performs.

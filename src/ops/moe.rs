@@ -12,11 +12,12 @@ use crate::ops::layers::BuildContext;
 use crate::ops::mlp::{mlp_ops, MlpNames};
 use crate::ops::routing::expected_experts_touched;
 use crate::ops::Category;
-use crate::ops::{casts, elementwise, norm, push_gemm, Op, Operator};
+use crate::ops::{casts, elementwise, push_gemm, Op, Operator};
 
 /// Norm, router, experts and the block's collective for one MoE layer.
 pub fn moe_block(cx: &BuildContext, out: &mut Vec<Operator>) {
-    out.push(norm("post_attention_layernorm", cx.tokens, cx.hidden));
+    // After the mixer's all-reduce.
+    out.push(cx.leading_norm("post_attention_layernorm", true));
     let Some(moe) = cx.model.moe() else {
         return;
     };
@@ -49,14 +50,17 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
         h,
         q.router(),
     );
-    out.push(elementwise(
-        "router_topk",
-        Category::Moe,
-        (tokens, e),
-        tokens * e * 4.0 * 2.0,
-        tokens * e * 8.0,
-        2,
-    ));
+    // A monolithic fused-MoE kernel picks the top-k from the logits itself.
+    if !cx.fusion.moe_routing_inside {
+        out.push(elementwise(
+            "router_topk",
+            Category::Moe,
+            (tokens, e),
+            tokens * e * 4.0 * 2.0,
+            tokens * e * 8.0,
+            2,
+        ));
+    }
     let all_tokens = cx.pass.all_tokens();
     let ep = par.ep as f64;
     let moe_tp = par.moe_tp() as f64;

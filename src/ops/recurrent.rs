@@ -19,7 +19,7 @@
 
 use crate::ops::collective::tp_allreduce;
 use crate::ops::layers::BuildContext;
-use crate::ops::{elementwise, norm, push_gemm, Category, Op, Operator, Phase, RecurrentKind};
+use crate::ops::{elementwise, push_gemm, Category, Op, Operator, Phase, RecurrentKind};
 
 /// Tokens per chunk of the chunked (prefill) scan.
 const CHUNK: f64 = 64.0;
@@ -62,7 +62,7 @@ pub fn gated_deltanet_block(cx: &BuildContext, out: &mut Vec<Operator>) {
     let fmt = m.quantization.attention();
     let u = cx.unfused;
     let (h, tokens) = (cx.hidden, cx.tokens);
-    out.push(norm("input_layernorm", tokens, h));
+    out.push(cx.leading_norm("input_layernorm", cx.ffn_ends_in_allreduce()));
     // q, k (key heads), v, z (value heads); then the per-head decay and beta.
     let conv_width = 2.0 * nk_l * dk + nv_l * dv;
     push_gemm(
@@ -146,7 +146,7 @@ pub fn mamba2_block(cx: &BuildContext, out: &mut Vec<Operator>) {
     let fmt = m.quantization.attention();
     let u = cx.unfused;
     let (h, tokens) = (cx.hidden, cx.tokens);
-    out.push(norm("input_layernorm", tokens, h));
+    out.push(cx.leading_norm("input_layernorm", cx.ffn_ends_in_allreduce()));
     let conv_width = inner + 2.0 * ng_l * ds;
     // z, x, B, C and dt.
     push_gemm(

@@ -62,6 +62,13 @@ pub struct EngineSpec {
     /// instead of inside the GEMM.
     #[serde(default)]
     pub unfused_dequant: Vec<FormatKind>,
+    /// GEMM kernel family this engine runs per weight-format key (`fp8`, `fp8-block`, …)
+    /// where it is not the generation's measured one: a family name of the generation's
+    /// `[gemm_families]` (`configs/kernels/`).
+    #[serde(default)]
+    pub gemm_family: BTreeMap<String, String>,
+    #[serde(default)]
+    pub fusion: EngineFusion,
     #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
@@ -70,6 +77,24 @@ pub struct EngineSpec {
     /// batch (a big decode batch, a prefill chunk) runs eagerly. `None`: no limit.
     #[serde(default)]
     pub cuda_graph_max_tokens: Option<u32>,
+}
+
+/// Operators the engine runs inside another operator's kernel rather than as kernels of
+/// their own (their work stays, their per-kernel fixed cost goes).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EngineFusion {
+    /// The tensor-parallel all-reduce kernel also adds the residual and runs the RMSNorm
+    /// that follows it.
+    #[serde(default)]
+    pub allreduce_norm: bool,
+    /// The all-reduce fusion runs only for models whose hidden size exceeds this (0: all).
+    #[serde(default)]
+    pub allreduce_norm_hidden_above: u32,
+    /// The attention kernels apply RoPE to the queries and keys (with the cache append):
+    /// no separate rotary kernel.
+    #[serde(default)]
+    pub rope_in_attention: bool,
 }
 
 /// CPU work of serving, beside the GPU step.
@@ -147,6 +172,19 @@ pub struct ArchRule {
     pub formats: Vec<FormatKind>,
 }
 
+/// A GEMM kernel family the engine runs for `formats` (weight-format keys of
+/// `configs/kernels/`) on GPUs whose architecture names `arch`, in place of the generation's
+/// measured one.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyRule {
+    /// Matched against the GPU description's `architecture` (e.g. `SM100`).
+    pub arch: String,
+    pub formats: Vec<String>,
+    /// A family of that generation's `[gemm_families]`.
+    pub family: String,
+}
+
 /// One engine, read 1:1 from `configs/engines/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -176,6 +214,11 @@ pub struct EngineFile {
     pub chunked_prefill: bool,
     #[serde(default)]
     pub unfused_dequant: Vec<ArchRule>,
+    /// GEMM kernel families the engine runs instead of the generation's measured ones.
+    #[serde(default)]
+    pub gemm_family: Vec<FamilyRule>,
+    #[serde(default)]
+    pub fusion: EngineFusion,
     #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
@@ -215,6 +258,16 @@ impl EngineFile {
                 unfused.extend(r.formats.iter().copied());
             }
         }
+        let mut gemm_family = BTreeMap::new();
+        for r in self
+            .gemm_family
+            .iter()
+            .filter(|r| gpu.architecture.contains(&r.arch))
+        {
+            for f in &r.formats {
+                gemm_family.insert(f.clone(), r.family.clone());
+            }
+        }
         let e = EngineSpec {
             name: self.name.clone(),
             cuda_graphs: self.cuda_graphs,
@@ -238,6 +291,8 @@ impl EngineFile {
             max_num_batched_tokens: batch.max_num_batched_tokens,
             chunked_prefill: self.chunked_prefill,
             unfused_dequant: unfused,
+            gemm_family,
+            fusion: self.fusion,
             cpu: self.cpu,
             kv: self.kv,
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),

@@ -46,6 +46,9 @@ pub struct Device<'a> {
     pub attention_prior: f64,
     /// The GPU generation's kernel constants (fused MoE, decode attention).
     pub kernels: &'static KernelConstants,
+    /// A benchmark harness repeats the call on the same data, so what fits in L2 stays there
+    /// (set by `validate` for the kernel tables; never in predictions).
+    pub warm_l2: bool,
     /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
     moe_kernels: Vec<&'static MoeKernel>,
     /// The generation's GEMM kernel per weight format, indexed the same way, with its
@@ -126,6 +129,7 @@ impl<'a> Device<'a> {
             gemm_eff,
             attention_prior: prior.attention_efficiency,
             kernels,
+            warm_l2: false,
             moe_kernels,
             gemm_kernels,
         })

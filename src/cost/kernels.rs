@@ -135,6 +135,11 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
 /// of queries and outputs) with `sequences × kv_heads` work items attending `span` positions
 /// each, or `None` at the speed of light.
 ///
+/// `t = floor + kv / (η_m · B · busy) + other / (η_m · B) + per_item · items / SMs`, with
+/// `busy = min(1, items · splits / SMs)` and `splits = clamp(span / split_block, 1, max)`.
+/// In a benchmark harness that repeats the call (`Device::warm_l2`), a cache that fits in
+/// L2 streams `harness_warm_l2_speedup` times faster.
+///
 /// The split count is the mean over contexts (`span / split_block`, not rounded up): a
 /// rounded count makes time fall just past each split boundary, and a longer context never
 /// decodes faster. Splits divide the cache stream only; every split reads its queries.
@@ -155,7 +160,13 @@ pub fn decode_attention_time(
     let splits = (span / k.split_block as f64).clamp(1.0, k.max_splits as f64);
     let busy = (items * splits / sms).min(1.0);
     let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
-    let stream = kv_bytes / (bw * busy) + other_bytes / bw;
+    let l2 = dev.system.gpu.l2_cache.map_or(0.0, |b| b.0);
+    let kv_bw = if dev.warm_l2 && kv_bytes <= l2 {
+        bw * k.harness_warm_l2_speedup
+    } else {
+        bw
+    };
+    let stream = kv_bytes / (kv_bw * busy) + other_bytes / bw;
     Some(k.floor.0 + stream + k.per_item.0 * items / sms)
 }
 
@@ -364,5 +375,28 @@ mod tests {
         let sol = Device::new(&sys, crate::cost::CostParams::speed_of_light()).unwrap();
         let s = mla(1.0, 16.0, 8.0);
         assert!(mla_decode_time(&sol, s.0, s.1, s.2, s.3, s.4).is_none());
+    }
+
+    #[test]
+    fn decode_attention_warm_l2_only_speeds_a_cache_that_fits_and_grows_with_context() {
+        for sys in [h100(), b200()] {
+            let cold = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+            let mut warm = cold.clone();
+            warm.warm_l2 = true;
+            let l2 = sys.gpu.l2_cache.map_or(0.0, |b| b.0);
+            let per_pos = 2.0 * 8.0 * 128.0 * 2.0;
+            let (mut last_c, mut last_w) = (0.0, 0.0);
+            for span in [1.0, 128.0, 4096.0, 32768.0, 131072.0] {
+                let kv = 8.0 * span * per_pos;
+                let c = decode_attention_time(&cold, 8.0, 8.0, span, kv, 1e5).unwrap();
+                let w = decode_attention_time(&warm, 8.0, 8.0, span, kv, 1e5).unwrap();
+                assert!(w <= c && c >= last_c && w >= last_w * (1.0 - 1e-12) || kv > l2);
+                if kv > l2 {
+                    assert_eq!(w, c, "a cache larger than L2 streams from DRAM");
+                }
+                assert!(c >= cold.kernels.decode_attention.floor.0);
+                (last_c, last_w) = (c, w);
+            }
+        }
     }
 }

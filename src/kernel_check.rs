@@ -9,7 +9,7 @@
 //! every table, `rooftop validate` and the regression test see the change at once. Nothing
 //! here fits anything: the summary is a measurement of the model, not an input to it.
 
-use crate::cost::generation::{moe_key, Generation, MoeBackend};
+use crate::cost::generation::{moe_key, AttentionBackend, Generation, MoeBackend};
 use crate::cost::price::cost_all;
 use crate::cost::{Bound, CostParams, Device, Pass};
 use crate::error::{Error, Result};
@@ -122,11 +122,14 @@ pub fn check_table(
         let sys = system_for_row(system, &row.shape);
         let mut ops = operators(&row.shape, &sys, mla.as_ref())
             .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
-        // The MoE library the row names runs its experts.
+        // The MoE or attention library the row names runs its kernel.
         let named = MoeBackend::from_kernel_name(&row.kernel);
+        let attention = AttentionBackend::from_kernel_name(&row.kernel);
         for o in &mut ops {
-            if let Op::MoeGemm { backend, .. } = &mut o.op {
-                *backend = named;
+            match &mut o.op {
+                Op::MoeGemm { backend, .. } => *backend = named,
+                Op::Attention { backend, .. } => *backend = attention,
+                _ => {}
             }
         }
         // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
@@ -142,7 +145,7 @@ pub fn check_table(
         let harness = harness_floor(&row.shape, &row.kernel, &sys)?;
         // The MLA module's eager call adds its backend's harness cost on top (additive: it
         // is CPU-side and per call, before the kernels run).
-        let harness_add = harness_mla(&row.shape, &sys)?;
+        let harness_add = harness_mla(&row.shape, attention, &sys)?;
         let price = |p: &CostParams| -> Result<f64> {
             let mut dev = Device::new(&sys, *p)?;
             // The harness repeats the attention call on one cache: a cache that fits in L2
@@ -201,12 +204,15 @@ fn harness_floor(shape: &KernelShape, kernel: &str, sys: &System) -> Result<f64>
 /// The harness cost an MLA module row's eager call adds on its GPU's generation: the MLA
 /// backend's flat cost plus its serial cost per sequence; a decode attention row's, the
 /// kernel's flat harness cost (0 for other families).
-fn harness_mla(shape: &KernelShape, sys: &System) -> Result<f64> {
+fn harness_mla(
+    shape: &KernelShape,
+    attention: Option<AttentionBackend>,
+    sys: &System,
+) -> Result<f64> {
     Ok(match *shape {
         KernelShape::AttentionDecode { .. } => {
-            Generation::of(&sys.gpu)?
-                .kernels()
-                .decode_attention
+            Device::new(sys, CostParams::default_for(sys))?
+                .decode_attention_on(attention)
                 .harness_floor
                 .0
         }

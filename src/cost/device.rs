@@ -6,8 +6,8 @@
 //! low-precision format computes natively only where the GPU states a peak for it.
 
 use crate::cost::generation::{
-    kernel_format_index, moe_key, GemmKernel, Generation, KernelConstants, MoeBackend, MoeKernel,
-    KERNEL_FORMATS, KERNEL_FORMAT_KINDS,
+    kernel_format_index, moe_key, AttentionBackend, DecodeAttentionKernel, GemmKernel, Generation,
+    KernelConstants, MoeBackend, MoeKernel, KERNEL_FORMATS, KERNEL_FORMAT_KINDS,
 };
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
@@ -155,6 +155,23 @@ impl<'a> Device<'a> {
                 .moe_backends
                 .get(&b)
                 .and_then(|m| m.get(moe_key(w)))
+                .unwrap_or(default),
+            _ => default,
+        }
+    }
+
+    /// The decode attention kernel a call naming `backend` runs: that library's constants
+    /// where the generation has them, else the engine's default kernel.
+    pub fn decode_attention_on(
+        &self,
+        backend: Option<AttentionBackend>,
+    ) -> &'static DecodeAttentionKernel {
+        let default = &self.kernels.decode_attention;
+        match backend {
+            Some(b) if default.backend != Some(b) => self
+                .kernels
+                .decode_attention_backends
+                .get(&b)
                 .unwrap_or(default),
             _ => default,
         }

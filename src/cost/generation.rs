@@ -99,8 +99,12 @@ pub struct KernelConstants {
     /// (`[[gemm_family]]` in `configs/engines/*.toml`).
     #[serde(default)]
     pub gemm_families: BTreeMap<String, BTreeMap<String, GemmKernel>>,
-    /// The decode attention kernel (paged KV, split-KV).
+    /// The decode attention kernel (paged KV, split-KV) the engine runs on this generation.
     pub decode_attention: DecodeAttentionKernel,
+    /// Other decode attention libraries measured on this generation, by library: the
+    /// constants a call that names that library runs at (a measured table's `kernel`).
+    #[serde(default)]
+    pub decode_attention_backends: BTreeMap<AttentionBackend, DecodeAttentionKernel>,
     /// The MLA latent decode attention kernel (absorbed form).
     pub mla_decode: MlaDecodeKernel,
     pub sources: BTreeMap<String, String>,
@@ -146,6 +150,44 @@ impl MoeBackend {
             ("trtllm", MoeBackend::Trtllm),
             ("cutlass", MoeBackend::Cutlass),
             ("triton", MoeBackend::Triton),
+        ]
+        .into_iter()
+        .find(|(k, _)| n.contains(k))
+        .map(|(_, b)| b)
+    }
+}
+
+/// A decode attention kernel library: which code runs a paged-KV decode attention call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionBackend {
+    /// FlashAttention 2 (vLLM's `flash_attn` on SM80/SM89).
+    Fa2,
+    /// FlashAttention 3 (Hopper: TMA, warp-specialized).
+    Fa3,
+    /// FlashAttention 4 (CuTe DSL).
+    Fa4,
+    /// FlashInfer's own decode kernels (`BatchDecodeWithPagedKVCache`).
+    Flashinfer,
+    /// FlashInfer's TensorRT-LLM generated decode kernels (SM100).
+    FlashinferTrtllm,
+    /// vLLM's Triton unified attention.
+    Triton,
+}
+
+impl AttentionBackend {
+    /// The library a measured table's `kernel` name says ran (`vllm_flash_attn_fa2`,
+    /// `vllm_flashinfer_trtllmdecode`, `vllm_flashinfer_fidecode`, `vllm_triton_attn`), if
+    /// any.
+    pub fn from_kernel_name(name: &str) -> Option<AttentionBackend> {
+        let n = name.to_ascii_lowercase();
+        [
+            ("fa2", AttentionBackend::Fa2),
+            ("fa3", AttentionBackend::Fa3),
+            ("fa4", AttentionBackend::Fa4),
+            ("trtllm", AttentionBackend::FlashinferTrtllm),
+            ("flashinfer", AttentionBackend::Flashinfer),
+            ("triton", AttentionBackend::Triton),
         ]
         .into_iter()
         .find(|(k, _)| n.contains(k))
@@ -215,6 +257,15 @@ pub struct GemmKernel {
 #[serde(deny_unknown_fields)]
 pub struct DecodeAttentionKernel {
     pub kernel: String,
+    /// The library it is: a call naming another library runs at that library's constants
+    /// (`decode_attention_backends`) when the generation has them.
+    #[serde(default)]
+    pub backend: Option<AttentionBackend>,
+    /// Under a sliding window the kernel runs one work item per (sequence, query head), not
+    /// per (sequence, KV head): FlashAttention 2 packs a KV head's query heads into one
+    /// item only without a window (its `seqlenq_ngroups_swapped` path).
+    #[serde(default)]
+    pub windowed_per_query_head: bool,
     /// Minimum time of one call.
     pub floor: Seconds,
     /// Fraction of DRAM bandwidth the KV stream attains once every SM is busy.
@@ -315,6 +366,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn attention_kernel_names_parse_to_their_library() {
+        use AttentionBackend::*;
+        for (name, b) in [
+            ("vllm_flash_attn_fa2", Fa2),
+            ("vllm_flash_attn_fa3", Fa3),
+            ("vllm_flash_attn_fa4", Fa4),
+            ("vllm_flashinfer_fidecode", Flashinfer),
+            ("vllm_flashinfer_trtllmdecode", FlashinferTrtllm),
+            ("vllm_triton_attn", Triton),
+        ] {
+            assert_eq!(AttentionBackend::from_kernel_name(name), Some(b), "{name}");
+        }
+        assert_eq!(AttentionBackend::from_kernel_name("cutlass_gemm"), None);
+    }
+
+    #[test]
     fn every_generation_file_parses_with_sources() {
         for g in [
             Generation::Ada,
@@ -369,8 +436,26 @@ mod tests {
                     );
                 }
             }
-            let a = &k.decode_attention;
-            assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0 && a.max_splits >= 1);
+            assert!(
+                k.decode_attention_backends.is_empty()
+                    || k.sources.contains_key("decode_attention_backends"),
+                "{} lacks a source for its decode attention backends",
+                k.generation
+            );
+            for a in
+                std::iter::once(&k.decode_attention).chain(k.decode_attention_backends.values())
+            {
+                assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0);
+                assert!(a.max_splits >= 1 && a.split_block >= 1);
+            }
+            for (b, a) in &k.decode_attention_backends {
+                assert_eq!(
+                    a.backend,
+                    Some(*b),
+                    "{}: [decode_attention_backends] key",
+                    k.generation
+                );
+            }
             let m = &k.mla_decode;
             assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
             assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);

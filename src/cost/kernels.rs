@@ -15,10 +15,13 @@
 //! walk every token's pairs whatever the expert map. The constants are the kernel library's
 //! the call names (a measured row's `kernel`), else the generation's default for the format.
 //!
-//! Decode attention: one work item per (sequence, KV head), split over the KV length up to
-//! the kernel's split limit. While items × splits do not fill the SMs the KV stream attains
+//! Decode attention: one work item per (sequence, KV head) (per query head under a sliding
+//! window for kernels that pack a KV head's query heads only without one), split over the
+//! KV length up to the kernel's split limit. While items × splits do not fill the SMs the KV stream attains
 //! only that fraction of the bandwidth; each item also pays a fixed time (page-table walk,
 //! softmax merge, output), spread over the SMs. Sliding windows cap the span before this.
+//! The constants are the library's the call names (a measured row's `kernel`), else the
+//! generation's default kernel.
 //!
 //! MLA latent decode attention: one CTA per (sequence, tile of query heads), so the heads are
 //! padded to the tile for the math and every tile streams the sequence's latent cache; the
@@ -27,7 +30,7 @@
 //! Constants are per generation (`cost::generation`, `configs/kernels/`).
 
 use crate::cost::device::Device;
-use crate::cost::generation::MoeBackend;
+use crate::cost::generation::{AttentionBackend, MoeBackend};
 use crate::ops::routing::{busiest_rank, Routing};
 use crate::spec::{FormatKind, WeightFormat};
 
@@ -131,12 +134,28 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
     (g.fixed.0 + quantize + tc.max(tm), tc > tm)
 }
 
-/// Kernel time of a decode attention call streaming `kv_bytes` of cache (plus `other_bytes`
-/// of queries and outputs) with `sequences × kv_heads` work items attending `span` positions
-/// each, or `None` at the speed of light.
+/// The work of one decode attention call, as `Op::Attention` carries it.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeShape {
+    pub sequences: f64,
+    /// KV heads on this GPU.
+    pub kv_heads: f64,
+    /// Query heads on this GPU.
+    pub heads: f64,
+    /// Run with a sliding window (whatever its length).
+    pub windowed: bool,
+    /// Mean positions each query attends to.
+    pub span: f64,
+}
+
+/// Kernel time of a decode attention call of shape `s` streaming `kv_bytes` of cache (plus
+/// `other_bytes` of queries and outputs), as the library `backend` names (`None`: the
+/// generation's default) runs it, or `None` at the speed of light.
 ///
 /// `t = floor + kv / (η_m · B · busy) + other / (η_m · B) + per_item · items / SMs`, with
 /// `busy = min(1, items · splits / SMs)` and `splits = clamp(span / split_block, 1, max)`.
+/// `items` is `sequences × kv_heads`, or `sequences × heads` for a windowed call of a kernel
+/// that packs query heads only without a window (`windowed_per_query_head`).
 /// In a benchmark harness that repeats the call (`Device::warm_l2`), a cache that fits in
 /// L2 streams `harness_warm_l2_speedup` times faster.
 ///
@@ -145,19 +164,23 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
 /// decodes faster. Splits divide the cache stream only; every split reads its queries.
 pub fn decode_attention_time(
     dev: &Device,
-    sequences: f64,
-    kv_heads: f64,
-    span: f64,
+    s: &DecodeShape,
+    backend: Option<AttentionBackend>,
     kv_bytes: f64,
     other_bytes: f64,
 ) -> Option<f64> {
-    if dev.params.is_sol() || sequences <= 0.0 || kv_heads <= 0.0 {
+    if dev.params.is_sol() || s.sequences <= 0.0 || s.kv_heads <= 0.0 {
         return None;
     }
-    let k = &dev.kernels.decode_attention;
+    let k = dev.decode_attention_on(backend);
     let sms = dev.sm_count;
-    let items = sequences * kv_heads;
-    let splits = (span / k.split_block as f64).clamp(1.0, k.max_splits as f64);
+    let per_item_heads = if s.windowed && k.windowed_per_query_head {
+        s.heads.max(s.kv_heads)
+    } else {
+        s.kv_heads
+    };
+    let items = s.sequences * per_item_heads;
+    let splits = (s.span / k.split_block as f64).clamp(1.0, k.max_splits as f64);
     let busy = (items * splits / sms).min(1.0);
     let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
     let l2 = dev.system.gpu.l2_cache.map_or(0.0, |b| b.0);
@@ -388,14 +411,119 @@ mod tests {
             let (mut last_c, mut last_w) = (0.0, 0.0);
             for span in [1.0, 128.0, 4096.0, 32768.0, 131072.0] {
                 let kv = 8.0 * span * per_pos;
-                let c = decode_attention_time(&cold, 8.0, 8.0, span, kv, 1e5).unwrap();
-                let w = decode_attention_time(&warm, 8.0, 8.0, span, kv, 1e5).unwrap();
+                let c =
+                    decode_attention_time(&cold, &gqa(8.0, span, false), None, kv, 1e5).unwrap();
+                let w =
+                    decode_attention_time(&warm, &gqa(8.0, span, false), None, kv, 1e5).unwrap();
                 assert!(w <= c && c >= last_c && w >= last_w * (1.0 - 1e-12) || kv > l2);
                 if kv > l2 {
                     assert_eq!(w, c, "a cache larger than L2 streams from DRAM");
                 }
                 assert!(c >= cold.kernels.decode_attention.floor.0);
                 (last_c, last_w) = (c, w);
+            }
+        }
+    }
+
+    /// `sequences` sequences of 32 query heads over 8 KV heads attending `span` positions.
+    fn gqa(sequences: f64, span: f64, windowed: bool) -> DecodeShape {
+        DecodeShape {
+            sequences,
+            kv_heads: 8.0,
+            heads: 32.0,
+            windowed,
+            span,
+        }
+    }
+
+    fn l40s() -> crate::spec::System {
+        crate::spec::System::load("8x-l40s-pcie").unwrap()
+    }
+
+    const ATTENTION_BACKENDS: [Option<AttentionBackend>; 7] = [
+        None,
+        Some(AttentionBackend::Fa2),
+        Some(AttentionBackend::Fa3),
+        Some(AttentionBackend::Fa4),
+        Some(AttentionBackend::Flashinfer),
+        Some(AttentionBackend::FlashinferTrtllm),
+        Some(AttentionBackend::Triton),
+    ];
+
+    #[test]
+    fn a_named_attention_library_runs_at_its_constants_else_the_default() {
+        let sys = l40s();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let default = &dev.kernels.decode_attention;
+        // Ada's prediction kernel names no library: its FA2 microbenchmark fit is a library of
+        // its own (configs/kernels/ada.toml, decode_attention_serving).
+        assert_eq!(default.backend, None);
+        assert!(std::ptr::eq(dev.decode_attention_on(None), default));
+        let fa2 = dev.decode_attention_on(Some(AttentionBackend::Fa2));
+        assert!(!std::ptr::eq(fa2, default));
+        assert_eq!(fa2.backend, Some(AttentionBackend::Fa2));
+        let fi = dev.decode_attention_on(Some(AttentionBackend::Flashinfer));
+        assert!(!std::ptr::eq(fi, default));
+        assert_eq!(fi.backend, Some(AttentionBackend::Flashinfer));
+        // No FA3 constants on Ada: the default runs.
+        assert!(std::ptr::eq(
+            dev.decode_attention_on(Some(AttentionBackend::Fa3)),
+            default
+        ));
+    }
+
+    #[test]
+    fn fa2_runs_a_windowed_call_per_query_head() {
+        let sys = l40s();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let kv = 512.0 * 8.0 * 128.0 * 2.0 * 2.0;
+        let t = |w, b| decode_attention_time(&dev, &gqa(512.0, 1.0, w), b, kv, 1e5).unwrap();
+        assert!(t(true, None) > t(false, None));
+        let triton = Some(AttentionBackend::Triton);
+        assert_eq!(t(true, triton), t(false, triton));
+    }
+
+    #[test]
+    fn decode_attention_grows_with_context_on_every_library() {
+        for sys in [l40s(), h100(), b200()] {
+            let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+            for b in ATTENTION_BACKENDS {
+                for windowed in [false, true] {
+                    let mut last = 0.0;
+                    for span in [1.0, 100.0, 128.0, 1000.0, 8192.0, 131072.0] {
+                        let kv = 4.0 * span * 8.0 * 128.0 * 2.0 * 2.0;
+                        let s = gqa(4.0, span, windowed);
+                        let t = decode_attention_time(&dev, &s, b, kv, 1e5).unwrap();
+                        assert!(t >= last, "{} {b:?} span {span}", sys.gpu.name);
+                        last = t;
+                    }
+                }
+            }
+        }
+    }
+
+    /// More SMs at the same bandwidth never slow a call that fills them: the per-item cost
+    /// spreads further. (A call too small to fill the SMs streams at the busy fraction of
+    /// the bandwidth, which more idle SMs would lower: the occupancy term has no per-SM
+    /// bandwidth cap.)
+    #[test]
+    fn decode_attention_more_sms_never_slower_once_full() {
+        for sys in [l40s(), h100(), b200()] {
+            let mut more = sys.clone();
+            more.gpu.sm_count = sys.gpu.sm_count.map(|n| n * 2);
+            let p = crate::cost::CostParams::default_for(&sys);
+            let (a, m) = (
+                Device::new(&sys, p).unwrap(),
+                Device::new(&more, p).unwrap(),
+            );
+            for b in ATTENTION_BACKENDS {
+                for span in [1.0, 8192.0] {
+                    let kv = 256.0 * span * 8.0 * 128.0 * 2.0 * 2.0;
+                    let s = gqa(256.0, span, false);
+                    let ta = decode_attention_time(&a, &s, b, kv, 1e5).unwrap();
+                    let tm = decode_attention_time(&m, &s, b, kv, 1e5).unwrap();
+                    assert!(tm <= ta, "{} {b:?} span {span}", sys.gpu.name);
+                }
             }
         }
     }

@@ -157,6 +157,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             flops,
             bytes,
             kv_bytes_per_token,
+            backend,
             ..
         } => {
             let (t, b) = roofline(flops, bytes, dev.attention_rate, mem);
@@ -181,7 +182,14 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences;
             match decode
                 .then(|| {
-                    kernels::decode_attention_time(dev, sequences, kv_heads, span, kv, bytes - kv)
+                    let shape = kernels::DecodeShape {
+                        sequences,
+                        kv_heads,
+                        heads,
+                        windowed: kind == AttentionKind::SlidingWindow,
+                        span,
+                    };
+                    kernels::decode_attention_time(dev, &shape, backend, kv, bytes - kv)
                 })
                 .flatten()
             {

@@ -276,6 +276,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
                     bytes,
                     kv_bytes_per_token: latent_bytes,
                     kv_window: None,
+                    backend: None,
                 },
             ));
             push_gemm(
@@ -602,6 +603,7 @@ fn attention_kernel(
             bytes,
             kv_bytes_per_token,
             kv_window,
+            backend: None,
         },
     )
 }

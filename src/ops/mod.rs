@@ -26,7 +26,7 @@ pub mod recurrent;
 pub mod routing;
 pub mod scenario;
 
-use crate::cost::generation::MoeBackend;
+use crate::cost::generation::{AttentionBackend, MoeBackend};
 use crate::spec::{FormatKind, WeightFormat};
 use serde::Serialize;
 
@@ -156,6 +156,10 @@ pub enum Op {
         /// the whole context.
         #[serde(skip_serializing_if = "Option::is_none")]
         kv_window: Option<f64>,
+        /// The decode attention library that runs it where a measurement names one; `None`:
+        /// the generation's default kernel.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        backend: Option<AttentionBackend>,
     },
     /// A recurrent token mixer's scan (linear attention, SSM): work per token independent of
     /// the context, a fixed state per sequence read and written each step.

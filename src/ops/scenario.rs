@@ -133,24 +133,24 @@ impl Parallel {
     fn check_weight_blocks(&self, model: &ModelSpec) -> Result<()> {
         let q = &model.quantization;
         let c = &model.config;
-        let mut shards: Vec<(&str, WeightFormat, u32, u32)> = Vec::new();
+        let mut shards: Vec<(&str, WeightFormat, u64, u32)> = Vec::new();
         if model.dense_layers() > 0 {
             if let Some(i) = c.intermediate_size {
-                shards.push(("dense MLP width", q.dense_mlp(), i, self.tp));
+                shards.push(("dense MLP width", q.dense_mlp(), i as u64, self.tp));
             }
         }
         if let Some(m) = model.moe() {
             shards.push((
                 "expert width",
                 q.routed_experts(),
-                m.expert_intermediate,
+                m.expert_intermediate as u64,
                 self.moe_tp(),
             ));
             if m.shared > 0 {
                 shards.push((
                     "shared-expert width",
                     q.shared_experts(),
-                    m.expert_intermediate * m.shared,
+                    m.expert_intermediate as u64 * m.shared as u64,
                     self.tp,
                 ));
             }
@@ -159,7 +159,7 @@ impl Parallel {
             shards.push((
                 "attention output width (heads x head_dim)",
                 q.attention(),
-                c.num_attention_heads * head_dim,
+                c.num_attention_heads as u64 * head_dim as u64,
                 self.tp,
             ));
         }
@@ -168,8 +168,9 @@ impl Parallel {
             let Some(b) = w.block_edge().filter(|_| ranks > 1) else {
                 continue;
             };
-            let per_rank = width / ranks.max(1);
-            if !width.is_multiple_of(ranks.max(1)) || !per_rank.is_multiple_of(b) {
+            let ranks64 = ranks.max(1) as u64;
+            let per_rank = width / ranks64;
+            if !width.is_multiple_of(ranks64) || !per_rank.is_multiple_of(b as u64) {
                 return Err(Error::Scenario(format!(
                     "layout {self} cannot run {}: its {what} {width} split over {ranks} ranks \
                      leaves {} per rank, not a multiple of the {b}-wide {w} weight blocks \

@@ -143,18 +143,24 @@ impl MoeBackend {
     /// `..._flashinfer_cutlass_...`, `..._flashinfer_trtllm_...`, `..._marlin_...`,
     /// `..._triton_...`; `_mxfp4_mxfp8_` for MXFP8 activations), if any.
     pub fn from_kernel_name(name: &str) -> Option<MoeBackend> {
-        let n = name.to_ascii_lowercase();
-        [
-            ("marlin", MoeBackend::Marlin),
-            ("mxfp8", MoeBackend::TrtllmMxfp8),
-            ("trtllm", MoeBackend::Trtllm),
-            ("cutlass", MoeBackend::Cutlass),
-            ("triton", MoeBackend::Triton),
-        ]
-        .into_iter()
-        .find(|(k, _)| n.contains(k))
-        .map(|(_, b)| b)
+        library_named(
+            name,
+            &[
+                ("marlin", MoeBackend::Marlin),
+                ("mxfp8", MoeBackend::TrtllmMxfp8),
+                ("trtllm", MoeBackend::Trtllm),
+                ("cutlass", MoeBackend::Cutlass),
+                ("triton", MoeBackend::Triton),
+            ],
+        )
     }
+}
+
+/// The first library whose key a kernel name contains (case-insensitive): the keys are in
+/// the order that tells overlapping names apart (`mxfp8` before `trtllm`).
+fn library_named<T: Copy>(name: &str, keys: &[(&str, T)]) -> Option<T> {
+    let n = name.to_ascii_lowercase();
+    keys.iter().find(|(k, _)| n.contains(k)).map(|(_, b)| *b)
 }
 
 /// A decode attention kernel library: which code runs a paged-KV decode attention call.
@@ -180,18 +186,17 @@ impl AttentionBackend {
     /// `vllm_flashinfer_trtllmdecode`, `vllm_flashinfer_fidecode`, `vllm_triton_attn`), if
     /// any.
     pub fn from_kernel_name(name: &str) -> Option<AttentionBackend> {
-        let n = name.to_ascii_lowercase();
-        [
-            ("fa2", AttentionBackend::Fa2),
-            ("fa3", AttentionBackend::Fa3),
-            ("fa4", AttentionBackend::Fa4),
-            ("trtllm", AttentionBackend::FlashinferTrtllm),
-            ("flashinfer", AttentionBackend::Flashinfer),
-            ("triton", AttentionBackend::Triton),
-        ]
-        .into_iter()
-        .find(|(k, _)| n.contains(k))
-        .map(|(_, b)| b)
+        library_named(
+            name,
+            &[
+                ("fa2", AttentionBackend::Fa2),
+                ("fa3", AttentionBackend::Fa3),
+                ("fa4", AttentionBackend::Fa4),
+                ("trtllm", AttentionBackend::FlashinferTrtllm),
+                ("flashinfer", AttentionBackend::Flashinfer),
+                ("triton", AttentionBackend::Triton),
+            ],
+        )
     }
 }
 

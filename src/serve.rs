@@ -2,8 +2,16 @@
 //! sets it, and the KV-cache limit on concurrency.
 //!
 //! Model (closed loop, as a benchmark with C concurrent clients behaves):
-//! - At most `running = min(C, max_num_seqs, KV capacity / (input + output))` requests run;
-//!   the rest queue for a slot.
+//! - In flight: `running = min(C, client cap, max_num_seqs, KV, a calibrated in-flight
+//!   cap)`; the rest queue for a slot. KV is allocated on demand in blocks (the engine's
+//!   `kv` policy), so a running request holds `input + output / 2` tokens on average,
+//!   rounded up to whole blocks, and the cache holds `KV tokens / held` of them.
+//!   Preemption: in steady state the scheduler admits a waiting request when a finished one
+//!   frees its blocks, so the held tokens stay at the cache size and requests' growth is
+//!   paid for by the blocks completions free; no request is preempted on average. A burst
+//!   start admits as many prompts as fit (`KV tokens / input`), more than can finish, and
+//!   preempts (recomputes) the excess as they grow: a transient of the first wave that this
+//!   steady-state model leaves out.
 //! - Decode: each step advances every running sequence by one token, at the mean context
 //!   over the generation (`input + output / 2`).
 //! - Prefill: each request needs one prefill of its prompt. In steady state `running /
@@ -12,11 +20,17 @@
 //!   mixed pass: more rows in every GEMM, more tokens routed to the experts the decode batch
 //!   already reads, causal attention within each prompt), in chunks of the token budget left
 //!   after the decode tokens.
+//! - The step: the GPU's kernels beside the engine's CPU work per step (fixed plus per
+//!   running sequence): `max` of the two with overlap scheduling, their sum without. The API
+//!   server and the client handle one streamed chunk per token per request, pipelined beside
+//!   the engine: they bound the rate tokens are seen at.
 //! - TTFT: the prompt's own prefill (its chunks, each a step long, when chunked) plus an
 //!   M/D/1 wait behind other prefills, `ρ s / (2(1 − ρ))` with ρ the prefill utilisation,
 //!   plus the wait for a running slot when C exceeds `running`. ρ is the prompt tokens wanted
 //!   per step over the token budget left (chunked), or prefill time per step (separate
-//!   passes), capped at 0.95 (beyond it the queue would grow without bound).
+//!   passes), capped at 0.95 (beyond it the queue would grow without bound). A client that
+//!   starts with a burst sends every prompt at once: that wave's TTFT is its share of the
+//!   whole wave's prefill, weighted by the wave's share of the client's prompts.
 //! - A request's decode steps carry the prompts of the other running requests, each of which
 //!   restarts once per `output` steps: `(running − 1) / output` prompts per step.
 //! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput (Little's law over the running

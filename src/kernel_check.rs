@@ -119,7 +119,7 @@ pub fn check_table(
     let mut out = Vec::with_capacity(table.rows.len());
     for row in &table.rows {
         let origin = format!("{}:{}", table.file, row.line);
-        let sys = system_for_row(system, &row.shape);
+        let sys = system_for_row(system, &row.shape, &row.kernel)?;
         let mut ops = operators(&row.shape, &sys, mla.as_ref())
             .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
         // The MoE or attention library the row names runs its kernel.
@@ -270,11 +270,27 @@ pub fn implausible(rows: &[KernelCheckRow]) -> Vec<(&str, f64, f64)> {
 
 /// The system as the measured harness ran it: NCCL rows with NCCL alone, vLLM custom
 /// all-reduce rows with the custom kernel (eager rows without CUDA graphs).
-fn system_for_row(system: &System, shape: &KernelShape) -> System {
+/// A GEMM row whose `kernel` the generation names as a family for the row's format
+/// (`[gemm_families.<kernel>.<format>]`) runs at that family's constants: a fit to the
+/// table's kernel that predictions do not use.
+fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<System> {
     let mut s = system.clone();
     // The tables measured one engine's kernel selection (vLLM 0.24): the generation's
     // `[gemm.*]` families, whatever another engine version runs instead.
     s.engine.gemm_family.clear();
+    if let KernelShape::Gemm { dtype, .. } = *shape {
+        let key = moe_key(gemm_format(dtype));
+        let named = Generation::of(&s.gpu)?
+            .kernels()
+            .gemm_families
+            .get(kernel)
+            .is_some_and(|f| f.contains_key(key));
+        if named {
+            s.engine
+                .gemm_family
+                .insert(key.to_string(), kernel.to_string());
+        }
+    }
     match shape {
         KernelShape::Nccl { .. } => {
             // nccl-tests: NCCL alone, its tuner free to pick algorithm and protocol.
@@ -288,7 +304,7 @@ fn system_for_row(system: &System, shape: &KernelShape) -> System {
         }
         _ => {}
     }
-    s
+    Ok(s)
 }
 
 fn format(s: &str) -> WeightFormat {

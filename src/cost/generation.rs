@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, GpuSpec, WeightFormat};
-use crate::units::Seconds;
+use crate::units::{BytesPerSec, Seconds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -255,6 +255,26 @@ pub struct GemmKernel {
     /// Only `validate` applies them, to rows naming that kernel; predictions never do.
     #[serde(default)]
     pub harness_floor: BTreeMap<String, Seconds>,
+    /// Output tile of one CTA, `[tile_m, tile_n]`; absent, the kernel is priced as a plain
+    /// roofline with no grid (priors without a table).
+    #[serde(default)]
+    pub tile: Option<[u32; 2]>,
+    /// Most slices the library splits k into when the output tiles leave SMs idle (1: no
+    /// split-K, each CTA walks all of k for its tile).
+    #[serde(default = "one_split")]
+    pub max_split_k: u32,
+    /// Rate at which one SM loads its tile's operands (from L2 or DRAM): a grid of few CTAs
+    /// streams k at this rate per CTA, not at the whole GPU's bandwidth.
+    #[serde(default)]
+    pub sm_load_bandwidth: Option<BytesPerSec>,
+    /// Time of one wave of the activation-quantization pass, which runs one CTA per row of
+    /// the m x k activations (per-token scales): `ceil(m / SMs)` waves.
+    #[serde(default)]
+    pub quantize_row_wave: Seconds,
+}
+
+fn one_split() -> u32 {
+    1
 }
 
 /// A decode attention kernel: one CTA per (sequence, KV head, KV split).

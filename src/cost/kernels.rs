@@ -117,6 +117,15 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
 /// read once, the activations (quantized where quantized) once and the BF16 output written
 /// once. W4A16 formats compute in BF16 (`Device::gemm_math`): memory-bound on the 4-bit
 /// weights at small M, BF16 compute at large M.
+///
+/// A kernel with a `tile` runs on a grid: `tiles = ceil(m / tile_m) * ceil(n / tile_n)`
+/// CTAs, k split into `split = clamp(SMs / tiles, 1, max_split_k)` slices, `waves =
+/// ceil(tiles / SMs)` (one when split). Its math is then `waves` times one (padded) tile's
+/// `2 tile_m tile_n k / split` at one SM's share of the attained rate, and each CTA loads its
+/// operands at `sm_load_bandwidth`; the time is the largest of those and the DRAM stream. So
+/// a grid of fewer CTAs than SMs that walks all of k (no split-K) cannot use the whole GPU's
+/// math or bandwidth. The quantization pass takes at least `ceil(m / SMs)` waves of
+/// `quantize_row_wave` (one CTA per row).
 pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bool) -> (f64, bool) {
     let (bpw, kernel_w) = if cast {
         (2.0, WeightFormat::BF16)
@@ -124,14 +133,40 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
         (w.bytes_per_weight(), w)
     };
     let (g, bw, rate) = dev.gemm_kernel(kernel_w);
+    let sms = dev.sm_count.max(1.0);
     let (act, quantize) = if g.quantize_activations && !cast {
-        (bpw, m * k * (2.0 + bpw) / bw)
+        let rows = (m / sms).ceil() * g.quantize_row_wave.0;
+        (bpw, (m * k * (2.0 + bpw) / bw).max(rows))
     } else {
         (2.0, 0.0)
     };
-    let tc = 2.0 * m * n * k / rate;
     let tm = (n * k * bpw + m * k * act + m * n * 2.0) / bw;
-    (g.fixed.0 + quantize + tc.max(tm), tc > tm)
+    let (tc, tcta) = match g.tile {
+        Some([tile_m, tile_n]) => {
+            // Output tiles over the SMs; k split only where the library splits it and the
+            // tiles leave SMs idle. Each CTA computes its whole (padded) tile at one SM's
+            // share of the rate and loads its operands at one SM's load bandwidth, wave
+            // after wave.
+            let (tile_m, tile_n) = (tile_m.max(1) as f64, tile_n.max(1) as f64);
+            let tiles = (m / tile_m).ceil() * (n / tile_n).ceil();
+            let split = (sms / tiles).clamp(1.0, g.max_split_k.max(1) as f64);
+            // A split grid fills at most one wave (split <= SMs / tiles).
+            let waves = if split > 1.0 {
+                1.0
+            } else {
+                (tiles / sms).ceil()
+            };
+            let k_cta = k / split;
+            let tc = waves * 2.0 * tile_m * tile_n * k_cta / (rate / sms);
+            let tcta = g.sm_load_bandwidth.map_or(0.0, |b| {
+                waves * (n.min(tile_n) * bpw + m.min(tile_m) * act) * k_cta / b.0
+            });
+            (tc, tcta)
+        }
+        None => (2.0 * m * n * k / rate, 0.0),
+    };
+    let t = tc.max(tm).max(tcta);
+    (g.fixed.0 + quantize + t, tc > tm.max(tcta))
 }
 
 /// The work of one decode attention call, as `Op::Attention` carries it.
@@ -227,6 +262,104 @@ pub fn mla_decode_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gemm_shapes() -> Vec<(f64, f64, f64)> {
+        let dims = [1.0, 12.0, 64.0, 65.0, 129.0, 1000.0, 8192.0];
+        let ks = [32.0, 1024.0, 65536.0];
+        let mut v = vec![];
+        for &m in &dims {
+            for &n in &dims {
+                for &k in &ks {
+                    v.push((m, n, k));
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn gemm_time_is_monotone_in_m_n_and_k() {
+        for sys in [h100(), b200()] {
+            let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+            for fmt in ["bf16", "fp8", "fp8-block128", "nvfp4"] {
+                let w: WeightFormat = fmt.parse().unwrap();
+                let t = |m: f64, n: f64, k: f64| gemm_time(&dev, m, n, k, w, false).0;
+                for (m, n, k) in gemm_shapes() {
+                    let base = t(m, n, k) * (1.0 - 1e-12);
+                    for (dm, dn, dk) in [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)] {
+                        for step in [1.0, 63.0, 64.0, 1000.0] {
+                            let up = t(m + dm * step, n + dn * step, k + dk * step);
+                            assert!(up >= base, "{fmt} {m}x{n}x{k} +{step}: {up} < {base}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_time_never_under_its_roofline() {
+        for sys in [h100(), b200()] {
+            let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+            for fmt in ["bf16", "fp8", "fp8-block128"] {
+                let w: WeightFormat = fmt.parse().unwrap();
+                let (g, bw, rate) = dev.gemm_kernel(w);
+                let bpw = w.bytes_per_weight();
+                for (m, n, k) in gemm_shapes() {
+                    let act = if g.quantize_activations { bpw } else { 2.0 };
+                    let roof = (2.0 * m * n * k / rate)
+                        .max((n * k * bpw + m * k * act + m * n * 2.0) / bw);
+                    let t = gemm_time(&dev, m, n, k, w, false).0;
+                    assert!(t >= g.fixed.0 + roof * (1.0 - 1e-12), "{fmt} {m}x{n}x{k}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_more_sms_of_the_same_kind_never_slower() {
+        // More SMs at the same per-SM rate (the peak grows with them), same DRAM.
+        for sys in [h100(), b200()] {
+            let mut more = sys.clone();
+            more.gpu.sm_count = sys.gpu.sm_count.map(|n| n * 2);
+            let p = &mut more.gpu.dense_peak;
+            for r in [&mut p.bf16, &mut p.fp8, &mut p.fp4, &mut p.int8] {
+                if let Some(f) = r.as_mut() {
+                    f.0 *= 2.0;
+                }
+            }
+            let params = crate::cost::CostParams::default_for(&sys);
+            let (a, b) = (
+                Device::new(&sys, params).unwrap(),
+                Device::new(&more, params).unwrap(),
+            );
+            for fmt in ["bf16", "fp8", "fp8-block128"] {
+                let w: WeightFormat = fmt.parse().unwrap();
+                for (m, n, k) in gemm_shapes() {
+                    let (ta, tb) = (
+                        gemm_time(&a, m, n, k, w, false).0,
+                        gemm_time(&b, m, n, k, w, false).0,
+                    );
+                    assert!(tb <= ta * (1.0 + 1e-12), "{fmt} {m}x{n}x{k}: {tb} > {ta}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_without_split_k_walks_k_on_few_sms() {
+        // H100 FP8 per-tensor (CUTLASS, no split-K): 12 x 32 x 51200 is one 64 x 64 tile, so
+        // one SM walks all of k; measured 42 us, far over the whole-GPU roofline (~1 us).
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let w: WeightFormat = "fp8".parse().unwrap();
+        let one_cta = gemm_time(&dev, 12.0, 32.0, 51200.0, w, false).0;
+        assert!(one_cta > 20e-6 && one_cta < 60e-6, "{one_cta}");
+        // 132 tiles' worth of n fill the GPU in one wave: 132 times the work, a few times the
+        // time (the DRAM stream of 0.4 GB of weights then bounds it).
+        let full = gemm_time(&dev, 12.0, 64.0 * 132.0, 51200.0, w, false).0;
+        assert!(full < 5.0 * one_cta, "{full} vs {one_cta}");
+    }
 
     #[test]
     fn padding_rounds_up_to_the_tile() {

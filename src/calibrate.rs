@@ -150,6 +150,15 @@ pub fn measured_value(o: &Observation) -> (f64, f64) {
     }
 }
 
+/// The model's error on an observation: for a share the difference in points (as a
+/// fraction), otherwise `(predicted − measured) / measured`.
+pub fn error_of(q: &Quantity, predicted: f64, measured: f64) -> f64 {
+    match q {
+        Quantity::CategoryShare { .. } => predicted - measured,
+        _ => (predicted - measured) / measured,
+    }
+}
+
 /// A short description of an observation for reports.
 pub fn describe(o: &Observation) -> String {
     match &o.quantity {
@@ -467,10 +476,7 @@ pub fn calibrate(
         let d = predict_observation(s, &base, o, &a)?;
         let c = predict_observation(s, &fitted, o, &a)?;
         let unit = si_unit(o);
-        let error = match o.quantity {
-            Quantity::CategoryShare { .. } => c - m,
-            _ => (c - m) / m,
-        };
+        let error = error_of(&o.quantity, c, m);
         residuals.push(Residual {
             point: describe(o),
             origin: format!(
@@ -504,10 +510,7 @@ pub fn calibrate(
             let (xi, _, _) = p.solve(x.clone())?;
             let pred = predict_observation(s, &p.params_of(&xi), &held, &a)?;
             let (m, _) = measured_value(&held);
-            let e = match held.quantity {
-                Quantity::CategoryShare { .. } => pred - m,
-                _ => (pred - m) / m,
-            };
+            let e = error_of(&held.quantity, pred, m);
             res.loo_prediction = Some(pred);
             sq += e * e;
         }
@@ -616,10 +619,7 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
         for o in &p.obs {
             let (m, _) = measured_value(o);
             let v = predict_observation(p.s, &params, o, &p.a)?;
-            let e = match o.quantity {
-                Quantity::CategoryShare { .. } => v - m,
-                _ => (v - m) / m,
-            };
+            let e = error_of(&o.quantity, v, m);
             sq += e * e;
         }
         Ok((sq / p.obs.len() as f64).sqrt())
@@ -630,12 +630,13 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
         *concurrencies.last().unwrap_or(&1) as f64,
     );
     let mut candidates = Vec::new();
-    for Mechanism {
+    let all = mechanisms(prob.s, &prob.a);
+    for &Mechanism {
         kind,
         what,
         unit,
-        readings,
-    } in mechanisms(prob.s, &prob.a)
+        ref readings,
+    } in &all
     {
         // The grid: caps from a quarter of the lowest measured concurrency to twice the
         // highest; token times from 1 µs to 100 ms.
@@ -714,15 +715,10 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
     // separate a client cap from max_num_seqs), else the best two mechanisms'.
     let separating_test = match candidates.first() {
         Some(c) if c.mechanism == chosen => {
-            let other = mechanisms(prob.s, &prob.a)
-                .into_iter()
+            let other = all
+                .iter()
                 .find(|m| m.kind.name() == c.parameter)
-                .and_then(|m| {
-                    m.readings
-                        .into_iter()
-                        .map(|r| r.0)
-                        .find(|r| *r != c.reading)
-                })
+                .and_then(|m| m.readings.iter().map(|r| r.0).find(|r| *r != c.reading))
                 .unwrap_or("");
             separating_test(&c.reading, other)
         }

@@ -67,20 +67,6 @@ fn tpots(set: &MeasuredSet) -> Vec<(u32, Option<u32>, u32, TpotDef, f64)> {
         .collect()
 }
 
-fn throughputs(set: &MeasuredSet) -> Vec<(u32, f64)> {
-    set.observations
-        .iter()
-        .filter_map(|o| match o.quantity {
-            Quantity::Throughput {
-                concurrency,
-                tokens_per_second,
-                ..
-            } => Some((concurrency, tokens_per_second)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn shares(set: &MeasuredSet) -> Vec<(TraceCategory, f64)> {
     set.observations
         .iter()
@@ -141,7 +127,7 @@ fn vllm_single_object() {
     let set = read("vllm_c8.json");
     assert_eq!(set.model.as_deref(), Some("moonshotai/Kimi-K2.5"));
     assert_tpots(&set, &[(8, Some(1024), 256, TpotDef::Itl, 16.1e-3)]);
-    assert_eq!(throughputs(&set), vec![(8, 462.1981)]);
+    assert_eq!(set.throughputs(), vec![(8, 462.1981)]);
     assert!(set
         .observations
         .iter()
@@ -156,7 +142,7 @@ fn vllm_json_lines_sweep() {
     assert_eq!(conc, vec![1, 32, 128]);
     assert_relative_eq!(t[2].4, 71.8e-3);
     assert_eq!(
-        throughputs(&set),
+        set.throughputs(),
         vec![(1, 78.618), (32, 1139.3602), (128, 1494.2088)]
     );
     let lines: Vec<_> = set.observations.iter().map(|o| o.origin.line).collect();
@@ -290,7 +276,7 @@ fn measurement_toml() {
     let set = read("measurement.toml");
     assert_eq!(set.system.as_deref(), Some("8x-rtx-pro-6000-pcie"));
     assert_tpots(&set, &[(8, Some(1024), 256, TpotDef::Itl, 16.1e-3)]);
-    assert_eq!(throughputs(&set), vec![(8, 462.2)]);
+    assert_eq!(set.throughputs(), vec![(8, 462.2)]);
     let s = shares(&set);
     assert_eq!(s.len(), 3);
     assert_eq!(s[0].0, TraceCategory::Allreduce);
@@ -322,7 +308,7 @@ fn team_measurement_file_transcribes_the_record() {
     }
     // "Plateaus at ~1,536 tok/s at C = 128 and doesn't improve beyond": the same rate at the
     // next doubling.
-    assert_eq!(throughputs(&set), vec![(128, 1536.0), (256, 1536.0)]);
+    assert_eq!(set.throughputs(), vec![(128, 1536.0), (256, 1536.0)]);
     assert!(set.observations.iter().any(|o| matches!(
         o.quantity,
         Quantity::Throughput {

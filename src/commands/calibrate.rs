@@ -1,7 +1,7 @@
 //! `rooftop calibrate` and `rooftop validate`: measurements against the model.
 
 use crate::calibrate::{
-    calibrate, category_share, describe, is_share, measured_value, predict_observation,
+    calibrate, category_share, describe, error_of, is_share, measured_value, predict_observation,
     report_scale, si_unit, Assumptions, Calibration,
 };
 use crate::cli::{CalibrateArgs, MeasuredArgs, ScenarioArgs, ValidateArgs};
@@ -448,13 +448,6 @@ pub struct Validation {
     /// Decode step at concurrency 1, by category: SOL, default, calibrated (ms).
     pub gap_ms: BTreeMap<&'static str, [f64; 3]>,
     pub calibration: Calibration,
-}
-
-fn error_of(q: &Quantity, pred: f64, m: f64) -> f64 {
-    match q {
-        Quantity::CategoryShare { .. } => pred - m,
-        _ => (pred - m) / m,
-    }
 }
 
 pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {

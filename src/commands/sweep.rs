@@ -150,13 +150,6 @@ pub fn text(r: &Sweep) -> String {
         r.kv_max_concurrency,
         r.input_len + r.output_len
     );
-    let mut m: Vec<(&&str, &f64)> = r
-        .marginal_ms_per_token
-        .iter()
-        .filter(|(_, v)| **v > 0.0)
-        .collect();
-    m.sort_by(|a, b| b.1.total_cmp(a.1));
-    let total: f64 = m.iter().map(|(_, v)| **v).sum();
     if total > 0.0 {
         let _ = writeln!(
             o,

@@ -52,6 +52,20 @@ fn scan_work(
     (flops, bytes)
 }
 
+/// The short causal convolution both mixers run over their `conv_width` channels with a
+/// kernel of `k` taps: it reads and writes each token's channels and each sequence's conv
+/// state (its last `k − 1` positions) in BF16, at `2k` FLOPs per channel and token.
+fn causal_conv1d(cx: &BuildContext, tokens: f64, conv_width: f64, k: f64) -> Operator {
+    elementwise(
+        "causal_conv1d",
+        Category::Other,
+        (tokens, conv_width),
+        tokens * conv_width * 2.0 * 2.0 + cx.seqs * conv_width * (k - 1.0) * 2.0 * 2.0,
+        tokens * conv_width * 2.0 * k,
+        1,
+    )
+}
+
 /// Norm, Gated DeltaNet and its all-reduce for one layer.
 pub fn gated_deltanet_block(cx: &BuildContext, out: &mut Vec<Operator>) {
     let m = cx.model;
@@ -85,14 +99,7 @@ pub fn gated_deltanet_block(cx: &BuildContext, out: &mut Vec<Operator>) {
         h,
         fmt,
     );
-    out.push(elementwise(
-        "causal_conv1d",
-        Category::Other,
-        (tokens, conv_width),
-        tokens * conv_width * 2.0 * 2.0 + cx.seqs * conv_width * (k - 1.0) * 2.0 * 2.0,
-        tokens * conv_width * 2.0 * k,
-        1,
-    ));
+    out.push(causal_conv1d(cx, tokens, conv_width, k));
     let sb = m.config.ssm_state_dtype.map_or(4.0, |d| d.bytes());
     let (flops, bytes) = scan_work(
         cx,
@@ -159,14 +166,7 @@ pub fn mamba2_block(cx: &BuildContext, out: &mut Vec<Operator>) {
         h,
         fmt,
     );
-    out.push(elementwise(
-        "causal_conv1d",
-        Category::Other,
-        (tokens, conv_width),
-        tokens * conv_width * 2.0 * 2.0 + cx.seqs * conv_width * (k - 1.0) * 2.0 * 2.0,
-        tokens * conv_width * 2.0 * k,
-        1,
-    ));
+    out.push(causal_conv1d(cx, tokens, conv_width, k));
     let sb = m.config.ssm_state_dtype.map_or(4.0, |d| d.bytes());
     let (flops, bytes) = scan_work(
         cx,

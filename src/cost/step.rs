@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::ops::{BlockKind, BuildContext, Category, Fusion, LayerPlan, Operator, Parallel, Pass};
 use crate::spec::{FormatKind, ModelSpec, System, WeightFormat};
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 /// One block kind priced for a pass, per GPU.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,8 +113,9 @@ pub struct Evaluator<'a> {
     pub params: CostParams,
     pub device: Device<'a>,
     /// The same GPU with kernels launched eagerly, for passes beyond the engine's CUDA-graph
-    /// capture sizes (only when the engine graphs and caps them).
-    eager: Option<Device<'a>>,
+    /// capture sizes: made the first time such a pass is priced (most evaluators never
+    /// price one).
+    eager: OnceLock<Device<'a>>,
     pub plan: LayerPlan,
     /// Formats the engine dequantizes in a separate pass.
     unfused: Vec<FormatKind>,
@@ -165,11 +167,6 @@ impl<'a> Evaluator<'a> {
             }
         }
         let device = Device::new(system, params)?;
-        let eager = system
-            .engine
-            .cuda_graph_max_tokens
-            .filter(|_| device.graphs)
-            .map(|_| device.eager());
         let unfused = system.engine.unfused_dequant.clone();
         let fusion = fusion(model, &device, &unfused);
         Ok(Evaluator {
@@ -178,7 +175,7 @@ impl<'a> Evaluator<'a> {
             par,
             params,
             device,
-            eager,
+            eager: OnceLock::new(),
             plan,
             // The same operators at every parameter set: at the speed of light a cast pass
             // is priced as fused (free).
@@ -227,8 +224,10 @@ impl<'a> Evaluator<'a> {
     /// The GPU as a pass of `cx` runs on it: replayed from a CUDA graph, or launched eagerly
     /// when its tokens per replica exceed the engine's largest captured batch.
     fn device_for(&self, cx: &BuildContext) -> &Device<'a> {
-        match (&self.eager, self.system.engine.cuda_graph_max_tokens) {
-            (Some(eager), Some(max)) if cx.tokens > max as f64 => eager,
+        match self.system.engine.cuda_graph_max_tokens {
+            Some(max) if self.device.graphs && cx.tokens > max as f64 => {
+                self.eager.get_or_init(|| self.device.eager())
+            }
             _ => &self.device,
         }
     }

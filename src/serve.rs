@@ -29,8 +29,12 @@
 //!   plus the wait for a running slot when C exceeds `running`. ρ is the prompt tokens wanted
 //!   per step over the token budget left (chunked), or prefill time per step (separate
 //!   passes), capped at 0.95 (beyond it the queue would grow without bound). A client that
-//!   starts with a burst sends every prompt at once: that wave's TTFT is its share of the
-//!   whole wave's prefill, weighted by the wave's share of the client's prompts.
+//!   starts with a burst sends every prompt at once: that first wave's TTFT is its share of
+//!   the whole wave's prefill. The prompts one step prefills together then decode in
+//!   lockstep (equal lengths), finish together and return together, so every later wave
+//!   arrives in groups of as many prompts as one step's token budget holds, each group
+//!   prefilled in one step beside the others' decodes. The client's mean TTFT weights the
+//!   first wave by its share of the client's prompts (C / num_prompts).
 //! - A request's decode steps carry the prompts of the other running requests, each of which
 //!   restarts once per `output` steps: `(running − 1) / output` prompts per step.
 //! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput (Little's law over the running
@@ -479,22 +483,39 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         let steady = own + wait + slot_wait;
         // A burst start sends every in-flight prompt at once: they share the prefill budget,
-        // chunk j of K finishing at j/K of the whole wave's prefill. When the wave fits one
-        // step the requests stay in lockstep (equal lengths finish together), so every wave
-        // bursts; otherwise the wave staggers and only the first of num_prompts / C waves
-        // does.
+        // chunk j of K finishing at j/K of the whole wave's prefill. The prompts one step
+        // prefills together then decode in lockstep (equal lengths), finish together and
+        // return together: every later wave arrives in such groups, each prefilled in one
+        // step carrying the group's prompts beside the others' decodes. The first wave is a
+        // fraction C / num_prompts of the requests.
         let ttft = if w.client.start == Start::Burst && running > 1.0 {
             let wave = running * input;
             let k = (wave / costs.budget).ceil().max(1.0);
             let all =
                 costs.ev.evaluate(&Pass::prefill(running, input, 0.0)).total + costs.step_overhead;
             let burst = all * (k + 1.0) / (2.0 * k) + slot_wait;
-            let first = match (k > 1.0, w.client.num_prompts) {
-                (false, _) => 1.0,
-                (true, Some(n)) => (c as f64 / n as f64).min(1.0),
-                (true, None) => 0.0,
+            let group = if costs.chunked {
+                ((costs.budget - running) / (input - 1.0).max(1.0)).clamp(1.0, running)
+            } else {
+                (costs.budget / input).clamp(1.0, running)
             };
-            (first * burst + (1.0 - first) * steady).max(steady)
+            let later = if group > 1.0 {
+                let carrier = if costs.chunked {
+                    costs
+                        .mixed(running - group, ctx, group * input, input)
+                        .max(step)
+                } else {
+                    costs.ev.evaluate(&Pass::prefill(group, input, 0.0)).total + costs.step_overhead
+                };
+                (carrier + wait + slot_wait).max(steady)
+            } else {
+                steady
+            };
+            let first = match w.client.num_prompts {
+                Some(n) => (c as f64 / n as f64).min(1.0),
+                None => 0.0,
+            };
+            (first * burst + (1.0 - first) * later).max(steady)
         } else {
             steady
         };

@@ -86,6 +86,35 @@ fn a_burst_start_raises_mean_ttft_above_steady_state() {
     }
 }
 
+/// After the first wave of a burst, requests return in the groups one step prefilled
+/// together: a group's TTFT is the step carrying all its prompts, so it grows with how many
+/// prompts the token budget holds, and equals the steady state when one prompt fills it.
+#[test]
+fn later_waves_of_a_burst_arrive_in_groups_the_budget_sets() {
+    let m = load_model("llama-3.1-70b-fp8").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(4)).unwrap();
+    // So many prompts that the first wave's weight is negligible.
+    let burst = ClientModel {
+        start: Start::Burst,
+        num_prompts: Some(u32::MAX),
+        ..ClientModel::IDEAL
+    };
+    let ttft = |input: u32, c: u32| {
+        let p = sweep(&sc, &[c], w(input, 512, burst)).unwrap().points[0].clone();
+        (p.ttft_ms, p.ttft_steady_ms)
+    };
+    // vLLM's budget (8,192 tokens) holds ~8 prompts of 1,024: their group is slower than one.
+    let (grouped, steady) = ttft(1024, 32);
+    assert!(grouped > 3.0 * steady, "{grouped} vs {steady}");
+    // A prompt that fills the budget by itself returns alone: steady state.
+    let (alone, steady) = ttft(8192, 32);
+    assert!(
+        (alone - steady).abs() <= 1e-6 * steady,
+        "{alone} vs {steady}"
+    );
+}
+
 #[test]
 fn ttft_at_one_request_is_its_prefill() {
     let m = load_model("llama-3.1-8b").unwrap();

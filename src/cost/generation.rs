@@ -291,10 +291,19 @@ pub struct DecodeAttentionKernel {
     /// item only without a window (its `seqlenq_ngroups_swapped` path).
     #[serde(default)]
     pub windowed_per_query_head: bool,
+    /// The kernel splits a sequence's KV only on its packed path (a KV head's query heads
+    /// in one work item: GQA without a sliding window); otherwise it runs one unsplit CTA
+    /// per (sequence, query head). FlashAttention 2's varlen forward applies its split-KV
+    /// heuristic only under `seqlenq_ngroups_swapped`.
+    #[serde(default)]
+    pub splits_only_packed: bool,
     /// Minimum time of one call.
     pub floor: Seconds,
     /// Fraction of DRAM bandwidth the KV stream attains once every SM is busy.
     pub memory_fraction: f64,
+    /// Rate at which one CTA (one SM) streams its share of the cache, from DRAM or L2: a
+    /// call of few work items and splits cannot pull the whole GPU's bandwidth.
+    pub sm_load_bandwidth: BytesPerSec,
     /// Most KV splits the kernel uses for one (sequence, KV head).
     pub max_splits: u32,
     /// KV positions one split covers at least.
@@ -472,6 +481,8 @@ mod tests {
             {
                 assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0);
                 assert!(a.max_splits >= 1 && a.split_block >= 1);
+                assert!(a.sm_load_bandwidth.0 > 0.0);
+                assert!(!a.splits_only_packed || a.windowed_per_query_head);
             }
             for (b, a) in &k.decode_attention_backends {
                 assert_eq!(

@@ -16,10 +16,13 @@
 //! the call names (a measured row's `kernel`), else the generation's default for the format.
 //!
 //! Decode attention: one work item per (sequence, KV head) (per query head under a sliding
-//! window for kernels that pack a KV head's query heads only without one), split over the
-//! KV length up to the kernel's split limit. While items × splits do not fill the SMs the KV stream attains
-//! only that fraction of the bandwidth; each item also pays a fixed time (page-table walk,
-//! softmax merge, output), spread over the SMs. Sliding windows cap the span before this.
+//! window for kernels that pack a KV head's query heads only without one, and on every
+//! unpacked call of kernels that split only their packed path), each split over the KV
+//! length up to the kernel's split limit and what fills one wave of SMs. Each CTA streams its
+//! share of the item's cache at most at one SM's load bandwidth, so a call of few items and
+//! splits cannot pull the whole GPU's bandwidth; the whole call streams at most at the
+//! kernel's attained DRAM rate. Each item also pays a fixed time (page-table walk, softmax
+//! merge, output), spread over the SMs. Sliding windows cap the span before this.
 //! The constants are the library's the call names (a measured row's `kernel`), else the
 //! generation's default kernel.
 //!
@@ -187,12 +190,22 @@ pub struct DecodeShape {
 /// `other_bytes` of queries and outputs), as the library `backend` names (`None`: the
 /// generation's default) runs it, or `None` at the speed of light.
 ///
-/// `t = floor + kv / (η_m · B · busy) + other / (η_m · B) + per_item · items / SMs`, with
-/// `busy = min(1, items · splits / SMs)` and `splits = clamp(span / split_block, 1, max)`.
-/// `items` is `sequences × kv_heads`, or `sequences × heads` for a windowed call of a kernel
-/// that packs query heads only without a window (`windowed_per_query_head`).
-/// In a benchmark harness that repeats the call (`Device::warm_l2`), a cache that fits in
-/// L2 streams `harness_warm_l2_speedup` times faster.
+/// One work item per (sequence, KV head), each streaming that KV head's cache
+/// (`kv_bytes / (sequences × kv_heads)`); per (sequence, query head) for a windowed call of a
+/// kernel that packs query heads only without a window (`windowed_per_query_head`), and for
+/// any unpacked call of a kernel that splits only its packed path (`splits_only_packed`,
+/// which then runs them unsplit): every query head's item re-reads its KV head's cache.
+/// An item's KV is split into `splits = clamp(min(span / split_block, max_splits,
+/// SMs / items), 1)` CTAs (the libraries' heuristics fill one wave, not more), and
+///
+/// `t = floor + max(waves · item_kv / (splits · b_sm), items · item_kv / (η_m · B))
+///      + other / (η_m · B) + per_item · items / SMs`
+///
+/// with `waves = ceil(items · splits / SMs)` and `b_sm` the rate one CTA streams at
+/// (`sm_load_bandwidth`): a call of few items cannot pull the whole GPU's bandwidth, and
+/// more SMs or more bandwidth never slow it. In a benchmark harness that repeats the call
+/// (`Device::warm_l2`), a cache that fits in L2 streams `harness_warm_l2_speedup` times
+/// faster than DRAM (the per-CTA rate is the SM's, wherever the data sits).
 ///
 /// The split count is the mean over contexts (`span / split_block`, not rounded up): a
 /// rounded count makes time fall just past each split boundary, and a longer context never
@@ -208,15 +221,26 @@ pub fn decode_attention_time(
         return None;
     }
     let k = dev.decode_attention_on(backend);
-    let sms = dev.sm_count;
-    let per_item_heads = if s.windowed && k.windowed_per_query_head {
+    let sms = dev.sm_count.max(1.0);
+    let packed = !s.windowed && s.heads > s.kv_heads;
+    let per_query_head =
+        (s.windowed && k.windowed_per_query_head) || (k.splits_only_packed && !packed);
+    let per_item_heads = if per_query_head {
         s.heads.max(s.kv_heads)
     } else {
         s.kv_heads
     };
     let items = s.sequences * per_item_heads;
-    let splits = (s.span / k.split_block as f64).clamp(1.0, k.max_splits as f64);
-    let busy = (items * splits / sms).min(1.0);
+    let splits = if k.splits_only_packed && !packed {
+        1.0
+    } else {
+        (s.span / k.split_block as f64)
+            .min(k.max_splits as f64)
+            .min(sms / items)
+            .max(1.0)
+    };
+    let waves = (items * splits / sms * (1.0 - 1e-12)).ceil().max(1.0);
+    let item_kv = kv_bytes / (s.sequences * s.kv_heads);
     let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
     let l2 = dev.system.gpu.l2_cache.map_or(0.0, |b| b.0);
     let kv_bw = if dev.warm_l2 && kv_bytes <= l2 {
@@ -224,8 +248,15 @@ pub fn decode_attention_time(
     } else {
         bw
     };
-    let stream = kv_bytes / (kv_bw * busy) + other_bytes / bw;
+    let per_cta = waves * item_kv / (splits * k.sm_load_bandwidth.0);
+    let stream = per_cta.max(items * item_kv / kv_bw) + other_bytes / bw;
     Some(k.floor.0 + stream + k.per_item.0 * items / sms)
+}
+
+/// Whether a decode attention call's cache is read from L2 in a benchmark harness that
+/// repeats it (`Device::warm_l2` and the cache fits): its DRAM roofline does not bound it.
+pub fn decode_attention_warm(dev: &Device, kv_bytes: f64) -> bool {
+    dev.warm_l2 && dev.system.gpu.l2_cache.is_some_and(|b| kv_bytes <= b.0)
 }
 
 /// Kernel time of an MLA latent decode call (absorbed form) of `queries` queries over
@@ -635,29 +666,126 @@ mod tests {
         }
     }
 
-    /// More SMs at the same bandwidth never slow a call that fills them: the per-item cost
-    /// spreads further. (A call too small to fill the SMs streams at the busy fraction of
-    /// the bandwidth, which more idle SMs would lower: the occupancy term has no per-SM
-    /// bandwidth cap.)
+    /// More SMs or more DRAM bandwidth never slow a decode call, full or not: a call too
+    /// small to fill the SMs streams at its CTAs' per-SM rate, which idle SMs do not lower.
     #[test]
-    fn decode_attention_more_sms_never_slower_once_full() {
+    fn decode_attention_more_sms_or_bandwidth_never_slower() {
         for sys in [l40s(), h100(), b200()] {
-            let mut more = sys.clone();
-            more.gpu.sm_count = sys.gpu.sm_count.map(|n| n * 2);
+            let mut more_sms = sys.clone();
+            more_sms.gpu.sm_count = sys.gpu.sm_count.map(|n| n * 2);
+            let mut more_bw = sys.clone();
+            more_bw.gpu.memory_bandwidth.0 *= 2.0;
             let p = crate::cost::CostParams::default_for(&sys);
-            let (a, m) = (
-                Device::new(&sys, p).unwrap(),
-                Device::new(&more, p).unwrap(),
-            );
+            let a = Device::new(&sys, p).unwrap();
+            let others = [
+                Device::new(&more_sms, p).unwrap(),
+                Device::new(&more_bw, p).unwrap(),
+            ];
             for b in ATTENTION_BACKENDS {
-                for span in [1.0, 8192.0] {
-                    let kv = 256.0 * span * 8.0 * 128.0 * 2.0 * 2.0;
-                    let s = gqa(256.0, span, false);
-                    let ta = decode_attention_time(&a, &s, b, kv, 1e5).unwrap();
-                    let tm = decode_attention_time(&m, &s, b, kv, 1e5).unwrap();
-                    assert!(tm <= ta, "{} {b:?} span {span}", sys.gpu.name);
+                for (seqs, kv_heads, heads) in
+                    [(1.0, 1.0, 1.0), (1.0, 1.0, 8.0), (256.0, 8.0, 32.0)]
+                {
+                    for windowed in [false, true] {
+                        for span in [1.0, 1000.0, 8192.0, 131072.0] {
+                            let s = DecodeShape {
+                                sequences: seqs,
+                                kv_heads,
+                                heads,
+                                windowed,
+                                span,
+                            };
+                            let kv = seqs * kv_heads * span * 2.0 * 128.0 * 2.0;
+                            let ta = decode_attention_time(&a, &s, b, kv, 1e5).unwrap();
+                            for m in &others {
+                                let tm = decode_attention_time(m, &s, b, kv, 1e5).unwrap();
+                                assert!(
+                                    tm <= ta * (1.0 + 1e-12),
+                                    "{} {b:?} {seqs}x{kv_heads}/{heads} span {span}",
+                                    sys.gpu.name
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// The per-SM load cap binds only with few work items: one sequence of one KV head at a
+    /// long context, unsplit, streams at one SM's rate (far under the GPU's bandwidth),
+    /// while a call that fills every SM many times over streams at the DRAM rate whatever
+    /// one SM could pull.
+    #[test]
+    fn decode_attention_per_sm_cap_binds_only_with_few_items() {
+        let sys = l40s();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let fa2 = Some(AttentionBackend::Fa2);
+        let k = dev.decode_attention_on(fa2);
+        assert!(k.splits_only_packed);
+        // MHA (one query head per KV head): FA2's unpacked path, one CTA, no split.
+        // Measured on L40S: b=1 h=1/1 d=128 ctx=16383 in 305 us (8.4 MB, 28 GB/s).
+        let one = DecodeShape {
+            sequences: 1.0,
+            kv_heads: 1.0,
+            heads: 1.0,
+            windowed: false,
+            span: 16383.0,
+        };
+        let kv = 16383.0 * 2.0 * 128.0 * 2.0;
+        let t = decode_attention_time(&dev, &one, fa2, kv, 512.0).unwrap();
+        let one_sm = kv / k.sm_load_bandwidth.0;
+        assert!(t >= one_sm, "{t} < {one_sm}");
+        assert!(t > 10.0 * kv / sys.gpu.memory_bandwidth.0);
+        assert!(t > 200e-6 && t < 400e-6, "{t}");
+        // Many items: a faster SM changes nothing, the DRAM stream bounds the call.
+        let mut fast = dev.clone();
+        let mut kk = k.clone();
+        kk.sm_load_bandwidth.0 *= 10.0;
+        let many = DecodeShape {
+            sequences: 512.0,
+            kv_heads: 8.0,
+            heads: 32.0,
+            windowed: false,
+            span: 4096.0,
+        };
+        let kv = 512.0 * 8.0 * 4096.0 * 2.0 * 128.0 * 2.0;
+        let base = decode_attention_time(&dev, &many, fa2, kv, 1e6).unwrap();
+        let kernels = Box::leak(Box::new(dev.kernels.clone()));
+        kernels
+            .decode_attention_backends
+            .insert(AttentionBackend::Fa2, kk);
+        fast.kernels = kernels;
+        let faster_sm = decode_attention_time(&fast, &many, fa2, kv, 1e6).unwrap();
+        assert_eq!(base, faster_sm);
+        // ... while the one-item call speeds up with it.
+        let kv1 = 16383.0 * 2.0 * 128.0 * 2.0;
+        let t_fast = decode_attention_time(&fast, &one, fa2, kv1, 512.0).unwrap();
+        assert!(t_fast < 0.5 * t, "{t_fast} vs {t}");
+    }
+
+    /// FlashAttention 2 splits KV only on its packed path: a GQA call without a window (a KV
+    /// head's query heads in one item) splits a long context over many SMs, the same cache
+    /// read by an MHA call (one item per query head, unsplit) takes several times longer.
+    #[test]
+    fn fa2_splits_only_its_packed_path() {
+        let sys = l40s();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let fa2 = Some(AttentionBackend::Fa2);
+        let shape = |heads: f64| DecodeShape {
+            sequences: 1.0,
+            kv_heads: 1.0,
+            heads,
+            windowed: false,
+            span: 8192.0,
+        };
+        let kv = 8192.0 * 2.0 * 128.0 * 2.0;
+        let packed = decode_attention_time(&dev, &shape(8.0), fa2, kv, 1e4).unwrap();
+        let mha = decode_attention_time(&dev, &shape(1.0), fa2, kv, 1e4).unwrap();
+        assert!(mha > 3.0 * packed, "{mha} vs {packed}");
+        // A library that splits every path (FlashInfer) splits both.
+        let fi = Some(AttentionBackend::Flashinfer);
+        let p = decode_attention_time(&dev, &shape(8.0), fi, kv, 1e4).unwrap();
+        let m = decode_attention_time(&dev, &shape(1.0), fi, kv, 1e4).unwrap();
+        assert!(m < 1.5 * p, "{m} vs {p}");
     }
 }

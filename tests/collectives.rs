@@ -265,3 +265,58 @@ fn pcie_ring_bandwidth_follows_the_system_paths() {
     );
     assert!(busbw(8) <= busbw(4));
 }
+
+/// vLLM's custom all-reduce runs a fixed grid (36 CTAs x 512 threads, one 16-byte load per
+/// peer in flight per thread): over a remote load latency that caps its rate by Little's
+/// law. On B200's NVLink the cap binds with one peer (2 GPUs: the kernel pulls a quarter of
+/// the link) and not with seven (8 GPUs: the link binds first); a shorter load latency never
+/// slows a call; a longer one slows the 2-GPU call in proportion.
+#[test]
+fn the_custom_allreduce_grid_caps_its_rate_by_its_loads_in_flight() {
+    let p = |s: &System| CostParams::default_for(s);
+    let bytes = 8.0 * 1024.0 * 1024.0 * 0.99;
+    let time = |sets: &[&str], n: u32| {
+        let s = load("8x-b200-nvlink", sets);
+        collective::allreduce(&s, bytes, n, &p(&s))
+    };
+    let base2 = time(&[], 2);
+    let in_flight = 36.0 * 512.0 * 16.0;
+    let latency = 1.7e-6;
+    assert!(
+        (base2.transfer - bytes * latency / in_flight).abs() < 1e-3 * base2.transfer,
+        "{base2:?}"
+    );
+    let uncapped = |n| {
+        time(
+            &["link.collective.custom_allreduce_remote_load_latency=1ns"],
+            n,
+        )
+    };
+    assert!(uncapped(2).time() < 0.5 * base2.time());
+    // Eight GPUs: seven peers' loads in flight, the link binds.
+    assert!((uncapped(8).time() - time(&[], 8).time()).abs() < 1e-12);
+    // Twice the latency: the 2-GPU transfer doubles.
+    let slow = time(
+        &["link.collective.custom_allreduce_remote_load_latency=3.4us"],
+        2,
+    );
+    assert!((slow.transfer / base2.transfer - 2.0).abs() < 1e-9);
+}
+
+/// Called eagerly, the custom all-reduce never beats the same call inside a CUDA graph.
+#[test]
+fn an_eager_custom_allreduce_never_beats_the_graphed_one() {
+    for name in builtin_names(Kind::System) {
+        let g = load(name, &[]);
+        let e = load(name, &["system.cuda_graphs=false"]);
+        for n in rank_counts(&g) {
+            for b in sizes(n) {
+                let (tg, te) = (
+                    collective::allreduce(&g, b, n, &CostParams::default_for(&g)).time(),
+                    collective::allreduce(&e, b, n, &CostParams::default_for(&e)).time(),
+                );
+                assert!(te >= tg * (1.0 - 1e-12), "{name} n={n} {b} B: {te} < {tg}");
+            }
+        }
+    }
+}

@@ -156,6 +156,7 @@ pub fn model(l: &InterconnectSpec) -> CollectiveModel {
         p2p_ll_threshold: Bytes(P2P_LL_THRESHOLD),
         custom_allreduce_latency: None,
         custom_allreduce_eager_latency: None,
+        custom_allreduce_remote_load_latency: None,
     }
 }
 
@@ -342,6 +343,13 @@ fn custom_allreduce(
     } else {
         eng.one_shot_max.0
     };
+    // The kernel runs a fixed grid of CTAs, each thread holding one 16-byte load per peer in
+    // flight: over a remote load latency that is all the rate the grid can pull, whatever
+    // the link could carry (Little's law).
+    let bw = match m.custom_allreduce_remote_load_latency {
+        Some(l) => bw.min(custom_allreduce_loads_in_flight(n) / l.0),
+        None => bw,
+    };
     let kernel = if n == 2 || bytes < one_shot_max {
         CollectiveCost {
             latency: floor,
@@ -358,7 +366,8 @@ fn custom_allreduce(
     match m.custom_allreduce_eager_latency.filter(|_| !graphs) {
         // Eagerly, the input is not a registered buffer: vLLM copies it into its IPC buffer
         // first (read and write `S` at the memory rate), and the GPU work hides under the
-        // host-side time of the call.
+        // host-side time of the call. (An isolated call also waits for its launch when the
+        // GPU work is longer; in a pass the CPU runs ahead and hides it, so it is left out.)
         Some(host) => {
             let copy = 2.0 * bytes / (system.gpu.memory_bandwidth.0 * p.memory_efficiency);
             let gpu = kernel.time() + copy;
@@ -371,6 +380,20 @@ fn custom_allreduce(
         }
         None => kernel,
     }
+}
+
+/// CTAs of vLLM's custom all-reduce at most (`block_limit`, `defaultBlockLimit` in vLLM's
+/// csrc/custom_all_reduce.cuh), its threads per CTA, and the bytes one thread loads at once
+/// (a packed 16-byte vector) [V: vLLM source].
+const CUSTOM_AR_BLOCKS: f64 = 36.0;
+const CUSTOM_AR_THREADS: f64 = 512.0;
+const CUSTOM_AR_PACK: f64 = 16.0;
+
+/// Bytes vLLM's custom all-reduce has in flight from remote peers at once over `n` GPUs: one
+/// packed load per peer per thread of its full grid. (A message too small to fill the grid
+/// takes one round trip, which the kernel's floor already holds.)
+fn custom_allreduce_loads_in_flight(n: u32) -> f64 {
+    CUSTOM_AR_BLOCKS * CUSTOM_AR_THREADS * CUSTOM_AR_PACK * (n.max(2) - 1) as f64
 }
 
 /// vLLM's symmetric-memory all-reduce on NVSwitch systems: a two-shot kernel whose traffic

@@ -98,6 +98,11 @@ pub struct CollectiveModel {
     /// call, under which the GPU work hides (none: the in-graph floor).
     #[serde(default)]
     pub custom_allreduce_eager_latency: Option<Seconds>,
+    /// Latency of one remote load over this link as vLLM's custom all-reduce issues them
+    /// (peer memory read through P2P): with its fixed grid of CTAs, the loads in flight over
+    /// this latency bound the kernel's rate (Little's law). None: no cap measured.
+    #[serde(default)]
+    pub custom_allreduce_remote_load_latency: Option<Seconds>,
 }
 
 /// One link type, read 1:1 from `configs/interconnects/<name>.toml`.
@@ -184,6 +189,9 @@ impl InterconnectSpec {
             }
             if let Some(l) = c.custom_allreduce_eager_latency {
                 latencies.push(("collective.custom_allreduce_eager_latency".into(), l));
+            }
+            if let Some(l) = c.custom_allreduce_remote_load_latency {
+                latencies.push(("collective.custom_allreduce_remote_load_latency".into(), l));
             }
             if c.ring_efficiency
                 .is_some_and(|f| !(f.0 >= 1e-3 && f.0 <= 1.0))

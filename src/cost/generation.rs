@@ -227,6 +227,16 @@ pub struct MoeKernel {
     /// expert map drops the pairs of other ranks' experts.
     #[serde(default)]
     pub all_pair_passes: f64,
+    /// Fixed time per expert the busiest rank computes: the grouped GEMMs set up each
+    /// expert's problem (operand descriptors, tile schedule) before its tiles run.
+    #[serde(default)]
+    pub per_expert: Seconds,
+    /// How much faster than DRAM the expert-weight stream runs when the weights the call
+    /// reads fit in L2 and the benchmark harness repeats the call on the same weights (warm
+    /// L2). Only `validate` applies it, to the measured MoE rows; in serving each layer reads
+    /// its own experts, which no earlier call left in L2.
+    #[serde(default = "no_speedup")]
+    pub harness_warm_l2_speedup: f64,
     /// Monolithic: the kernel takes the router logits and picks each token's top-k experts
     /// itself, so no separate top-k kernel runs before it (its floor holds that work).
     #[serde(default)]

@@ -176,6 +176,11 @@ pub fn busiest_rank(
                     }
                 });
             }
+            // Whole tokens (`round_like_collector`): with fewer pairs than experts most
+            // shares round to none and the pairs land one per expert on `tokens × k`
+            // distinct experts, as balanced routing places them; near `experts / k`
+            // tokens the experts whose shares round to none stay untouched.
+            round_like_collector(&mut x, pairs_all);
             // The busiest rank holds the busiest expert and `local - 1` others spread over
             // the rest of the order statistics.
             let n = local.round() as usize;
@@ -201,6 +206,39 @@ pub fn busiest_rank(
             }
         }
     }
+}
+
+/// Round expected per-expert loads `x` (largest first, summing to `target`) to whole tokens,
+/// as the measured tables' collector hands them out: each share rounded, then the tokens
+/// rounding lost given one each to the least loaded experts (cycling), or the surplus taken
+/// one each from the least loaded (from the busiest where that one has none). The tables bear
+/// the giving-out order: with `tokens × k` well under `experts` nearly every share rounds to
+/// none, and the `power_law_*` rows measure as their balanced twins (one token on each of
+/// `tokens × k` experts), not as fewer experts with two tokens each.
+fn round_like_collector(x: &mut [f64], target: f64) {
+    let n = x.len();
+    if n == 0 {
+        return;
+    }
+    x.iter_mut().for_each(|v| *v = v.round());
+    let delta = target.round() - x.iter().sum::<f64>();
+    if delta > 0.0 {
+        // Whole cycles first, then one each to the least loaded.
+        let (cycles, rest) = ((delta / n as f64).floor(), (delta as usize) % n);
+        x.iter_mut().for_each(|v| *v += cycles);
+        x.iter_mut().rev().take(rest).for_each(|v| *v += 1.0);
+    } else {
+        for i in 0..(-delta) as usize {
+            let j = n - 1 - (i % n);
+            if x[j] > 0.0 {
+                x[j] -= 1.0;
+            } else {
+                x[0] -= 1.0;
+            }
+        }
+    }
+    // Keep the busiest first.
+    x.sort_by(|a, b| b.total_cmp(a));
 }
 
 /// Expected distinct experts touched by `tokens` tokens, each routed to `top_k` of `experts`.
@@ -322,6 +360,29 @@ mod tests {
         );
         assert_eq!("balanced".parse::<Routing>(), Ok(Routing::Balanced));
         assert!("power-law 0".parse::<Routing>().is_err());
+    }
+
+    #[test]
+    fn skewed_routing_hands_out_whole_tokens() {
+        // Far fewer pairs than experts: every share rounds to none, the pairs land one per
+        // expert on tokens x k experts (as balanced routing places them), none gets two.
+        for &(e, k, t) in &[(384.0, 8.0, 1.0), (384.0, 8.0, 8.0), (256.0, 8.0, 4.0)] {
+            for a in [1.01, 1.2] {
+                let p = busiest_rank(e, k, t, 1.0, Routing::PowerLaw(a), 0.0);
+                assert_eq!(p.touched, t * k, "E={e} k={k} t={t} a={a}");
+                assert_eq!(p.loads.max(), 1.0);
+                assert!((p.pairs - t * k).abs() < 1e-9);
+            }
+        }
+        // Near experts / k tokens the light experts' shares round to none: skew touches
+        // clearly fewer experts than balanced routing, and every load is a whole token.
+        let bal = expected_experts_touched(384.0, 8.0, 48.0);
+        for a in [1.01, 1.2] {
+            let p = busiest_rank(384.0, 8.0, 48.0, 1.0, Routing::PowerLaw(a), 0.0);
+            assert!(p.touched < 0.85 * bal, "{} vs {bal}", p.touched);
+            assert!(p.loads.iter().all(|(l, _)| l.fract() == 0.0));
+            assert!((p.pairs - 384.0).abs() < 1e-9);
+        }
     }
 
     #[test]

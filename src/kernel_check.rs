@@ -691,6 +691,43 @@ mod tests {
         }
     }
 
+    /// The speed of light of a benchmark attention call whose cache fits in L2 streams it at
+    /// the L2 bound: never above the DRAM speed of light of the same bytes, never above the
+    /// model's prediction; a cache larger than L2 keeps the DRAM speed of light.
+    #[test]
+    fn l2_resident_attention_sol_is_under_the_dram_sol_and_the_model() {
+        for sys in ["8x-h100-nvlink", "8x-l40s-pcie", "8x-b200-nvlink"] {
+            let sys = System::load(sys).unwrap();
+            let (mem, l2) = (
+                sys.gpu.memory_bandwidth.0,
+                sys.gpu.l2_bandwidth().expect("dev GPUs describe their L2"),
+            );
+            assert!(l2 >= mem);
+            // (batch, context): 8 x 1024 x 8 heads x 128 x 2 x 2 B = 33.6 MB fits in every
+            // L2 here; 64 x 32768 (2.1 GB) fits in none.
+            for (batch, context, fits) in [(8, 1024, true), (64, 32768, false)] {
+                for dtype in ["bfloat16", "fp8"] {
+                    let t = format!(
+                        "batch,context,heads,kv_heads,head_dim,kv_dtype,window,latency_ms\n\
+                         {batch},{context},32,8,128,{dtype},0,0.1\n"
+                    );
+                    let table = parse_kernel_table(&t, "t.csv").unwrap();
+                    let r = &check_table(&table, &sys, None).unwrap()[0];
+                    let elem = if dtype == "fp8" { 1.0 } else { 2.0 };
+                    let kv = (batch * context * 8 * 128 * 2) as f64 * elem;
+                    let dram_sol = kv / mem * 1e6;
+                    assert!(r.sol <= r.default, "{}: {r:?}", sys.spec.name);
+                    if fits {
+                        assert!(r.sol < dram_sol, "{}: {r:?}", sys.spec.name);
+                        assert!(r.sol >= 0.99 * kv / l2 * 1e6, "{}: {r:?}", sys.spec.name);
+                    } else {
+                        assert!(r.sol >= dram_sol, "{}: {r:?}", sys.spec.name);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn summary_reports_the_median_and_the_bias() {
         let row = |e: f64, f: &str| KernelCheckRow {

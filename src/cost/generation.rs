@@ -314,10 +314,32 @@ pub struct DecodeAttentionKernel {
     /// Rate at which one CTA (one SM) streams its share of the cache, from DRAM or L2: a
     /// call of few work items and splits cannot pull the whole GPU's bandwidth.
     pub sm_load_bandwidth: BytesPerSec,
+    /// Fraction of `sm_load_bandwidth` (in bytes) at which one CTA consumes an FP8 cache.
+    /// An FP8 cache holds twice the elements per byte, and a kernel whose FP8 path does more
+    /// work per element in the SM (FlashAttention 3 quantizes the query, converts and
+    /// transposes each V tile in shared memory for its FP8 MMAs) consumes fewer bytes per
+    /// second per SM; DRAM moves bytes at the same rate whatever they hold, so the call's
+    /// DRAM stream is unchanged. Under 0.5 a CTA takes longer over an FP8 cache than over
+    /// the BF16 one of the same shape (twice the bytes). 1 (the default): the per-SM byte
+    /// rate does not depend on the element type.
+    #[serde(default = "no_speedup")]
+    pub fp8_kv_load_rate: f64,
     /// Most KV splits the kernel uses for one (sequence, KV head).
     pub max_splits: u32,
     /// KV positions one split covers at least.
     pub split_block: u32,
+    /// KV positions of a 16-bit cache one CTA's pass takes at least, at its per-SM rate: the
+    /// kernel loads and multiplies whole KV tiles (masked past the context), so a CTA whose
+    /// share is shorter still pays one tile. Tiles are sized in shared-memory bytes, so a
+    /// tile of an FP8 cache holds twice the positions (the same bytes). 0 (the default): a
+    /// CTA pays only for its share.
+    #[serde(default)]
+    pub min_block: u32,
+    /// Time of the separate kernel that quantizes the queries to FP8 before a call over an
+    /// FP8 cache (vLLM runs `scaled_fp8_quant` on the query for FlashAttention 3's FP8
+    /// path); 0 (the default) for a kernel that reads BF16 queries.
+    #[serde(default)]
+    pub fp8_query_quant: Seconds,
     /// Fixed time per (sequence, KV head) work item and SM: page-table walk, softmax
     /// merge, output write; spread over the SMs.
     pub per_item: Seconds,
@@ -492,6 +514,7 @@ mod tests {
                 assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0);
                 assert!(a.max_splits >= 1 && a.split_block >= 1);
                 assert!(a.sm_load_bandwidth.0 > 0.0);
+                assert!(a.fp8_kv_load_rate > 0.0 && a.fp8_kv_load_rate <= 1.0);
                 assert!(!a.splits_only_packed || a.windowed_per_query_head);
             }
             for (b, a) in &k.decode_attention_backends {

@@ -35,7 +35,7 @@
 use crate::cost::device::Device;
 use crate::cost::generation::{AttentionBackend, MoeBackend};
 use crate::ops::routing::{busiest_rank, Routing};
-use crate::spec::{FormatKind, WeightFormat};
+use crate::spec::{FormatKind, KvDtype, WeightFormat};
 
 /// Smallest power-of-two row tile from 16 up to `tile_m` that holds `rows`, and the padded
 /// rows.
@@ -190,6 +190,8 @@ pub struct DecodeShape {
     pub windowed: bool,
     /// Mean positions each query attends to.
     pub span: f64,
+    /// Element type of the cache.
+    pub kv_dtype: KvDtype,
 }
 
 /// Kernel time of a decode attention call of shape `s` streaming `kv_bytes` of cache (plus
@@ -204,14 +206,18 @@ pub struct DecodeShape {
 /// An item's KV is split into `splits = clamp(min(span / split_block, max_splits,
 /// SMs / items), 1)` CTAs (the libraries' heuristics fill one wave, not more), and
 ///
-/// `t = floor + max(waves · item_kv / (splits · b_sm), items · item_kv / (η_m · B))
+/// `t = floor + max(waves · max(item_kv / splits, tile) / b_sm, items · item_kv / (η_m · B))
 ///      + other / (η_m · B) + per_item · items / SMs`
 ///
-/// with `waves = ceil(items · splits / SMs)` and `b_sm` the rate one CTA streams at
+/// with `waves = ceil(items · splits / SMs)`, each CTA's share at least one whole tile
+/// (`min_block` positions of a 16-bit cache, the same bytes of any other), and `b_sm` the
+/// rate one CTA streams at
 /// (`sm_load_bandwidth`): a call of few items cannot pull the whole GPU's bandwidth, and
 /// more SMs or more bandwidth never slow it. In a benchmark harness that repeats the call
 /// (`Device::warm_l2`), a cache that fits in L2 streams `harness_warm_l2_speedup` times
-/// faster than DRAM (the per-CTA rate is the SM's, wherever the data sits).
+/// faster than DRAM (the per-CTA rate is the SM's, wherever the data sits). A CTA
+/// consumes an FP8 cache at `fp8_kv_load_rate` of `b_sm` (the DRAM stream is unchanged),
+/// and the call is preceded by the query's FP8 quantization (`fp8_query_quant`).
 ///
 /// The split count is the mean over contexts (`span / split_block`, not rounded up): a
 /// rounded count makes time fall just past each split boundary, and a longer context never
@@ -254,9 +260,24 @@ pub fn decode_attention_time(
     } else {
         bw
     };
-    let per_cta = waves * item_kv / (splits * k.sm_load_bandwidth.0);
+    let b_sm = match s.kv_dtype {
+        KvDtype::Fp8 => k.sm_load_bandwidth.0 * k.fp8_kv_load_rate,
+        _ => k.sm_load_bandwidth.0,
+    };
+    // A CTA's pass covers at least one tile: `min_block` positions of a 16-bit cache, the
+    // same bytes of any other.
+    let tile = if s.span > 0.0 {
+        item_kv / s.span * k.min_block as f64 * 2.0 / s.kv_dtype.bytes()
+    } else {
+        0.0
+    };
+    let per_cta = waves * (item_kv / splits).max(tile) / b_sm;
     let stream = per_cta.max(items * item_kv / kv_bw) + other_bytes / bw;
-    Some(k.floor.0 + stream + k.per_item.0 * items / sms)
+    let quantize = match s.kv_dtype {
+        KvDtype::Fp8 => k.fp8_query_quant.0,
+        _ => 0.0,
+    };
+    Some(k.floor.0 + quantize + stream + k.per_item.0 * items / sms)
 }
 
 /// Whether a decode attention call's cache is read from L2 in a benchmark harness that
@@ -631,6 +652,7 @@ mod tests {
             heads: 32.0,
             windowed,
             span,
+            kv_dtype: KvDtype::Bf16,
         }
     }
 
@@ -727,6 +749,7 @@ mod tests {
                                 heads,
                                 windowed,
                                 span,
+                                kv_dtype: KvDtype::Bf16,
                             };
                             let kv = seqs * kv_heads * span * 2.0 * 128.0 * 2.0;
                             let ta = decode_attention_time(&a, &s, b, kv, 1e5).unwrap();
@@ -764,6 +787,7 @@ mod tests {
             heads: 1.0,
             windowed: false,
             span: 16383.0,
+            kv_dtype: KvDtype::Bf16,
         };
         let kv = 16383.0 * 2.0 * 128.0 * 2.0;
         let t = decode_attention_time(&dev, &one, fa2, kv, 512.0).unwrap();
@@ -781,6 +805,7 @@ mod tests {
             heads: 32.0,
             windowed: false,
             span: 4096.0,
+            kv_dtype: KvDtype::Bf16,
         };
         let kv = 512.0 * 8.0 * 4096.0 * 2.0 * 128.0 * 2.0;
         let base = decode_attention_time(&dev, &many, fa2, kv, 1e6).unwrap();
@@ -797,6 +822,88 @@ mod tests {
         assert!(t_fast < 0.5 * t, "{t_fast} vs {t}");
     }
 
+    /// An FP8 cache: half the bytes of the BF16 one, consumed per SM at `fp8_kv_load_rate`
+    /// of the BF16 byte rate, after the query's FP8 quantization. Its stream is never
+    /// faster than DRAM moving half the bytes, and a call that fills the GPU many times
+    /// over streams it faster than the BF16 one; a call of one CTA is bound by its SM,
+    /// taking `0.5 / fp8_kv_load_rate` of the BF16 stream time.
+    #[test]
+    fn fp8_cache_streams_at_dram_rate_and_its_per_sm_rate() {
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let k = dev.decode_attention_on(None);
+        assert!(k.fp8_kv_load_rate < 1.0 && k.fp8_query_quant.0 > 0.0);
+        // Stream time: the call less its floor, per-item cost and query quantization.
+        let stream = |s: &DecodeShape, kv_dtype: KvDtype, kv: f64| {
+            let s = DecodeShape { kv_dtype, ..*s };
+            let items = s.sequences * s.kv_heads;
+            let fixed = k.floor.0
+                + k.per_item.0 * items / dev.sm_count
+                + if kv_dtype == KvDtype::Fp8 {
+                    k.fp8_query_quant.0
+                } else {
+                    0.0
+                };
+            decode_attention_time(&dev, &s, None, kv, 0.0).unwrap() - fixed
+        };
+        // Many items over a long context.
+        let many = gqa(512.0, 8192.0, false);
+        let kv16 = 512.0 * 8.0 * 8192.0 * 2.0 * 128.0 * 2.0;
+        let (s16, s8) = (
+            stream(&many, KvDtype::Bf16, kv16),
+            stream(&many, KvDtype::Fp8, kv16 / 2.0),
+        );
+        assert!(s8 < s16 && s8 >= 0.5 * s16 * (1.0 - 1e-9), "{s8} {s16}");
+        // One item over a span a 16-bit tile covers twice: one CTA's rate binds.
+        let one = DecodeShape {
+            sequences: 1.0,
+            kv_heads: 1.0,
+            heads: 8.0,
+            windowed: false,
+            span: 4.0 * k.min_block as f64,
+            kv_dtype: KvDtype::Bf16,
+        };
+        let kv16 = one.span * 2.0 * 128.0 * 2.0;
+        let ratio = stream(&one, KvDtype::Fp8, kv16 / 2.0) / stream(&one, KvDtype::Bf16, kv16);
+        assert!(
+            (ratio - 0.5 / k.fp8_kv_load_rate).abs() < 1e-9,
+            "{ratio} vs {}",
+            0.5 / k.fp8_kv_load_rate
+        );
+    }
+
+    /// A CTA pays for one whole tile of `min_block` positions however short its share: a
+    /// decode over a few positions costs what one over `min_block` does, and never less
+    /// than a shorter one.
+    #[test]
+    fn decode_attention_pays_one_tile_at_least() {
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let k = dev.decode_attention_on(None);
+        assert!(k.min_block > 1);
+        let per_pos = 2.0 * 128.0 * 2.0;
+        let at = |span: f64| {
+            let s = DecodeShape {
+                sequences: 1.0,
+                kv_heads: 1.0,
+                heads: 8.0,
+                windowed: false,
+                span,
+                kv_dtype: KvDtype::Bf16,
+            };
+            decode_attention_time(&dev, &s, None, span * per_pos, 0.0).unwrap()
+        };
+        let tile = at(k.min_block as f64);
+        assert!((at(1.0) - tile).abs() < 1e-15);
+        assert!((at(k.min_block as f64 / 2.0) - tile).abs() < 1e-15);
+        let mut last = 0.0;
+        for span in [1.0, 16.0, 64.0, 100.0, 128.0, 1000.0, 8192.0] {
+            let t = at(span);
+            assert!(t >= last, "span {span}");
+            last = t;
+        }
+    }
+
     /// FlashAttention 2 splits KV only on its packed path: a GQA call without a window (a KV
     /// head's query heads in one item) splits a long context over many SMs, the same cache
     /// read by an MHA call (one item per query head, unsplit) takes several times longer.
@@ -811,6 +918,7 @@ mod tests {
             heads,
             windowed: false,
             span: 8192.0,
+            kv_dtype: KvDtype::Bf16,
         };
         let kv = 8192.0 * 2.0 * 128.0 * 2.0;
         let packed = decode_attention_time(&dev, &shape(8.0), fa2, kv, 1e4).unwrap();

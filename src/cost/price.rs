@@ -157,6 +157,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             flops,
             bytes,
             kv_bytes_per_token,
+            kv_dtype,
             backend,
             ..
         } => {
@@ -180,6 +181,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             // occupancy and per-item cost; prefill and the indexer stay on the roofline.
             let decode = matches!(kind, AttentionKind::Gqa | AttentionKind::SlidingWindow)
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences;
+            let warm = decode && kernels::decode_attention_warm(dev, kv);
             match decode
                 .then(|| {
                     let shape = kernels::DecodeShape {
@@ -188,6 +190,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                         heads,
                         windowed: kind == AttentionKind::SlidingWindow,
                         span,
+                        kv_dtype,
                     };
                     kernels::decode_attention_time(dev, &shape, backend, kv, bytes - kv)
                 })
@@ -195,9 +198,9 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             {
                 // A harness repeating the call on a cache that fits in L2 reads it from
                 // there: the kernel model bounds it, not the DRAM roofline at the system's
-                // attained fraction; never under the speed of light (validate only).
-                Some(k) if kernels::decode_attention_warm(dev, kv) => {
-                    let sol = bytes / dev.system.gpu.memory_bandwidth.0;
+                // attained fraction; never under the L2 speed of light (validate only).
+                Some(k) if warm => {
+                    let sol = warm_l2_sol(dev, flops, bytes);
                     (
                         flops,
                         bytes,
@@ -208,6 +211,14 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                     )
                 }
                 Some(k) if k > t => (flops, bytes, k, Bound::Memory, Some(MathDtype::Bf16), None),
+                None if sol && warm => (
+                    flops,
+                    bytes,
+                    warm_l2_sol(dev, flops, bytes),
+                    Bound::Memory,
+                    Some(MathDtype::Bf16),
+                    None,
+                ),
                 _ => (flops, bytes, t, b, Some(MathDtype::Bf16), None),
             }
         }
@@ -241,6 +252,16 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             (0.0, bytes, c.time(), bound, None, Some(c.algo))
         }
     }
+}
+
+/// The speed of light of a decode attention call a benchmark harness repeats on a cache
+/// that fits in L2 (validate only): its bytes at the GPU's L2 bandwidth bound
+/// ([`crate::spec::GpuSpec::l2_bandwidth`]; DRAM's where the description lacks one), its
+/// flops at the attention peak. Never above the DRAM speed of light.
+fn warm_l2_sol(dev: &Device, flops: f64, bytes: f64) -> f64 {
+    let gpu = &dev.system.gpu;
+    let l2 = gpu.l2_bandwidth().unwrap_or(gpu.memory_bandwidth.0);
+    (bytes / l2).max(flops / dev.bf16_peak)
 }
 
 /// Bytes a GEMM reads for `elems` weights stored as `w`, and the format it computes from:

@@ -17,7 +17,7 @@ use crate::ops::Category;
 use crate::ops::{
     elementwise, push_gemm, push_weight_gemm, AttentionKind, BlockKind, Op, Operator,
 };
-use crate::spec::{Attention, WeightFormat};
+use crate::spec::{Attention, KvDtype, WeightFormat};
 
 /// Norm, attention and its all-reduce, for one layer of block `kind`
 /// ([`BlockKind::Attention`]).
@@ -158,7 +158,7 @@ fn dsa_indexer(cx: &BuildContext, q_in: f64, ratio: f64, out: &mut Vec<Operator>
         (seqs, 1.0),
         flops,
         bytes,
-        (key_bytes / ratio, None),
+        (key_bytes / ratio, None, cx.model.quantization.kv_cache),
     ));
     (cx.span.min(k), cx.cached.min(k + cx.new))
 }
@@ -276,6 +276,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
                     bytes,
                     kv_bytes_per_token: latent_bytes,
                     kv_window: None,
+                    kv_dtype: q.kv_cache,
                     backend: None,
                 },
             ));
@@ -311,7 +312,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
                     (mixed, 1.0),
                     flops,
                     bytes,
-                    (0.0, None),
+                    (0.0, None, cx.model.quantization.kv_cache),
                 ));
             }
         }
@@ -339,7 +340,7 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
                 (seqs, 1.0),
                 flops,
                 bytes,
-                (latent_bytes, None),
+                (latent_bytes, None, cx.model.quantization.kv_cache),
             ));
         }
     }
@@ -430,7 +431,7 @@ pub fn gqa_ops(cx: &BuildContext, l: GqaLayer, out: &mut Vec<Operator>) {
         (cx.seqs, kv_local),
         flops,
         bytes,
-        (kv_bytes, kv_window),
+        (kv_bytes, kv_window, cx.model.quantization.kv_cache),
     ));
     if c.attn_output_gate {
         out.push(elementwise(
@@ -523,7 +524,7 @@ pub fn compressed_ops(cx: &BuildContext, l: CompressedLayer, out: &mut Vec<Opera
         (cx.seqs, 1.0),
         flops,
         bytes,
-        (d * kvb, Some(w)),
+        (d * kvb, Some(w), cx.model.quantization.kv_cache),
     ));
     if l.compress > 0 {
         let r = l.compress as f64;
@@ -552,7 +553,7 @@ pub fn compressed_ops(cx: &BuildContext, l: CompressedLayer, out: &mut Vec<Opera
             (cx.seqs, 1.0),
             flops,
             bytes,
-            (d * kvb / r, None),
+            (d * kvb / r, None, cx.model.quantization.kv_cache),
         ));
     }
     let groups_local = (l.groups / tp).max(1.0);
@@ -586,7 +587,7 @@ fn attention_kernel(
     (sequences, kv_heads): (f64, f64),
     flops: f64,
     bytes: f64,
-    (kv_bytes_per_token, kv_window): (f64, Option<f64>),
+    (kv_bytes_per_token, kv_window, kv_dtype): (f64, Option<f64>, KvDtype),
 ) -> Operator {
     Operator::new(
         name,
@@ -603,6 +604,7 @@ fn attention_kernel(
             bytes,
             kv_bytes_per_token,
             kv_window,
+            kv_dtype,
             backend: None,
         },
     )

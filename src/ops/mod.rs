@@ -27,7 +27,7 @@ pub mod routing;
 pub mod scenario;
 
 use crate::cost::generation::{AttentionBackend, MoeBackend};
-use crate::spec::{FormatKind, WeightFormat};
+use crate::spec::{FormatKind, KvDtype, WeightFormat};
 use serde::Serialize;
 
 pub use category::Category;
@@ -156,6 +156,8 @@ pub enum Op {
         /// the whole context.
         #[serde(skip_serializing_if = "Option::is_none")]
         kv_window: Option<f64>,
+        /// Element type of the cache the kernel streams.
+        kv_dtype: KvDtype,
         /// The decode attention library that runs it where a measurement names one; `None`:
         /// the generation's default kernel.
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -93,6 +93,22 @@ impl GpuSpec {
         }
     }
 
+    /// Bytes per clock one SM can draw from L2 at most: a stated prior, not a measurement.
+    /// NVIDIA's A100 whitepaper gives 5,120 B/clk of L2 read bandwidth over 108 SMs (about
+    /// 47 B/clk per SM); rounded up to 64 so that a speed of light built on it stays a bound
+    /// on every generation it is applied to.
+    pub const L2_BYTES_PER_CLOCK_PER_SM: f64 = 64.0;
+
+    /// Upper bound on the rate the SMs read data resident in L2 (bytes/s): SMs x
+    /// [`Self::L2_BYTES_PER_CLOCK_PER_SM`] x boost clock, never under the DRAM bandwidth;
+    /// `None` where the description lacks the L2, SM count or clock. Only `validate`'s
+    /// speed of light for a benchmark call that re-reads an L2-resident cache uses it.
+    pub fn l2_bandwidth(&self) -> Option<f64> {
+        self.l2_cache?;
+        let rate = self.sm_count? as f64 * Self::L2_BYTES_PER_CLOCK_PER_SM * self.boost_clock?.0;
+        Some(rate.max(self.memory_bandwidth.0))
+    }
+
     /// Check the physical constraints serde cannot: a BF16 peak (every GPU the cost model
     /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
     /// 1 GFLOPS at the bottom; 1 PB of memory at the top), so no time or capacity the model

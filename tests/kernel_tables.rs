@@ -21,7 +21,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("b200", "vllm_custom_allreduce", 0.073),
     ("h100-sxm", "gemm", 0.062),
     ("h100-sxm", "attention_decode", 0.091),
-    ("h100-sxm", "moe", 0.111),
+    ("h100-sxm", "moe", 0.108),
     ("h100-sxm", "mla_decode_module", 0.070),
     ("h100-sxm", "nccl", 0.076),
     ("h100-sxm", "vllm_custom_allreduce", 0.066),

@@ -241,6 +241,11 @@ pub struct MoeKernel {
     /// itself, so no separate top-k kernel runs before it (its floor holds that work).
     #[serde(default)]
     pub routing_inside: bool,
+    /// Fixed time an expert map adds: the kernels that remap each pair's expert to a local
+    /// one (or none) and rebuild the routing data over the local experts. Absent without
+    /// expert parallelism.
+    #[serde(default)]
+    pub expert_map_fixed: Seconds,
 }
 
 /// A dense GEMM kernel family: a roofline at attained fractions plus a fixed time, after an

@@ -114,7 +114,14 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let pair_bytes = (k.pair_passes * pairs + k.all_pair_passes * s.tokens * s.top_k)
         * (s.hidden + s.width)
         * 2.0;
-    let t = k.floor.0 + k.per_expert.0 * load.touched + tm.max(tc) + pair_bytes / peak_bw;
+    // An expert map (expert parallelism) adds its remapping kernels.
+    let map_fixed = if s.ep > 1.0 {
+        k.expert_map_fixed.0
+    } else {
+        0.0
+    };
+    let t =
+        k.floor.0 + map_fixed + k.per_expert.0 * load.touched + tm.max(tc) + pair_bytes / peak_bw;
     (flops, weight_bytes + pair_bytes, t, tc > tm)
 }
 
@@ -485,6 +492,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_expert_map_adds_its_fixed_time_only_under_expert_parallelism() {
+        let sys = crate::spec::System::load("8x-h100-nvlink").unwrap();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let k = dev.moe_kernel_on("mxfp4".parse().unwrap(), None);
+        assert!(k.expert_map_fixed.0 > 0.0);
+        for tokens in [512.0, 4096.0] {
+            // One rank of ep 8 (32 of 256 experts, 8x the tokens) against a call on 32
+            // experts without a map: both touch all 32 with the same pairs, so the same local
+            // work; the mapped call adds the map's fixed time (and its passes over the whole
+            // batch's pairs).
+            let mut plain = moe(tokens, 1.0, Routing::Balanced, "mxfp4", None);
+            plain.experts = 32.0;
+            plain.mean_touched = 32.0;
+            let mapped = moe(tokens * 8.0, 8.0, Routing::Balanced, "mxfp4", None);
+            assert!((mapped.mean_touched - 32.0).abs() < 1e-6);
+            let (_, _, t1, _) = moe_time(&plain, &dev);
+            let (_, _, t8, _) = moe_time(&mapped, &dev);
+            assert!(
+                t8 - t1 >= k.expert_map_fixed.0 - 1e-12,
+                "{tokens}: {t1} {t8}"
+            );
+        }
+        // A kernel without a map cost keeps its EP time.
+        assert_eq!(
+            dev.moe_kernel("bf16".parse().unwrap()).expert_map_fixed.0,
+            0.0
+        );
     }
 
     #[test]

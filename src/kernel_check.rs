@@ -148,12 +148,14 @@ pub fn check_table(
         let harness_add = harness_mla(&row.shape, attention, &sys)?;
         let price = |p: &CostParams| -> Result<f64> {
             let mut dev = Device::new(&sys, *p)?;
-            // The harness repeats the attention call on one cache, the MoE call on one set
-            // of weights: a cache or weights that fit in L2 are read from there
+            // The harness repeats the attention call on one cache, the MoE and GEMM calls
+            // on one set of weights: a cache or weights that fit in L2 are read from there
             // (`harness_warm_l2_speedup`).
             dev.warm_l2 = matches!(
                 row.shape,
-                KernelShape::AttentionDecode { .. } | KernelShape::Moe { .. }
+                KernelShape::AttentionDecode { .. }
+                    | KernelShape::Moe { .. }
+                    | KernelShape::Gemm { .. }
             );
             let costs = cost_all(&ops, &dev);
             let t = costs

@@ -25,7 +25,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("h100-sxm", "mla_decode_module", 0.070),
     ("h100-sxm", "nccl", 0.076),
     ("h100-sxm", "vllm_custom_allreduce", 0.066),
-    ("l40s", "gemm", 0.102),
+    ("l40s", "gemm", 0.091),
     ("l40s", "attention_decode", 0.091),
     ("l40s", "moe", 0.092),
     ("l40s", "mla_decode_module", 0.100),

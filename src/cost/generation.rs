@@ -286,6 +286,26 @@ pub struct GemmKernel {
     /// the m x k activations (per-token scales): `ceil(m / SMs)` waves.
     #[serde(default)]
     pub quantize_row_wave: Seconds,
+    /// Smallest tile height of an m-dependent tile choice: the library picks the tile
+    /// height from m (CUTLASS's SM89 FP8 dispatch: 16 rows for m <= 16, 32 for m <= 32, ...,
+    /// up to `tile[0]`), i.e. `clamp(next_pow2(m), min_tile_m, tile_m)`. Absent: the tile
+    /// height is `tile[0]` whatever m.
+    #[serde(default)]
+    pub min_tile_m: Option<u32>,
+    /// Fraction of one SM's share of the dense peak at which one CTA computes its tile (a
+    /// grid of few CTAs is not held to the whole-GPU `compute_fraction`, which a full
+    /// machine under sustained load attains). Absent: `compute_fraction`.
+    #[serde(default)]
+    pub cta_compute_fraction: Option<f64>,
+    /// Fraction of DRAM bandwidth at which the epilogue stores the m x n output (an
+    /// epilogue that writes slower than the main loop reads). Absent: `memory_fraction`.
+    #[serde(default)]
+    pub output_memory_fraction: Option<f64>,
+    /// Benchmark harness only (validate, never predictions): a call whose weights,
+    /// activations and output together fit in L2 moves its bytes this many times faster than
+    /// DRAM at `memory_fraction` (the harness repeats the call on the same tensors).
+    #[serde(default = "no_speedup")]
+    pub harness_warm_l2_speedup: f64,
 }
 
 fn one_split() -> u32 {

@@ -707,7 +707,7 @@ mod tests {
             assert!(l2 >= mem);
             // (batch, context): 8 x 1024 x 8 heads x 128 x 2 x 2 B = 33.6 MB fits in every
             // L2 here; 64 x 32768 (2.1 GB) fits in none.
-            for (batch, context, fits) in [(8, 1024, true), (64, 32768, false)] {
+            for (batch, context, fits) in [(8u64, 1024u64, true), (64, 32768, false)] {
                 for dtype in ["bfloat16", "fp8"] {
                     let t = format!(
                         "batch,context,heads,kv_heads,head_dim,kv_dtype,window,latency_ms\n\

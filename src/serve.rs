@@ -209,9 +209,9 @@ impl Costs<'_> {
             .total
     }
 
-    /// One prompt prefilled as a pass of its own.
-    fn prefill_alone(&self, input: f64) -> f64 {
-        self.ev.evaluate(&Pass::prefill(1.0, input, 0.0)).total
+    /// `prompts` prompts of `input` tokens prefilled together as a pass of their own.
+    fn prefill(&self, prompts: f64, input: f64) -> f64 {
+        self.ev.evaluate(&Pass::prefill(prompts, input, 0.0)).total
     }
 }
 
@@ -336,7 +336,7 @@ impl<'s, 'a> Server<'s, 'a> {
         let held = (held / block).ceil() * block;
         let kv_max = ((mem.max_kv_tokens / (held + 1.0)).floor().max(1.0)) as u32;
         let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
-        let prefill_alone = costs.prefill_alone(input);
+        let prefill_alone = costs.prefill(1.0, input);
         let cap = kv_max.min(eng.max_num_seqs).min(client_cap);
         Ok(Server {
             s,
@@ -491,8 +491,7 @@ impl<'s, 'a> Server<'s, 'a> {
         let ttft = if w.client.start == Start::Burst && running > 1.0 {
             let wave = running * input;
             let k = (wave / costs.budget).ceil().max(1.0);
-            let all =
-                costs.ev.evaluate(&Pass::prefill(running, input, 0.0)).total + costs.step_overhead;
+            let all = costs.prefill(running, input) + costs.step_overhead;
             let burst = all * (k + 1.0) / (2.0 * k) + slot_wait;
             let group = if costs.chunked {
                 ((costs.budget - running) / (input - 1.0).max(1.0)).clamp(1.0, running)
@@ -505,7 +504,7 @@ impl<'s, 'a> Server<'s, 'a> {
                         .mixed(running - group, ctx, group * input, input)
                         .max(step)
                 } else {
-                    costs.ev.evaluate(&Pass::prefill(group, input, 0.0)).total + costs.step_overhead
+                    costs.prefill(group, input) + costs.step_overhead
                 };
                 (carrier + wait + slot_wait).max(steady)
             } else {

@@ -332,7 +332,13 @@ fn custom_allreduce(
 ) -> CollectiveCost {
     let eng = &system.engine;
     let m = model(&system.link);
-    let bw = ring_bandwidth(system, &m, n, p);
+    // The kernel runs a fixed grid of CTAs, each thread holding one 16-byte load per peer in
+    // flight: over a remote load latency that is all the rate the grid can pull, whatever
+    // the link could carry (Little's law).
+    let link = ring_bandwidth(system, &m, n, p);
+    let bw = m.custom_allreduce_remote_load_latency.map_or(link, |l| {
+        link.min(custom_allreduce_loads_in_flight(n) / l.0)
+    });
     let floor = m
         .custom_allreduce_latency
         .map_or(2.0 * hop_latency(system), |l| l.0)
@@ -342,13 +348,6 @@ fn custom_allreduce(
         eng.one_shot_max_4gpu.unwrap_or(eng.one_shot_max).0
     } else {
         eng.one_shot_max.0
-    };
-    // The kernel runs a fixed grid of CTAs, each thread holding one 16-byte load per peer in
-    // flight: over a remote load latency that is all the rate the grid can pull, whatever
-    // the link could carry (Little's law).
-    let bw = match m.custom_allreduce_remote_load_latency {
-        Some(l) => bw.min(custom_allreduce_loads_in_flight(n) / l.0),
-        None => bw,
     };
     let kernel = if n == 2 || bytes < one_shot_max {
         CollectiveCost {

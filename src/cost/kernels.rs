@@ -88,8 +88,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let peak_bw = dev.system.gpu.memory_bandwidth.0;
     // A harness repeating the call on the same weights finds them in L2 when they fit: at
     // the speed of light they then cost no DRAM time.
-    let l2 = dev.system.gpu.l2_cache.map_or(0.0, |b| b.0);
-    let warm = dev.warm_l2 && weight_bytes <= l2;
+    let warm = dev.warm_in_l2(weight_bytes);
     if dev.params.is_sol() {
         let dram = if warm { 0.0 } else { weight_bytes };
         let tm = (dram + act_bytes) / peak_bw;
@@ -206,12 +205,7 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
 /// Whether a GEMM call's weights, activations and output all fit in L2 in a benchmark
 /// harness that repeats it (`Device::warm_l2`): validate only, predictions never set it.
 pub fn gemm_warm(dev: &Device, m: f64, n: f64, k: f64, bpw: f64, act: f64) -> bool {
-    dev.warm_l2
-        && dev
-            .system
-            .gpu
-            .l2_cache
-            .is_some_and(|b| n * k * bpw + m * k * act + m * n * 2.0 <= b.0)
+    dev.warm_in_l2(n * k * bpw + m * k * act + m * n * 2.0)
 }
 
 /// The work of one decode attention call, as `Op::Attention` carries it.
@@ -290,8 +284,7 @@ pub fn decode_attention_time(
     let waves = (items * splits / sms * (1.0 - 1e-12)).ceil().max(1.0);
     let item_kv = kv_bytes / (s.sequences * s.kv_heads);
     let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
-    let l2 = dev.system.gpu.l2_cache.map_or(0.0, |b| b.0);
-    let kv_bw = if dev.warm_l2 && kv_bytes <= l2 {
+    let kv_bw = if dev.warm_in_l2(kv_bytes) {
         bw * k.harness_warm_l2_speedup
     } else {
         bw
@@ -314,12 +307,6 @@ pub fn decode_attention_time(
         _ => 0.0,
     };
     Some(k.floor.0 + quantize + stream + k.per_item.0 * items / sms)
-}
-
-/// Whether a decode attention call's cache is read from L2 in a benchmark harness that
-/// repeats it (`Device::warm_l2` and the cache fits): its DRAM roofline does not bound it.
-pub fn decode_attention_warm(dev: &Device, kv_bytes: f64) -> bool {
-    dev.warm_l2 && dev.system.gpu.l2_cache.is_some_and(|b| kv_bytes <= b.0)
 }
 
 /// Kernel time of an MLA latent decode call (absorbed form) of `queries` queries over

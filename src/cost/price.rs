@@ -89,12 +89,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             // A harness repeating a call whose tensors fit in L2 reads them from there: its
             // speed of light is the L2 one, and the kernel model is never under it (validate
             // only; predictions never set warm_l2).
-            let warm = dev.warm_l2
-                && dev
-                    .system
-                    .gpu
-                    .l2_cache
-                    .is_some_and(|l2| weight_bytes + (m * k + m * n) * 2.0 <= l2.0);
+            let warm = dev.warm_in_l2(bytes);
             if sol && warm {
                 let t = warm_l2_sol(dev, 0.0, bytes).max(flops / dev.gemm_rate[kind]);
                 let bound = if flops / dev.gemm_rate[kind] >= t {
@@ -203,7 +198,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             // occupancy and per-item cost; prefill and the indexer stay on the roofline.
             let decode = matches!(kind, AttentionKind::Gqa | AttentionKind::SlidingWindow)
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences;
-            let warm = decode && kernels::decode_attention_warm(dev, kv);
+            let warm = decode && dev.warm_in_l2(kv);
             match decode
                 .then(|| {
                     let shape = kernels::DecodeShape {

@@ -116,6 +116,25 @@ impl E2eMap {
     }
 }
 
+/// `model` with the user's `--set model.*` overrides applied (after the run's quant modes,
+/// so they win) and validated. A bad override is the user's error, not the run's: it fails
+/// the whole validation.
+fn with_user_sets(model: ModelSpec, user: &[Override]) -> Result<ModelSpec> {
+    if !user.iter().any(|o| o.target == Target::Model) {
+        return Ok(model);
+    }
+    let label = model.name.clone();
+    let m: ModelSpec = apply(&model, Target::Model, user, &label)?;
+    m.validate()
+        .map_err(|(field, expected)| crate::error::Error::Invalid {
+            file: format!("{label} (after --set)"),
+            line: None,
+            field,
+            expected,
+        })?;
+    Ok(m)
+}
+
 /// The run's layout in rooftop's terms, or why rooftop cannot express it.
 ///
 /// The file's degrees: `tp` (attention tensor parallel), `attention_dp`, `pp`, and the MoE
@@ -249,10 +268,17 @@ fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Res
     Ok((p.tpot_itl_ms * 1e-3, p.ttft_ms * 1e-3))
 }
 
-/// Evaluate every run; `source` labels the record.
-pub fn evaluate(runs: &[E2eRun], source: &str) -> Result<E2eValidation> {
+/// Evaluate every run with the user's `--set` overrides (`sets`, applied to every run's
+/// model, system, GPU, interconnect and engine); `source` labels the record and
+/// `client` names the benchmark client in place of the mapping's (`--client`).
+pub fn evaluate(
+    runs: &[E2eRun],
+    source: &str,
+    sets: &[Override],
+    client: Option<&str>,
+) -> Result<E2eValidation> {
     let map = E2eMap::builtin()?;
-    let client = registry::load_client(&map.client)?.model();
+    let client = registry::load_client(client.unwrap_or(&map.client))?.model();
     let mut systems: BTreeMap<String, System> = BTreeMap::new();
     let mut models: BTreeMap<
         (String, String, String, String),
@@ -261,27 +287,37 @@ pub fn evaluate(runs: &[E2eRun], source: &str) -> Result<E2eValidation> {
     let mut rows = Vec::new();
     let mut skipped: BTreeMap<String, Skipped> = BTreeMap::new();
     for run in runs {
-        let attempt = (|| -> std::result::Result<RunRow, String> {
-            let model = models
-                .entry((
-                    run.model_path.clone(),
-                    run.precision.clone(),
-                    run.gemm_quant_mode.clone(),
-                    run.moe_quant_mode.clone(),
-                ))
-                .or_insert_with(|| map.model(run))
-                .clone()?;
-            let sys_name = map.system(run)?;
-            let engine = map
-                .engines
-                .get(&run.backend)
-                .ok_or_else(|| format!("backend \"{}\" not in {MODELS_LABEL}", run.backend))?;
-            let key = format!("{sys_name}|{engine}");
-            if !systems.contains_key(&key) {
-                let sys = System::load_with_engine(sys_name, Some(engine), &[])
-                    .map_err(|e| e.to_string())?;
-                systems.insert(key.clone(), sys);
+        // The model and system each run names, loaded once. A description that no longer
+        // loads after the user's `--set` is the user's error and stops the validation; a run
+        // rooftop cannot map is skipped with its reason.
+        let model_key = (
+            run.model_path.clone(),
+            run.precision.clone(),
+            run.gemm_quant_mode.clone(),
+            run.moe_quant_mode.clone(),
+        );
+        if !models.contains_key(&model_key) {
+            let m = match map.model(run) {
+                Ok(m) => Ok(with_user_sets(m, sets)?),
+                Err(why) => Err(why),
+            };
+            models.insert(model_key.clone(), m);
+        }
+        let system_key = match (map.system(run), map.engines.get(&run.backend)) {
+            (Ok(sys_name), Some(engine)) => {
+                let key = format!("{sys_name}|{engine}");
+                if !systems.contains_key(&key) {
+                    let sys = System::load_with_engine(sys_name, Some(engine), sets)?;
+                    systems.insert(key.clone(), sys);
+                }
+                Ok(key)
             }
+            (Err(why), _) => Err(why),
+            (_, None) => Err(format!("backend \"{}\" not in {MODELS_LABEL}", run.backend)),
+        };
+        let attempt = (|| -> std::result::Result<RunRow, String> {
+            let model = models[&model_key].clone()?;
+            let key = system_key?;
             let system = &systems[&key];
             let parallel = layout(run, model.moe().is_some())?;
             let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;

@@ -42,3 +42,69 @@ fn e2e_csv_is_validated_run_by_run_and_skips_name_their_reason() {
         .any(|r| r.contains("no description of nvidia/Qwen3-32B-NVFP4")));
     assert!(reasons.iter().any(|r| r.contains("needs 64 GPUs")));
 }
+
+fn validate_sample(extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "validate",
+            "--measured",
+            "tests/fixtures/measured/e2e_serving_sample.csv",
+            "--format",
+            "json",
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn predicted_tpots(out: &std::process::Output) -> Vec<f64> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["predicted_tpot_ms"].as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn set_overrides_apply_to_every_e2e_run() {
+    let base = predicted_tpots(&validate_sample(&[]));
+    // More bandwidth never slows a run; here it speeds every one up.
+    let fast = predicted_tpots(&validate_sample(&["--set", "gpu.memory_bandwidth=20 TB/s"]));
+    assert_eq!(base.len(), fast.len());
+    assert!(
+        base.iter().zip(&fast).all(|(b, f)| f < b),
+        "{base:?} {fast:?}"
+    );
+    // A larger fixed cost per kernel slows every run.
+    let slow = predicted_tpots(&validate_sample(&["--set", "engine.kernel_gap=10 us"]));
+    assert!(
+        base.iter().zip(&slow).all(|(b, s)| s > b),
+        "{base:?} {slow:?}"
+    );
+}
+
+#[test]
+fn e2e_validation_refuses_options_it_cannot_honour() {
+    // A field no description has: the user's error, not a skipped run.
+    let out = validate_sample(&["--set", "engine.kernel_gapx=2 us"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kernel_gapx"));
+    // Each run names its own layout and engine: --tp and --engine are refused, not ignored.
+    for flag in [["--tp", "2"], ["--engine", "sglang"]] {
+        let out = validate_sample(&flag);
+        assert_eq!(out.status.code(), Some(1), "{flag:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag[0]) && err.contains("each run names"),
+            "{err}"
+        );
+    }
+}

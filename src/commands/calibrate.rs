@@ -552,7 +552,7 @@ pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
         .iter()
         .any(|f| crate::commands::validate_e2e::e2e_text(f).is_some())
     {
-        return crate::commands::validate_e2e::run(&m.measured, format);
+        return crate::commands::validate_e2e::run(args, m, format);
     }
     if let Some((tables, skipped)) = crate::commands::kernel_validate::kernel_tables(&m.measured)? {
         return crate::commands::kernel_validate::run(args, &tables, skipped, format);

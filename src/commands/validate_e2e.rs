@@ -2,10 +2,12 @@
 //! own model, system and layout, and the TPOT/TTFT errors per backend × system × model. Kept
 //! apart from the kernel-table and single-scenario validation, which compare one scenario.
 
+use crate::cli::{MeasuredArgs, ScenarioArgs, DEFAULT_MODEL, DEFAULT_SYSTEM};
 use crate::e2e::{evaluate, E2eValidation, ErrorSummary, RunRow};
 use crate::error::{Error, Result};
 use crate::export::{self, table, Format, Table, Tabular};
 use crate::measured::e2e_csv::{is_e2e_csv, parse_e2e_csv};
+use crate::spec::overrides::parse_all;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -19,8 +21,28 @@ pub fn e2e_text(path: &str) -> Option<String> {
     is_e2e_csv(&text).then_some(text)
 }
 
-/// Validate against the e2e serving CSVs given with `--measured` (all must be e2e files).
-pub fn run(measured: &[String], format: Format) -> Result<Vec<u8>> {
+/// Validate against the e2e serving CSVs given with `--measured` (all must be e2e files),
+/// with the `--set` overrides and `--client` of `args` and `measured`. Each run names its own
+/// model, system, engine and layout: the options that would choose those are refused rather
+/// than ignored.
+pub fn run(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<u8>> {
+    let chosen = [
+        ("--model", args.model != DEFAULT_MODEL),
+        ("--system", args.system != DEFAULT_SYSTEM),
+        ("--engine", args.engine.is_some()),
+        ("--tp", args.tp.is_some()),
+        ("--ep", args.ep.is_some()),
+        ("--pp", args.pp.is_some()),
+        ("--dp", args.dp.is_some()),
+        ("--calibration", args.calibration.is_some()),
+    ];
+    if let Some((flag, _)) = chosen.iter().find(|(_, given)| *given) {
+        return Err(Error::Scenario(format!(
+            "{flag} does not apply to an e2e serving CSV: each run names its own model, system, engine and layout (--set and --client apply to every run)"
+        )));
+    }
+    let sets = parse_all(&args.set)?;
+    let measured = &m.measured;
     let mut runs = Vec::new();
     for m in measured {
         let text = e2e_text(m).ok_or_else(|| {
@@ -30,7 +52,7 @@ pub fn run(measured: &[String], format: Format) -> Result<Vec<u8>> {
         })?;
         runs.extend(parse_e2e_csv(&text, m)?);
     }
-    let v = evaluate(&runs, &measured.join(", "))?;
+    let v = evaluate(&runs, &measured.join(", "), &sets, m.client.as_deref())?;
     export::export(&v, format, text)
 }
 

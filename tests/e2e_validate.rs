@@ -6,17 +6,7 @@ use assert_cmd::Command;
 
 #[test]
 fn e2e_csv_is_validated_run_by_run_and_skips_name_their_reason() {
-    let out = Command::cargo_bin("rooftop")
-        .unwrap()
-        .args([
-            "validate",
-            "--measured",
-            "tests/fixtures/measured/e2e_serving_sample.csv",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let out = validate_sample(&[]);
     assert!(
         out.status.success(),
         "{}",

@@ -388,7 +388,9 @@ impl<'s, 'a> Server<'s, 'a> {
             }
         };
         let with = with_prompts(p);
-        let prefill_per_step = with - dec;
+        // A step with prompts never runs faster than without; a difference below zero is
+        // rounding (prompts that add nothing measurable), not a negative time.
+        let prefill_per_step = (with - dec).max(0.0);
         // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
         // behind the previous GPU step with overlap, added to it without.
         let gpu = with - costs.step_overhead;

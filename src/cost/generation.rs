@@ -127,8 +127,13 @@ pub enum PairScope {
 pub enum MoeBackend {
     /// FlashInfer's CUTLASS fused MoE (permute, grouped GEMMs, finalize).
     Cutlass,
-    /// FlashInfer's TensorRT-LLM fused MoE (routing, batched GEMMs; SM100).
+    /// FlashInfer's TensorRT-LLM fused MoE (routing, batched GEMMs; SM100), called as one
+    /// monolithic kernel that routes the logits itself.
     Trtllm,
+    /// The same GEMMs behind vLLM's modular kernel: routing, activation quantization and
+    /// permutation done by the framework before the TRT-LLM experts, and a finalize after
+    /// (`...expertsmodular`): other fixed costs and another tile choice.
+    TrtllmModular,
     /// The same with MXFP8-quantized activations against MXFP4 weights: block-scaled MMA at
     /// the FP8 rate, not BF16 math on dequantized weights.
     TrtllmMxfp8,
@@ -141,13 +146,15 @@ pub enum MoeBackend {
 impl MoeBackend {
     /// The library a measured table's `kernel` name says ran (vLLM's class names:
     /// `..._flashinfer_cutlass_...`, `..._flashinfer_trtllm_...`, `..._marlin_...`,
-    /// `..._triton_...`; `_mxfp4_mxfp8_` for MXFP8 activations), if any.
+    /// `..._triton_...`; `_mxfp4_mxfp8_` for MXFP8 activations, `expertsmodular` for the
+    /// TRT-LLM experts behind vLLM's modular kernel), if any.
     pub fn from_kernel_name(name: &str) -> Option<MoeBackend> {
         library_named(
             name,
             &[
                 ("marlin", MoeBackend::Marlin),
                 ("mxfp8", MoeBackend::TrtllmMxfp8),
+                ("expertsmodular", MoeBackend::TrtllmModular),
                 ("trtllm", MoeBackend::Trtllm),
                 ("cutlass", MoeBackend::Cutlass),
                 ("triton", MoeBackend::Triton),

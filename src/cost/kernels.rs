@@ -594,6 +594,16 @@ mod tests {
             Some(MoeBackend::TrtllmMxfp8)
         );
         assert_eq!(
+            MoeBackend::from_kernel_name("vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmodular"),
+            Some(MoeBackend::TrtllmModular)
+        );
+        assert_eq!(
+            MoeBackend::from_kernel_name(
+                "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic"
+            ),
+            Some(MoeBackend::Trtllm)
+        );
+        assert_eq!(
             MoeBackend::from_kernel_name(
                 "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts"
             ),

@@ -210,3 +210,45 @@ fn an_engine_that_fuses_never_runs_more_kernels_than_one_that_does_not() {
         assert_eq!(p - f, 32, "{system}");
     }
 }
+
+#[test]
+fn a_collective_in_a_graph_costs_its_call_time_and_eagerly_its_launch_too() {
+    use rooftop::cost::price::cost;
+    use rooftop::cost::{CostParams, Device};
+    use rooftop::ops::{Category, CollectiveKind, Op, Operator};
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let dev = Device::new(&sys, CostParams::default_for(&sys)).unwrap();
+    let ar = Operator::new(
+        "allreduce_attn",
+        Category::Allreduce,
+        1,
+        Op::Collective {
+            kind: CollectiveKind::AllReduce,
+            bytes: 64.0 * 1024.0,
+            ranks: 8,
+        },
+    );
+    // The call time, fitted to back-to-back calls (dispatch included), is all it costs in a
+    // graph: no kernel gap on top.
+    let graphed = cost(&ar, &dev);
+    assert!(graphed.time > 0.0);
+    assert_eq!(graphed.overhead, 0.0);
+    assert_eq!(graphed.total(), graphed.time);
+    // A GEMM in the same graph still pays its gap.
+    let gemm = Operator::new(
+        "o_proj",
+        Category::Gemm,
+        1,
+        Op::Gemm {
+            m: 4.0,
+            n: 8192.0,
+            k: 8192.0,
+            weights: rooftop::spec::WeightFormat::BF16,
+            resident: true,
+            after_cast: false,
+        },
+    );
+    assert!(cost(&gemm, &dev).overhead > 0.0);
+    // Launched eagerly, the collective's launch is not hidden.
+    assert!(cost(&ar, &dev.eager()).overhead > 0.0);
+}

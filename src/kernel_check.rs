@@ -142,7 +142,7 @@ pub fn check_table(
         // A benchmark harness floor the generation's GEMM constants name for this row's
         // kernel (flat CPU-side cost of an eager call): the measured call is the slower of it
         // and the kernel. Applied here only, never in predictions.
-        let harness = harness_floor(&row.shape, &row.kernel, &sys)?;
+        let harness = harness_floor(&row.shape, &row.kernel, attention, &sys)?;
         // The MLA module's eager call adds its backend's harness cost on top (additive: it
         // is CPU-side and per call, before the kernels run).
         let harness_add = harness_mla(&row.shape, attention, &sys)?;
@@ -194,9 +194,28 @@ pub fn check_table(
     Ok(out)
 }
 
-/// The harness floor of a GEMM row's kernel on its GPU's generation (0 when none is named).
-fn harness_floor(shape: &KernelShape, kernel: &str, sys: &System) -> Result<f64> {
+/// The harness floor of a row: a GEMM row's kernel's flat one on its GPU's generation, a decode
+/// attention row's library's serial cost per (sequence, KV head); 0 when none is named.
+fn harness_floor(
+    shape: &KernelShape,
+    kernel: &str,
+    attention: Option<AttentionBackend>,
+    sys: &System,
+) -> Result<f64> {
     Ok(match *shape {
+        KernelShape::AttentionDecode {
+            batch, kv_heads, ..
+        } => {
+            let dev = Device::new(sys, CostParams::default_for(sys))?;
+            let k = dev.decode_attention_on(attention);
+            let applies =
+                k.harness_per_item_max_batch == 0 || batch <= k.harness_per_item_max_batch;
+            if applies {
+                k.harness_per_item.0 * batch as f64 * kv_heads as f64
+            } else {
+                0.0
+            }
+        }
         KernelShape::Gemm { dtype, .. } => Generation::of(&sys.gpu)?
             .kernels()
             .gemm

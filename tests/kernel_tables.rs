@@ -20,7 +20,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("b200", "nccl", 0.063),
     ("b200", "vllm_custom_allreduce", 0.073),
     ("h100-sxm", "gemm", 0.062),
-    ("h100-sxm", "attention_decode", 0.091),
+    ("h100-sxm", "attention_decode", 0.081),
     ("h100-sxm", "moe", 0.097),
     ("h100-sxm", "mla_decode_module", 0.070),
     ("h100-sxm", "nccl", 0.076),
@@ -175,4 +175,26 @@ fn mxfp4_moe_rows_are_priced_by_the_kernel_that_ran_them() {
     // Marlin on Hopper, where its int4 rows fit well, prices its MXFP4 rows alike.
     let marlin = median("h100-sxm", true);
     assert!(marlin < 0.25, "h100-sxm Marlin MXFP4 rows: median {marlin}");
+}
+
+#[test]
+fn a_harness_serial_cost_per_item_holds_only_the_batches_it_was_seen_at() {
+    use rooftop::kernel_check::check_table;
+    use rooftop::measured::kernel_table::parse_kernel_table;
+    use rooftop::spec::System;
+    // FlashAttention 4 rows on H100: the harness's call takes 2.4 us per (sequence, KV
+    // head) in series up to batch 512, and not beyond.
+    let head = "batch,context,heads,kv_heads,head_dim,kv_dtype,window,latency_ms,kernel\n";
+    let row = |b: u32| format!("{b},3,2,1,512,bfloat16,0,0.1,vllm_flash_attn_fa4\n");
+    let table = parse_kernel_table(
+        &format!("{head}{}{}", row(256), row(2048)),
+        "attention_decode_h100-sxm.csv",
+    )
+    .unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let rows = check_table(&table, &sys, None).unwrap();
+    let (small, large) = (rows[0].default, rows[1].default);
+    // In microseconds, as the table rows are.
+    assert!(small >= 256.0 * 2.4 - 1e-6, "{small}");
+    assert!(large < 2048.0 * 2.4, "{large}");
 }

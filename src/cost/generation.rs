@@ -386,6 +386,14 @@ pub struct DecodeAttentionKernel {
     /// adds it; predictions never do.
     #[serde(default)]
     pub harness_floor: Seconds,
+    /// Time the benchmark harness's call takes per (sequence, KV head) in series, whatever
+    /// the shape: the measured call is the slower of that and the kernel. Only `validate`
+    /// applies it; 0 (the default) where the table shows no such cost.
+    #[serde(default)]
+    pub harness_per_item: Seconds,
+    /// Largest batch whose harness call pays `harness_per_item` (0: every batch).
+    #[serde(default)]
+    pub harness_per_item_max_batch: u64,
 }
 
 fn no_speedup() -> f64 {

@@ -301,7 +301,16 @@ pub fn decode_attention_time(
         0.0
     };
     let per_cta = waves * (item_kv / splits).max(tile) / b_sm;
-    let stream = per_cta.max(items * item_kv / kv_bw) + other_bytes / bw;
+    // Per-query-head items re-read their KV head's cache; the re-reads come from L2 when
+    // the cache of that head over the whole batch (what runs between two query heads of one
+    // KV head, launched batch-major) fits in it, from DRAM otherwise.
+    let l2 = dev.system.gpu.l2_cache.map_or(0.0, |b| b.0);
+    let dram_reads = if per_query_head && s.sequences * item_kv <= l2 {
+        s.sequences * s.kv_heads * item_kv
+    } else {
+        items * item_kv
+    };
+    let stream = per_cta.max(dram_reads / kv_bw) + other_bytes / bw;
     let quantize = match s.kv_dtype {
         KvDtype::Fp8 => k.fp8_query_quant.0,
         _ => 0.0,
@@ -791,6 +800,34 @@ mod tests {
         assert!(t(true, None) > t(false, None));
         let triton = Some(AttentionBackend::Triton);
         assert_eq!(t(true, triton), t(false, triton));
+    }
+
+    /// A windowed FA2 call runs one item per query head; their re-reads of a KV head's cache
+    /// come from L2 while that head's cache over the batch fits in it, from DRAM beyond.
+    #[test]
+    fn per_query_head_rereads_hit_l2_only_while_the_batch_head_cache_fits() {
+        let sys = l40s();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let l2 = sys.gpu.l2_cache.unwrap().0;
+        let bw = dev.system.gpu.memory_bandwidth.0;
+        // (sequences, span) whose per-KV-head cache over the batch is a quarter of L2, then
+        // four times L2: the DRAM stream of 4 query heads per KV head is 1x, then 4x, the
+        // unique cache.
+        for (factor, reads) in [(0.25, 1.0), (4.0, 4.0)] {
+            let seqs = 16.0;
+            let per_head = factor * l2 / seqs;
+            let span = per_head / (128.0 * 2.0 * 2.0);
+            let kv = seqs * 8.0 * per_head;
+            let t = decode_attention_time(&dev, &gqa(seqs, span, true), None, kv, 0.0).unwrap();
+            // At least the DRAM stream the re-reads make, at full bandwidth.
+            assert!(t >= reads * kv / bw, "factor {factor}: {t}");
+            if reads == 1.0 {
+                // Under the 4x stream the re-reads from DRAM would cost.
+                let k = dev.decode_attention_on(None);
+                let eta = Device::attained(k.memory_fraction, dev.mem_eff);
+                assert!(t < 4.0 * kv / (eta * bw), "factor {factor}: {t}");
+            }
+        }
     }
 
     #[test]

@@ -253,6 +253,14 @@ pub struct MoeKernel {
     /// expert parallelism.
     #[serde(default)]
     pub expert_map_fixed: Seconds,
+    /// The row tile is one block height for every expert, picked from the mean load the
+    /// kernel's host code computes, all of the call's pairs over its local experts (vLLM's
+    /// Marlin MoE: the first of 8, 16, 32, 48, 64 rows with mean / block < 0.9). Under expert
+    /// parallelism that mean counts every rank's pairs, so the block is taller than the local
+    /// load needs. false (the default): each expert's rows pad to the power of two that holds
+    /// them, up to `tile_m`.
+    #[serde(default)]
+    pub block_from_mean_load: bool,
 }
 
 /// A dense GEMM kernel family: a roofline at attained fractions plus a fixed time, after an

@@ -47,6 +47,15 @@ fn padded_rows(rows: f64, tile_m: u32) -> f64 {
     (rows / b).ceil() * b
 }
 
+/// The block height vLLM's Marlin MoE picks for a mean of `mean` rows per local expert: the
+/// first of 8, 16, 32, 48 with `mean / block < 0.9`, else 64.
+fn mean_load_block(mean: f64) -> f64 {
+    [8.0, 16.0, 32.0, 48.0]
+        .into_iter()
+        .find(|b| mean / b < 0.9)
+        .unwrap_or(64.0)
+}
+
 /// The fused-MoE call's shape, as `Op::MoeGemm` carries it.
 #[derive(Debug, Clone, Copy)]
 pub struct MoeShape {
@@ -97,11 +106,19 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     }
     let k = dev.moe_kernel_on(s.weights, s.backend);
     let wide = (2.0 * s.width / 64.0).ceil() * 64.0 / 2.0;
-    let rows: f64 = load
-        .loads
-        .iter()
-        .map(|(l, n)| n * padded_rows(l, k.tile_m))
-        .sum();
+    let rows: f64 = if k.block_from_mean_load {
+        let block = mean_load_block(s.tokens * s.top_k / (s.experts / s.ep).max(1.0));
+        // The MMA fragments are 16 rows high: a shorter block computes as 16.
+        load.loads
+            .iter()
+            .map(|(l, n)| n * (l / block).ceil() * block.max(16.0))
+            .sum()
+    } else {
+        load.loads
+            .iter()
+            .map(|(l, n)| n * padded_rows(l, k.tile_m))
+            .sum()
+    };
     let tc = 2.0 * 3.0 * s.hidden * wide * rows
         / (Device::attained(k.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind]);
     let speedup = if warm { k.harness_warm_l2_speedup } else { 1.0 };
@@ -800,6 +817,25 @@ mod tests {
         assert!(t(true, None) > t(false, None));
         let triton = Some(AttentionBackend::Triton);
         assert_eq!(t(true, triton), t(false, triton));
+    }
+
+    /// Marlin's block height follows vLLM's rule on the mean load over local experts (under
+    /// expert parallelism every rank's pairs over this rank's experts: taller than the local
+    /// load needs). The table effect is guarded by tests/kernel_tables.rs.
+    #[test]
+    fn marlin_blocks_follow_the_mean_load_over_local_experts() {
+        assert_eq!(mean_load_block(1.0), 8.0);
+        assert_eq!(mean_load_block(7.1), 8.0);
+        assert_eq!(mean_load_block(7.3), 16.0);
+        assert_eq!(mean_load_block(40.0), 48.0);
+        assert_eq!(mean_load_block(1000.0), 64.0);
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let int4: WeightFormat = "int4-g128".parse().unwrap();
+        assert!(dev.moe_kernel(int4).block_from_mean_load);
+        // Hopper's Marlin INT4 runs it; another library does not.
+        let bf16 = WeightFormat::BF16;
+        assert!(!dev.moe_kernel(bf16).block_from_mean_load);
     }
 
     /// A windowed FA2 call runs one item per query head; their re-reads of a KV head's cache

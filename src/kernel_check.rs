@@ -139,13 +139,9 @@ pub fn check_table(
             row.shape,
             KernelShape::Nccl { .. } | KernelShape::VllmCustomAllreduce { graph: true, .. }
         );
-        // A benchmark harness floor the generation's GEMM constants name for this row's
-        // kernel (flat CPU-side cost of an eager call): the measured call is the slower of it
-        // and the kernel. Applied here only, never in predictions.
-        let harness = harness_floor(&row.shape, &row.kernel, attention, &sys)?;
-        // The MLA module's eager call adds its backend's harness cost on top (additive: it
-        // is CPU-side and per call, before the kernels run).
-        let harness_add = harness_mla(&row.shape, attention, &sys)?;
+        // The benchmark harness's own costs for this row (applied here only, never in
+        // predictions): a floor the measured call is the slower of, and a cost added on top.
+        let (harness, harness_add) = harness(&row.shape, &row.kernel, attention, &sys)?;
         let price = |p: &CostParams| -> Result<f64> {
             let mut dev = Device::new(&sys, *p)?;
             // The harness repeats the attention call on one cache, the MoE and GEMM calls
@@ -194,58 +190,52 @@ pub fn check_table(
     Ok(out)
 }
 
-/// The harness floor of a row: a GEMM row's kernel's flat one on its GPU's generation, a decode
-/// attention row's library's serial cost per (sequence, KV head); 0 when none is named.
-fn harness_floor(
+/// The benchmark harness's costs for a row on its GPU's generation, as (floor, added):
+/// - a GEMM row: the flat floor its kernel's constants name (an eager call's CPU-side
+///   cost; the measured call is the slower of it and the kernel);
+/// - a decode attention row: its library's serial cost per (sequence, KV head) as the floor
+///   (up to the batch it was seen at), and its flat eager cost added;
+/// - an MLA module row: the backend's flat cost plus its serial cost per sequence, added
+///   (CPU-side and per call, before the kernels run).
+///
+/// (0, 0) for other families.
+fn harness(
     shape: &KernelShape,
     kernel: &str,
     attention: Option<AttentionBackend>,
     sys: &System,
-) -> Result<f64> {
+) -> Result<(f64, f64)> {
     Ok(match *shape {
         KernelShape::AttentionDecode {
             batch, kv_heads, ..
         } => {
             let dev = Device::new(sys, CostParams::default_for(sys))?;
             let k = dev.decode_attention_on(attention);
-            let applies =
-                k.harness_per_item_max_batch == 0 || batch <= k.harness_per_item_max_batch;
-            if applies {
+            let serial = k.harness_per_item_max_batch == 0 || batch <= k.harness_per_item_max_batch;
+            let floor = if serial {
                 k.harness_per_item.0 * batch as f64 * kv_heads as f64
             } else {
                 0.0
-            }
+            };
+            (floor, k.harness_floor.0)
         }
-        KernelShape::Gemm { dtype, .. } => Generation::of(&sys.gpu)?
-            .kernels()
-            .gemm
-            .get(moe_key(gemm_format(dtype)))
-            .and_then(|g| g.harness_floor.get(kernel))
-            .map_or(0.0, |s| s.0),
-        _ => 0.0,
-    })
-}
-
-/// The harness cost an MLA module row's eager call adds on its GPU's generation: the MLA
-/// backend's flat cost plus its serial cost per sequence; a decode attention row's, the
-/// kernel's flat harness cost (0 for other families).
-fn harness_mla(
-    shape: &KernelShape,
-    attention: Option<AttentionBackend>,
-    sys: &System,
-) -> Result<f64> {
-    Ok(match *shape {
-        KernelShape::AttentionDecode { .. } => {
-            Device::new(sys, CostParams::default_for(sys))?
-                .decode_attention_on(attention)
-                .harness_floor
-                .0
+        KernelShape::Gemm { dtype, .. } => {
+            let floor = Generation::of(&sys.gpu)?
+                .kernels()
+                .gemm
+                .get(moe_key(gemm_format(dtype)))
+                .and_then(|g| g.harness_floor.get(kernel))
+                .map_or(0.0, |s| s.0);
+            (floor, 0.0)
         }
         KernelShape::MlaDecodeModule { batch, .. } => {
             let k = &Generation::of(&sys.gpu)?.kernels().mla_decode;
-            k.harness_floor.0 + k.harness_per_sequence.0 * batch as f64
+            (
+                0.0,
+                k.harness_floor.0 + k.harness_per_sequence.0 * batch as f64,
+            )
         }
-        _ => 0.0,
+        _ => (0.0, 0.0),
     })
 }
 

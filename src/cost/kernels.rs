@@ -106,19 +106,16 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     }
     let k = dev.moe_kernel_on(s.weights, s.backend);
     let wide = (2.0 * s.width / 64.0).ceil() * 64.0 / 2.0;
-    let rows: f64 = if k.block_from_mean_load {
-        let block = mean_load_block(s.tokens * s.top_k / (s.experts / s.ep).max(1.0));
+    // Rows an expert with `l` pairs computes: padded to the library's block.
+    let block = k
+        .block_from_mean_load
+        .then(|| mean_load_block(s.tokens * s.top_k / (s.experts / s.ep).max(1.0)));
+    let padded = |l: f64| match block {
         // The MMA fragments are 16 rows high: a shorter block computes as 16.
-        load.loads
-            .iter()
-            .map(|(l, n)| n * (l / block).ceil() * block.max(16.0))
-            .sum()
-    } else {
-        load.loads
-            .iter()
-            .map(|(l, n)| n * padded_rows(l, k.tile_m))
-            .sum()
+        Some(b) => (l / b).ceil() * b.max(16.0),
+        None => padded_rows(l, k.tile_m),
     };
+    let rows: f64 = load.loads.iter().map(|(l, n)| n * padded(l)).sum();
     let tc = 2.0 * 3.0 * s.hidden * wide * rows
         / (Device::attained(k.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind]);
     let speedup = if warm { k.harness_warm_l2_speedup } else { 1.0 };

@@ -161,8 +161,9 @@ pub struct ServingArgs {
     /// prefill included).
     #[arg(long, value_enum, default_value_t)]
     pub tpot_def: crate::serve::TpotDef,
-    /// Benchmark client (see `rooftop list clients`: vllm-bench-serve, aiohttp-default,
-    /// team-macro, closed-loop, poisson) or a client TOML; default an ideal closed loop.
+    /// Benchmark client (see `rooftop list clients`: vllm-bench-serve, bench-serve-sweep,
+    /// aiohttp-default, team-macro, closed-loop, poisson) or a client TOML; default an ideal
+    /// closed loop.
     #[arg(long)]
     pub client: Option<String>,
 }

@@ -30,11 +30,13 @@
 //!   per step over the token budget left (chunked), or prefill time per step (separate
 //!   passes), capped at 0.95 (beyond it the queue would grow without bound). A client that
 //!   starts with a burst sends every prompt at once: that first wave's TTFT is its share of
-//!   the whole wave's prefill. The prompts one step prefills together then decode in
-//!   lockstep (equal lengths), finish together and return together, so every later wave
+//!   the whole wave's prefill. With fixed lengths the prompts one step prefills together
+//!   then decode in lockstep, finish together and return together, so every later wave
 //!   arrives in groups of as many prompts as one step's token budget holds, each group
-//!   prefilled in one step beside the others' decodes. The client's mean TTFT weights the
-//!   first wave by its share of the client's prompts (C / num_prompts).
+//!   prefilled in one step beside the others' decodes; with drawn lengths they finish apart
+//!   and later requests arrive desynchronized (steady state). The client's mean TTFT weights
+//!   the first wave by its share of the client's prompts (C / num_prompts, or 1/k for a run
+//!   of k × C prompts).
 //! - A request's decode steps carry the prompts of the other running requests, each of which
 //!   restarts once per `output` steps: `(running − 1) / output` prompts per step.
 //! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput (Little's law over the running
@@ -46,7 +48,7 @@ use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
 use crate::predict::{breakdown_ms, MemoryReport, Scenario};
-pub use crate::spec::client::{ClientModel, Start};
+pub use crate::spec::client::{ClientModel, Lengths, Start};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -495,10 +497,15 @@ impl<'s, 'a> Server<'s, 'a> {
             let k = (wave / costs.budget).ceil().max(1.0);
             let all = costs.prefill(running, input) + costs.step_overhead;
             let burst = all * (k + 1.0) / (2.0 * k) + slot_wait;
-            let group = if costs.chunked {
-                ((costs.budget - running) / (input - 1.0).max(1.0)).clamp(1.0, running)
-            } else {
-                (costs.budget / input).clamp(1.0, running)
+            // Later waves come back in the groups one step prefilled together only when
+            // every request has the same lengths; drawn lengths finish apart and arrive
+            // desynchronized (steady state).
+            let group = match (w.client.lengths, costs.chunked) {
+                (Lengths::Varied, _) => 1.0,
+                (Lengths::Fixed, true) => {
+                    ((costs.budget - running) / (input - 1.0).max(1.0)).clamp(1.0, running)
+                }
+                (Lengths::Fixed, false) => (costs.budget / input).clamp(1.0, running),
             };
             let later = if group > 1.0 {
                 let carrier = if costs.chunked {
@@ -512,10 +519,7 @@ impl<'s, 'a> Server<'s, 'a> {
             } else {
                 steady
             };
-            let first = match w.client.num_prompts {
-                Some(n) => (c as f64 / n as f64).min(1.0),
-                None => 0.0,
-            };
+            let first = w.client.first_wave_share(c);
             (first * burst + (1.0 - first) * later).max(steady)
         } else {
             steady

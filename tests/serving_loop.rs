@@ -3,7 +3,7 @@
 
 use rooftop::cost::Parallel;
 use rooftop::predict::Scenario;
-use rooftop::serve::{sweep, ClientModel, Start, TpotDef, Workload};
+use rooftop::serve::{sweep, ClientModel, Lengths, Start, TpotDef, Workload};
 use rooftop::spec::registry::{load_client, load_model};
 use rooftop::spec::System;
 
@@ -113,6 +113,79 @@ fn later_waves_of_a_burst_arrive_in_groups_the_budget_sets() {
         (alone - steady).abs() <= 1e-6 * steady,
         "{alone} vs {steady}"
     );
+}
+
+/// Drawn lengths finish apart: after the first wave requests arrive desynchronized, so a
+/// run of many waves reports the steady state where fixed lengths report whole groups.
+#[test]
+fn varied_lengths_desynchronize_the_waves_after_the_first() {
+    let m = load_model("llama-3.1-70b-fp8").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(4)).unwrap();
+    let client = |lengths| ClientModel {
+        start: Start::Burst,
+        num_prompts: Some(u32::MAX),
+        lengths,
+        ..ClientModel::IDEAL
+    };
+    let p = |lengths| {
+        sweep(&sc, &[32], w(1024, 512, client(lengths)))
+            .unwrap()
+            .points[0]
+            .clone()
+    };
+    let (fixed, varied) = (p(Lengths::Fixed), p(Lengths::Varied));
+    assert!(fixed.ttft_ms > 3.0 * varied.ttft_ms, "{fixed:?} {varied:?}");
+    assert!((varied.ttft_ms - varied.ttft_steady_ms).abs() <= 1e-3 * varied.ttft_steady_ms);
+}
+
+/// A sweep that sends k x C prompts weights its first wave by 1/k at every C; a run of fixed
+/// size weights it by C / num_prompts.
+#[test]
+fn the_first_wave_weighs_one_over_the_waves_a_run_sends() {
+    let per_c = ClientModel {
+        prompts_per_concurrency: Some(10),
+        ..ClientModel::IDEAL
+    };
+    for c in [1, 4, 64, 512] {
+        assert!((per_c.first_wave_share(c) - 0.1).abs() < 1e-12);
+    }
+    let fixed = ClientModel {
+        num_prompts: Some(1000),
+        ..ClientModel::IDEAL
+    };
+    assert!((fixed.first_wave_share(100) - 0.1).abs() < 1e-12);
+    assert_eq!(fixed.first_wave_share(2000), 1.0);
+    assert_eq!(ClientModel::IDEAL.first_wave_share(8), 0.0);
+    // More waves per run never raise the mean TTFT of a burst start.
+    let m = load_model("llama-3.1-70b-fp8").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(4)).unwrap();
+    let mut last = f64::INFINITY;
+    for k in [1, 2, 5, 10, 100] {
+        let c = ClientModel {
+            start: Start::Burst,
+            prompts_per_concurrency: Some(k),
+            ..ClientModel::IDEAL
+        };
+        let t = sweep(&sc, &[16], w(2048, 256, c)).unwrap().points[0].ttft_ms;
+        assert!(t <= last * (1.0 + 1e-12), "k={k}: {t} > {last}");
+        last = t;
+    }
+}
+
+/// A client may give a run's size as a count or as a multiple of C, not both.
+#[test]
+fn a_client_with_both_run_sizes_is_refused() {
+    let text = include_str!("../configs/clients/bench-serve-sweep.toml")
+        .replace("num_prompts = 0", "num_prompts = 1000");
+    let dir = std::env::temp_dir().join(format!("rooftop-client-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("both.toml");
+    std::fs::write(&path, text).unwrap();
+    let err = load_client(path.to_str().unwrap()).unwrap_err().to_string();
+    assert!(err.contains("prompts_per_concurrency"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -33,6 +33,19 @@ pub enum TtftDef {
     FirstChunk,
 }
 
+/// Whether every request has exactly the asked input and output lengths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lengths {
+    /// Every request has the same lengths: prompts prefilled in one step decode in lockstep,
+    /// finish in the same step and come back together.
+    #[default]
+    Fixed,
+    /// Lengths are drawn from a range (a random dataset with a range ratio): requests finish
+    /// at different steps, so after the first wave they arrive desynchronized.
+    Varied,
+}
+
 /// One client, read 1:1 from `configs/clients/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +58,13 @@ pub struct ClientSpec {
     /// Requests per run (0: each of the C clients loops without end). With a burst start the
     /// first wave of C is a fraction C / num_prompts of the requests.
     pub num_prompts: u32,
+    /// Requests per run as a multiple of the concurrency (0: not used; `num_prompts` applies).
+    /// A harness that sweeps C with `--num-prompts` scaled to it sends this many waves.
+    #[serde(default)]
+    pub prompts_per_concurrency: u32,
+    /// Whether request lengths are fixed or drawn from a range.
+    #[serde(default)]
+    pub lengths: Lengths,
     /// Client CPU per received chunk (one process: a bound on the token rate it can count).
     pub per_chunk_cpu: Seconds,
     pub tpot: TpotDef,
@@ -60,6 +80,9 @@ pub struct ClientModel {
     pub start: Start,
     /// Requests per run (None: unbounded).
     pub num_prompts: Option<u32>,
+    /// Requests per run as a multiple of C, in place of `num_prompts` when set.
+    pub prompts_per_concurrency: Option<u32>,
+    pub lengths: Lengths,
     /// Seconds of client CPU per streamed chunk.
     pub per_chunk: f64,
 }
@@ -70,8 +93,20 @@ impl ClientModel {
         cap: None,
         start: Start::Steady,
         num_prompts: None,
+        prompts_per_concurrency: None,
+        lengths: Lengths::Fixed,
         per_chunk: 0.0,
     };
+
+    /// The fraction of a run's requests that the first wave of `c` is (0 when unbounded).
+    pub fn first_wave_share(&self, c: u32) -> f64 {
+        let prompts = match (self.prompts_per_concurrency, self.num_prompts) {
+            (Some(k), _) => k as f64 * c as f64,
+            (None, Some(n)) => n as f64,
+            (None, None) => return 0.0,
+        };
+        (c as f64 / prompts).min(1.0)
+    }
 }
 
 impl Default for ClientModel {
@@ -86,6 +121,12 @@ impl ClientSpec {
         if !(c.is_finite() && (0.0..=1.0).contains(&c)) {
             return Err(("per_chunk_cpu".into(), "a time of at most 1 s".into()));
         }
+        if self.prompts_per_concurrency > 0 && self.num_prompts > 0 {
+            return Err((
+                "prompts_per_concurrency".into(),
+                "0 when num_prompts is set (a run's size is one or the other)".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -94,6 +135,9 @@ impl ClientSpec {
             cap: (self.connection_cap > 0).then_some(self.connection_cap),
             start: self.start,
             num_prompts: (self.num_prompts > 0).then_some(self.num_prompts),
+            prompts_per_concurrency: (self.prompts_per_concurrency > 0)
+                .then_some(self.prompts_per_concurrency),
+            lengths: self.lengths,
             per_chunk: self.per_chunk_cpu.0,
         }
     }

@@ -26,9 +26,11 @@
 //!   the engine: they bound the rate tokens are seen at.
 //! - TTFT: the prompt's own prefill (its chunks, each a step long, when chunked) plus an
 //!   M/D/1 wait behind other prefills, `ρ s / (2(1 − ρ))` with ρ the prefill utilisation,
-//!   plus the wait for a running slot when C exceeds `running`. ρ is the prompt tokens wanted
-//!   per step over the token budget left (chunked), or prefill time per step (separate
-//!   passes), capped at 0.95 (beyond it the queue would grow without bound). A client that
+//!   plus the wait for a running slot when C exceeds `running`, plus half a step (a prompt
+//!   that arrives while a step runs is scheduled when it ends) and, with overlap scheduling,
+//!   one step (the first token leaves a step after the one that computed it). ρ is the
+//!   prompt tokens wanted per step over the token budget left (chunked), or prefill time per
+//!   step (separate passes), capped at 0.95 (beyond it the queue would grow without bound). A client that
 //!   starts with a burst sends every prompt at once: that first wave's TTFT is its share of
 //!   the whole wave's prefill. With fixed lengths the prompts one step prefills together
 //!   then decode in lockstep, finish together and return together, so every later wave
@@ -485,7 +487,18 @@ impl<'s, 'a> Server<'s, 'a> {
         } else {
             0.0
         };
-        let steady = own + wait + slot_wait;
+        // A prompt that arrives while the engine runs a step waits for that step to end
+        // before it is scheduled: half a step on average (steps of equal length, arrivals
+        // uniform over them); an idle engine takes it at once. With overlap scheduling the
+        // first token leaves one step after the step that computed it (the CPU of step n
+        // runs beside the GPU of step n + 1).
+        let admit = if running > 1.0 { 0.5 * step } else { 0.0 };
+        let overlap = if self.s.system.engine.cpu.overlap {
+            step
+        } else {
+            0.0
+        };
+        let steady = own + wait + slot_wait + admit + overlap;
         // A burst start sends every in-flight prompt at once: they share the prefill budget,
         // chunk j of K finishing at j/K of the whole wave's prefill. The prompts one step
         // prefills together then decode in lockstep (equal lengths), finish together and
@@ -496,7 +509,7 @@ impl<'s, 'a> Server<'s, 'a> {
             let wave = running * input;
             let k = (wave / costs.budget).ceil().max(1.0);
             let all = costs.prefill(running, input) + costs.step_overhead;
-            let burst = all * (k + 1.0) / (2.0 * k) + slot_wait;
+            let burst = all * (k + 1.0) / (2.0 * k) + slot_wait + overlap;
             // Later waves come back in the groups one step prefilled together only when
             // every request has the same lengths; drawn lengths finish apart and arrive
             // desynchronized (steady state).
@@ -515,7 +528,7 @@ impl<'s, 'a> Server<'s, 'a> {
                 } else {
                     costs.prefill(group, input) + costs.step_overhead
                 };
-                (carrier + wait + slot_wait).max(steady)
+                (carrier + wait + slot_wait + admit + overlap).max(steady)
             } else {
                 steady
             };

@@ -188,6 +188,37 @@ fn a_client_with_both_run_sizes_is_refused() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A prompt that arrives while the engine runs a step is scheduled when the step ends (half a
+/// step on average); with overlap scheduling its first token leaves one step later still.
+#[test]
+fn a_busy_engine_adds_half_a_step_to_ttft_and_overlap_one_more() {
+    let m = load_model("llama-3.1-8b").unwrap();
+    let mut s = System::load("8x-h100-nvlink").unwrap();
+    let prefill = {
+        let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+        let ev = sc.evaluator().unwrap();
+        ev.evaluate(&rooftop::cost::Pass::prefill(1.0, 1024.0, 0.0))
+            .total
+    };
+    for overlap in [false, true] {
+        s.engine.cpu.overlap = overlap;
+        let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+        let p = sweep(&sc, &[1, 16], w(1024, 256, ClientModel::IDEAL)).unwrap();
+        let busy = &p.points[1];
+        let step = busy.tpot_itl_ms * 1e-3;
+        let extra = if overlap { 1.5 } else { 0.5 };
+        assert!(
+            busy.ttft_ms * 1e-3 >= prefill.max(step) + extra * step - 1e-12,
+            "overlap {overlap}: {} ms, prefill {prefill} s, step {step} s",
+            busy.ttft_ms
+        );
+        // An idle engine takes the prompt at once.
+        let idle = &p.points[0];
+        let lag = if overlap { idle.tpot_itl_ms } else { 0.0 };
+        assert!(idle.ttft_ms - lag < 1.5 * prefill * 1e3, "{idle:?}");
+    }
+}
+
 #[test]
 fn ttft_at_one_request_is_its_prefill() {
     let m = load_model("llama-3.1-8b").unwrap();

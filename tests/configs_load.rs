@@ -17,3 +17,29 @@ fn every_builtin_loads() {
         load_model(n).unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// The engine and client examples in the README's "Descriptions (TOML)" section are valid
+/// descriptions: each block is written to a file and loaded as a user's would be.
+#[test]
+fn readme_engine_and_client_examples_load() {
+    let readme = include_str!("../README.md");
+    let block = |header: &str| -> String {
+        let start = readme
+            .find(header)
+            .unwrap_or_else(|| panic!("README has no block starting {header}"));
+        let end = start + readme[start..].find("```").expect("block closes");
+        readme[start..end].to_string()
+    };
+    let dir = std::env::temp_dir().join(format!("rooftop-readme-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let engine = dir.join("engine.toml");
+    std::fs::write(&engine, block("# configs/engines/NAME.toml")).unwrap();
+    System::load_with_engine("8x-h100-nvlink", Some(engine.to_str().unwrap()), &[])
+        .unwrap_or_else(|e| panic!("README engine example: {e}"));
+    let client = dir.join("client.toml");
+    std::fs::write(&client, block("# configs/clients/NAME.toml")).unwrap();
+    let c = rooftop::spec::registry::load_client(client.to_str().unwrap())
+        .unwrap_or_else(|e| panic!("README client example: {e}"));
+    assert_eq!(c.model().prompts_per_concurrency, Some(10));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -8,7 +8,9 @@
 //! With per-position acceptance p₁…p_k (a chain: draft i counts only if drafts 1..i−1 did),
 //! the expected tokens per step are `1 + Σᵢ Πⱼ≤ᵢ pⱼ`; TPOT = step / that. Drafts run inside
 //! the engine's step: their passes pay kernel gaps and all-reduces but no step overhead.
-//! Prefill interleaving is left out: the comparison is decode against decode.
+//! Prefill interleaving is left out: the comparison is decode against decode. C concurrent
+//! requests run as `sweep` runs them: at most `max_num_seqs` and as many as the KV cache holds
+//! at the context plus the longest draft, the rest waiting.
 
 use crate::cost::{CostParams, Evaluator, Parallel, Pass};
 use crate::error::{Error, Result};
@@ -111,6 +113,8 @@ impl Acceptance {
 pub struct SpecPoint {
     pub k: u32,
     pub concurrency: u32,
+    /// Sequences decoding at once: C, or fewer where max_num_seqs or the KV cache hold it.
+    pub running: u32,
     pub tpot_ms: f64,
     /// 95 % interval of `tpot_ms` from the calibration's covariance (calibrated runs).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -268,10 +272,24 @@ pub fn specdec(
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
     let mut does_not_fit = Vec::new();
+    // Each sequence caches the context and the k drafted positions the target verifies; C
+    // means what it means to `sweep`: the engine runs as many of the C requests as
+    // max_num_seqs and the KV cache allow, the rest wait.
+    let held = ctx + longest;
+    let one = crate::serve::fits(s, 1.0, held);
+    let max_seqs = s.system.engine.max_num_seqs.max(1);
     for &c in concurrency {
-        let cf = c.max(1) as f64;
-        // Each sequence caches the context and the k drafted positions the target verifies.
-        if let Err(e) = crate::serve::fits(s, cf, ctx + longest) {
+        let mem = match &one {
+            Ok(m) => m,
+            Err(e) => {
+                does_not_fit.push((c, e.to_string()));
+                continue;
+            }
+        };
+        let kv_seqs = (mem.max_kv_tokens / (held + 1.0)).floor().max(1.0) as u32;
+        let running = c.max(1).min(max_seqs).min(kv_seqs);
+        let cf = running as f64;
+        if let Err(e) = crate::serve::fits(s, cf, held) {
             does_not_fit.push((c, e.to_string()));
             continue;
         }
@@ -303,6 +321,7 @@ pub fn specdec(
             points.push(SpecPoint {
                 k,
                 concurrency: c,
+                running,
                 tpot_ms: tpot * 1e3,
                 tpot_ci95_ms,
                 throughput_tok_s: cf / tpot,

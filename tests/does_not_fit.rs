@@ -271,21 +271,29 @@ fn compare_rows_that_cannot_run_carry_the_reason_and_no_numbers() {
     );
 }
 
+/// specdec runs C as sweep does: the sequences the KV cache holds run, the rest wait; where
+/// not even one sequence fits, it refuses with the reason and prints no table.
 #[test]
-fn specdec_says_which_concurrencies_do_not_fit_in_place_of_their_table() {
+fn specdec_runs_what_fits_and_refuses_what_cannot_run() {
     let args = ["specdec", "--concurrency", "1,1024", "--context", "32768"];
     let v = json(&args);
     let points = v["points"].as_array().unwrap();
-    assert!(!points.is_empty());
-    assert!(points.iter().all(|p| p["concurrency"] == 1), "{v}");
-    assert_eq!(v["does_not_fit"][0][0], 1024);
-    assert_eq!(v["baseline_tpot_ms"].as_array().unwrap().len(), 1);
+    let at = |c: u64| -> Vec<&serde_json::Value> {
+        points.iter().filter(|p| p["concurrency"] == c).collect()
+    };
+    assert!(at(1).iter().all(|p| p["running"] == 1), "{v}");
+    let held = at(1024);
+    assert!(!held.is_empty(), "{v}");
+    let running = held[0]["running"].as_u64().unwrap();
+    assert!((1..1024).contains(&running), "{v}");
+    assert_eq!(v["baseline_tpot_ms"].as_array().unwrap().len(), 2);
     let text = ok(&args);
     assert!(
-        text.contains("C = 1024: does not fit: 1024 sequences of 32774 tokens"),
+        text.contains(&format!("C = 1024 ({running} running, the rest wait")),
         "{text}"
     );
-    assert!(!text.contains("C = 1024: best k"), "{text}");
+    let e = refused(&["specdec", "--concurrency", "1,8", "--context", "2000000"]);
+    assert!(e.contains("one sequence of 2000006 tokens"), "{e}");
 }
 
 #[test]

@@ -328,12 +328,10 @@ fn a_batch_of_65536() {
     let a = json(&[&["predict", "--batch", "65536"][..], &small].concat());
     let b = json(&[&["predict", "--batch", "32768"][..], &small].concat());
     assert!(a["tpot_ms"].as_f64() >= b["tpot_ms"].as_f64());
-    // The sweep queues what the cache cannot hold.
+    // The sweep and specdec queue what the cache cannot hold; predict's batch is a batch.
     json(&["sweep", "--concurrency", "65536"]);
-    refused(
-        &["specdec", "--concurrency", "65536"],
-        &["does not fit: 65536 sequences"],
-    );
+    let sd = json(&["specdec", "--concurrency", "65536"]);
+    assert!(sd["points"][0]["running"].as_u64().unwrap() <= 165, "{sd}");
     json(&["op", "moe", "--tokens", "65536"]);
     json(&["op", "attention", "--batch", "65536"]);
     json(&[

@@ -122,3 +122,33 @@ fn drafts_that_the_model_lacks_are_refused() {
         .to_string();
     assert!(e.contains("eagle_head"), "{e}");
 }
+
+/// C means what it means to `sweep`: beyond what max_num_seqs and the KV cache hold, more
+/// requests wait and change nothing about the step.
+#[test]
+fn concurrency_beyond_the_engines_caps_runs_at_the_cap() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let acc = Acceptance(vec![0.8, 0.6]);
+    let r = specdec(&sc, &Draft::Eagle, &acc, &[1, 2], &[1, 1 << 20], 2048).unwrap();
+    assert!(r.does_not_fit.is_empty(), "{:?}", r.does_not_fit);
+    let big: Vec<_> = r
+        .points
+        .iter()
+        .filter(|p| p.concurrency == 1 << 20)
+        .collect();
+    let running = big[0].running;
+    assert!(
+        running > 1 && running <= sys.engine.max_num_seqs,
+        "{running}"
+    );
+    let capped = specdec(&sc, &Draft::Eagle, &acc, &[1, 2], &[running], 2048).unwrap();
+    for (a, b) in big.iter().zip(&capped.points) {
+        assert_eq!((a.k, a.running), (b.k, b.running));
+        assert!((a.tpot_ms - b.tpot_ms).abs() <= 1e-9 * b.tpot_ms);
+        assert!((a.throughput_tok_s - b.throughput_tok_s).abs() <= 1e-9 * b.throughput_tok_s);
+    }
+    let one = r.points.iter().find(|p| p.concurrency == 1).unwrap();
+    assert_eq!(one.running, 1);
+}

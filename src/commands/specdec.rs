@@ -179,7 +179,17 @@ pub fn text(r: &SpecDec) -> String {
                 continue;
             }
         };
-        let _ = writeln!(o, "C = {c}: plain decode {base:.2} ms/token");
+        let running = r
+            .points
+            .iter()
+            .find(|p| p.concurrency == c)
+            .map_or(c, |p| p.running);
+        let held = if running < c {
+            format!(" ({running} running, the rest wait: max_num_seqs or the KV cache)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(o, "C = {c}{held}: plain decode {base:.2} ms/token");
         let rows: Vec<Vec<String>> = r
             .points
             .iter()

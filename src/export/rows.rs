@@ -134,8 +134,10 @@ impl Tabular for Sweep {
 pub struct SpecdecRow {
     /// Draft length.
     pub k: u32,
-    /// Concurrent sequences.
+    /// Concurrent requests.
     pub concurrency: u32,
+    /// Sequences decoding at once (max_num_seqs and the KV cache permitting).
+    pub running: u32,
     /// Time per output token with speculation, ms.
     pub tpot_ms: f64,
     /// Output tokens per second of the server.
@@ -159,6 +161,7 @@ impl Tabular for SpecDec {
                 .map(|p| SpecdecRow {
                     k: p.k,
                     concurrency: p.concurrency,
+                    running: p.running,
                     tpot_ms: round(p.tpot_ms, 4),
                     throughput_tok_s: round(p.throughput_tok_s, 2),
                     speedup: round(p.speedup, 4),

@@ -30,9 +30,9 @@
 //!   that arrives while a step runs is scheduled when it ends) and, with overlap scheduling,
 //!   one step (the first token leaves a step after the one that computed it). ρ is the
 //!   prompt tokens wanted per step over the token budget left (chunked), or prefill time per
-//!   step (separate passes), capped at 0.95 (beyond it the queue would grow without bound). A client that
-//!   starts with a burst sends every prompt at once: that first wave's TTFT is its share of
-//!   the whole wave's prefill. With fixed lengths the prompts one step prefills together
+//!   step (separate passes), capped at 0.95 (beyond it the queue would grow without bound).
+//!   A client that starts with a burst sends every prompt at once: that first wave's TTFT is
+//!   its share of the whole wave's prefill. With fixed lengths the prompts one step prefills together
 //!   then decode in lockstep, finish together and return together, so every later wave
 //!   arrives in groups of as many prompts as one step's token budget holds, each group
 //!   prefilled in one step beside the others' decodes; with drawn lengths they finish apart
@@ -500,11 +500,11 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         let steady = own + wait + slot_wait + admit + overlap;
         // A burst start sends every in-flight prompt at once: they share the prefill budget,
-        // chunk j of K finishing at j/K of the whole wave's prefill. The prompts one step
-        // prefills together then decode in lockstep (equal lengths), finish together and
+        // chunk j of K finishing at j/K of the whole wave's prefill. With fixed lengths the
+        // prompts one step prefills together then decode in lockstep, finish together and
         // return together: every later wave arrives in such groups, each prefilled in one
-        // step carrying the group's prompts beside the others' decodes. The first wave is a
-        // fraction C / num_prompts of the requests.
+        // step carrying the group's prompts beside the others' decodes. The first wave is the
+        // client's first-wave share of the requests.
         let ttft = if w.client.start == Start::Burst && running > 1.0 {
             let wave = running * input;
             let k = (wave / costs.budget).ceil().max(1.0);

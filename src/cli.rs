@@ -191,7 +191,7 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
-        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured ../shared/measured/dev/gemm_h100-sxm.csv\n  rooftop validate --measured ../shared/measured/dev   (every kernel table in it, each on its GPU's system)"
+        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured ../shared/measured/dev/gemm_h100-sxm.csv\n  rooftop validate --measured ../shared/measured/dev   (every kernel table in it, each on its GPU's system)\n  rooftop validate --measured ../shared/measured/dev/e2e_serving.csv --group-by backend,version,precision"
     )]
     Validate(ValidateArgs),
     /// Speculative decoding: TPOT, throughput and speedup per draft length and concurrency.
@@ -294,6 +294,15 @@ pub struct ValidateArgs {
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub measured: MeasuredArgs,
+    /// For an e2e serving CSV: the run fields its error summary is grouped by, e.g.
+    /// backend,version,precision to see one engine version's runs apart from another's.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "backend,system,model"
+    )]
+    pub group_by: Vec<crate::e2e::GroupField>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

@@ -1,6 +1,8 @@
 //! End-to-end serving runs against the model: each run of an e2e serving CSV (its own engine,
 //! model, system, layout, request lengths and concurrency) predicted with rooftop's serving
-//! loop, and the errors of TPOT and TTFT summarised per backend × system × model.
+//! loop, and the errors of TPOT and TTFT summarised per group of runs (backend × system ×
+//! model unless `--group-by` names other fields: a version or precision apart from another
+//! is how a campaign's own behaviour shows).
 //!
 //! The mapping from the file's names to rooftop's descriptions is data
 //! (`configs/e2e/models.toml`): HF id → built-in model with the row's quant modes applied, the
@@ -176,6 +178,8 @@ pub struct RunRow {
     pub backend_version: String,
     pub model_path: String,
     pub model: String,
+    /// The file's precision column.
+    pub precision: String,
     pub system: String,
     pub parallel: String,
     pub isl: u32,
@@ -224,12 +228,69 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
-/// One backend × system × model group.
+/// A field of a run that the error summary can be grouped by (`validate --group-by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupField {
+    Backend,
+    /// The backend's version.
+    Version,
+    System,
+    /// The file's model id.
+    Model,
+    /// The file's precision column.
+    Precision,
+    /// The layout, as rooftop writes it (tp8ep8, ...).
+    Parallel,
+    Isl,
+    Osl,
+    Concurrency,
+}
+
+impl GroupField {
+    /// The grouping `validate` prints unless asked for another.
+    pub const DEFAULT: [GroupField; 3] =
+        [GroupField::Backend, GroupField::System, GroupField::Model];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupField::Backend => "backend",
+            GroupField::Version => "version",
+            GroupField::System => "system",
+            GroupField::Model => "model",
+            GroupField::Precision => "precision",
+            GroupField::Parallel => "parallel",
+            GroupField::Isl => "isl",
+            GroupField::Osl => "osl",
+            GroupField::Concurrency => "concurrency",
+        }
+    }
+
+    /// The run's value of this field, as the group key shows it.
+    fn of(self, r: &RunRow) -> String {
+        match self {
+            GroupField::Backend => r.backend.clone(),
+            GroupField::Version => r.backend_version.clone(),
+            GroupField::System => r.system.clone(),
+            GroupField::Model => r.model_path.clone(),
+            GroupField::Precision => r.precision.clone(),
+            GroupField::Parallel => r.parallel.clone(),
+            GroupField::Isl => r.isl.to_string(),
+            GroupField::Osl => r.osl.to_string(),
+            GroupField::Concurrency => r.concurrency.to_string(),
+        }
+    }
+}
+
+/// One group of runs (by default backend × system × model).
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupRow {
+    /// Backend, system and model of the group ("*" where the grouping does not split by it).
     pub backend: String,
     pub system: String,
     pub model: String,
+    /// The group's value of every field it is grouped by, in order.
+    pub key: Vec<(String, String)>,
     pub tpot: ErrorSummary,
     pub ttft: ErrorSummary,
 }
@@ -250,6 +311,8 @@ pub struct E2eValidation {
     pub total_runs: usize,
     pub overall_tpot: ErrorSummary,
     pub overall_ttft: ErrorSummary,
+    /// The fields `groups` are keyed by.
+    pub group_by: Vec<GroupField>,
     pub groups: Vec<GroupRow>,
     pub skipped: Vec<Skipped>,
     pub runs: Vec<RunRow>,
@@ -270,12 +333,14 @@ fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Res
 
 /// Evaluate every run with the user's `--set` overrides (`sets`, applied to every run's
 /// model, system, GPU, interconnect and engine); `source` labels the record and
-/// `client` names the benchmark client in place of the mapping's (`--client`).
+/// `client` names the benchmark client in place of the mapping's (`--client`); `group_by` the
+/// fields the error summary is grouped by (none: one group of every run).
 pub fn evaluate(
     runs: &[E2eRun],
     source: &str,
     sets: &[Override],
     client: Option<&str>,
+    group_by: &[GroupField],
 ) -> Result<E2eValidation> {
     let map = E2eMap::builtin()?;
     let client = registry::load_client(client.unwrap_or(&map.client))?.model();
@@ -328,6 +393,7 @@ pub fn evaluate(
                 backend_version: run.backend_version.clone(),
                 model_path: run.model_path.clone(),
                 model: model.name.clone(),
+                precision: run.precision.clone(),
                 system: system.spec.name.clone(),
                 parallel: parallel.to_string(),
                 isl: run.isl,
@@ -356,10 +422,17 @@ pub fn evaluate(
             }
         }
     }
-    let mut grouped: BTreeMap<(String, String, String), Vec<&RunRow>> = BTreeMap::new();
+    // Each field once, in the order asked.
+    let mut fields: Vec<GroupField> = Vec::new();
+    for f in group_by {
+        if !fields.contains(f) {
+            fields.push(*f);
+        }
+    }
+    let mut grouped: BTreeMap<Vec<String>, Vec<&RunRow>> = BTreeMap::new();
     for r in &rows {
         grouped
-            .entry((r.backend.clone(), r.system.clone(), r.model_path.clone()))
+            .entry(fields.iter().map(|f| f.of(r)).collect())
             .or_default()
             .push(r);
     }
@@ -368,12 +441,25 @@ pub fn evaluate(
     };
     let groups = grouped
         .iter()
-        .map(|((b, s, m), rs)| GroupRow {
-            backend: b.clone(),
-            system: s.clone(),
-            model: m.clone(),
-            tpot: summary(rs, |r| r.tpot_error),
-            ttft: summary(rs, |r| r.ttft_error),
+        .map(|(values, rs)| {
+            let named = |field: GroupField| {
+                fields
+                    .iter()
+                    .position(|f| *f == field)
+                    .map_or("*".to_string(), |i| values[i].clone())
+            };
+            GroupRow {
+                backend: named(GroupField::Backend),
+                system: named(GroupField::System),
+                model: named(GroupField::Model),
+                key: fields
+                    .iter()
+                    .zip(values)
+                    .map(|(f, v)| (f.name().to_string(), v.clone()))
+                    .collect(),
+                tpot: summary(rs, |r| r.tpot_error),
+                ttft: summary(rs, |r| r.ttft_error),
+            }
         })
         .collect();
     let all: Vec<&RunRow> = rows.iter().collect();
@@ -384,6 +470,7 @@ pub fn evaluate(
         total_runs: runs.len(),
         overall_tpot: summary(&all, |r| r.tpot_error),
         overall_ttft: summary(&all, |r| r.ttft_error),
+        group_by: fields,
         groups,
         skipped,
         runs: rows,

@@ -98,3 +98,43 @@ fn e2e_validation_refuses_options_it_cannot_honour() {
         );
     }
 }
+
+/// `--group-by` keys the error summary by the fields asked, in order, each once; every
+/// evaluated run lands in exactly one group. It applies to e2e files only.
+#[test]
+fn group_by_keys_the_summary_by_the_fields_asked() {
+    let out = validate_sample(&["--group-by", "version,precision,version,osl"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["group_by"],
+        serde_json::json!(["version", "precision", "osl"])
+    );
+    let groups = v["groups"].as_array().unwrap();
+    let mut n = 0;
+    for g in groups {
+        let key = g["key"].as_array().unwrap();
+        let fields: Vec<&str> = key.iter().map(|p| p[0].as_str().unwrap()).collect();
+        assert_eq!(fields, ["version", "precision", "osl"]);
+        // Fields the grouping does not split by read "*".
+        assert_eq!(g["backend"], "*");
+        n += g["tpot"]["n"].as_u64().unwrap();
+    }
+    assert_eq!(n, v["overall_tpot"]["n"].as_u64().unwrap());
+    let runs = v["runs"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["precision"].is_string()));
+    // The two runs differ in output length: two groups.
+    assert_eq!(groups.len(), 2, "{v}");
+    // A kernel table or the team's record is not grouped: refused, not ignored.
+    let out = Command::cargo_bin("rooftop")
+        .unwrap()
+        .args(["validate", "--group-by", "version"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--group-by"));
+}

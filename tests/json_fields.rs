@@ -122,6 +122,15 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
             ]],
             "calibrate" => vec![vec!["calibrate", "--format", "json"]],
             "validate" => vec![vec!["validate", "--format", "json"]],
+            "validate --measured E2E.csv" => vec![vec![
+                "validate",
+                "--measured",
+                "tests/fixtures/measured/e2e_serving_sample.csv",
+                "--group-by",
+                "backend,version",
+                "--format",
+                "json",
+            ]],
             "specdec" => vec![vec![
                 "specdec",
                 "--k",

@@ -552,7 +552,12 @@ pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
         .iter()
         .any(|f| crate::commands::validate_e2e::e2e_text(f).is_some())
     {
-        return crate::commands::validate_e2e::run(args, m, format);
+        return crate::commands::validate_e2e::run(args, m, &a.group_by, format);
+    }
+    if a.group_by != crate::e2e::GroupField::DEFAULT {
+        return Err(crate::error::Error::Scenario(
+            "--group-by applies to an e2e serving CSV only".into(),
+        ));
     }
     if let Some((tables, skipped)) = crate::commands::kernel_validate::kernel_tables(&m.measured)? {
         return crate::commands::kernel_validate::run(args, &tables, skipped, format);

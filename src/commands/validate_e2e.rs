@@ -1,9 +1,10 @@
 //! `rooftop validate --measured <e2e serving CSV>`: every run of the file predicted with its
-//! own model, system and layout, and the TPOT/TTFT errors per backend × system × model. Kept
-//! apart from the kernel-table and single-scenario validation, which compare one scenario.
+//! own model, system and layout, and the TPOT/TTFT errors per group (`--group-by`, default
+//! backend × system × model). Kept apart from the kernel-table and single-scenario
+//! validation, which compare one scenario.
 
 use crate::cli::{MeasuredArgs, ScenarioArgs, DEFAULT_MODEL, DEFAULT_SYSTEM};
-use crate::e2e::{evaluate, E2eValidation, ErrorSummary, RunRow};
+use crate::e2e::{evaluate, E2eValidation, ErrorSummary, GroupField, RunRow};
 use crate::error::{Error, Result};
 use crate::export::{self, table, Format, Table, Tabular};
 use crate::measured::e2e_csv::{is_e2e_csv, parse_e2e_csv};
@@ -25,7 +26,12 @@ pub fn e2e_text(path: &str) -> Option<String> {
 /// with the `--set` overrides and `--client` of `args` and `measured`. Each run names its own
 /// model, system, engine and layout: the options that would choose those are refused rather
 /// than ignored.
-pub fn run(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<u8>> {
+pub fn run(
+    args: &ScenarioArgs,
+    m: &MeasuredArgs,
+    group_by: &[GroupField],
+    format: Format,
+) -> Result<Vec<u8>> {
     let chosen = [
         ("--model", args.model != DEFAULT_MODEL),
         ("--system", args.system != DEFAULT_SYSTEM),
@@ -52,7 +58,13 @@ pub fn run(args: &ScenarioArgs, m: &MeasuredArgs, format: Format) -> Result<Vec<
         })?;
         runs.extend(parse_e2e_csv(&text, m)?);
     }
-    let v = evaluate(&runs, &measured.join(", "), &sets, m.client.as_deref())?;
+    let v = evaluate(
+        &runs,
+        &measured.join(", "),
+        &sets,
+        m.client.as_deref(),
+        group_by,
+    )?;
     export::export(&v, format, text)
 }
 
@@ -95,41 +107,32 @@ pub fn text(v: &E2eValidation) -> String {
         .groups
         .iter()
         .map(|g| {
-            let mut r = vec![
-                g.backend.clone(),
-                g.system.clone(),
-                g.model.clone(),
-                g.tpot.n.to_string(),
-            ];
+            let mut r: Vec<String> = g.key.iter().map(|(_, value)| value.clone()).collect();
+            r.push(g.tpot.n.to_string());
             r.extend(summary_cells(&g.tpot));
             r.extend(summary_cells(&g.ttft));
             r
         })
         .collect();
-    let mut all = vec![
-        "all".into(),
-        String::new(),
-        String::new(),
-        v.overall_tpot.n.to_string(),
-    ];
+    let mut all: Vec<String> = v.group_by.iter().map(|_| String::new()).collect();
+    if let Some(first) = all.first_mut() {
+        *first = "all".into();
+    }
+    all.push(v.overall_tpot.n.to_string());
     all.extend(summary_cells(&v.overall_tpot));
     all.extend(summary_cells(&v.overall_ttft));
     rows.push(all);
-    o.push_str(&table(
-        &[
-            "backend",
-            "system",
-            "model",
-            "n",
-            "TPOT |err| med",
-            "p90",
-            "bias",
-            "TTFT |err| med",
-            "p90",
-            "bias",
-        ],
-        &rows,
-    ));
+    let mut headers: Vec<&str> = v.group_by.iter().map(|f| f.name()).collect();
+    headers.extend([
+        "n",
+        "TPOT |err| med",
+        "p90",
+        "bias",
+        "TTFT |err| med",
+        "p90",
+        "bias",
+    ]);
+    o.push_str(&table(&headers, &rows));
     if !v.skipped.is_empty() {
         let _ = writeln!(o);
         let _ = writeln!(o, "skipped:");

@@ -16,7 +16,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("b200", "gemm", 0.081),
     ("b200", "attention_decode", 0.079),
     ("b200", "moe", 0.095),
-    ("b200", "mla_decode_module", 0.097),
+    ("b200", "mla_decode_module", 0.095),
     ("b200", "nccl", 0.063),
     ("b200", "vllm_custom_allreduce", 0.073),
     ("h100-sxm", "gemm", 0.062),

@@ -225,6 +225,21 @@ impl<'a> Device<'a> {
     }
 }
 
+impl Device<'_> {
+    /// The dense peak attention over a cache of `kv` can multiply at: the FP8 tensor rate for
+    /// an FP8 cache on a GPU that has one (query quantized to FP8), BF16 otherwise.
+    pub fn attention_peak(&self, kv: crate::spec::KvDtype) -> f64 {
+        match kv {
+            crate::spec::KvDtype::Fp8 => self
+                .system
+                .gpu
+                .peak(MathDtype::Fp8)
+                .map_or(self.bf16_peak, |p| p.0.max(self.bf16_peak)),
+            _ => self.bf16_peak,
+        }
+    }
+}
+
 /// Math dtype a weight format's GEMM runs in on this GPU, and that dtype's dense peak: native
 /// low precision where the tensor cores have it, BF16 after dequantization otherwise (W4A16
 /// always).

@@ -432,6 +432,30 @@ pub struct MlaDecodeKernel {
     /// by `validate` only.
     #[serde(default)]
     pub harness_per_sequence: Seconds,
+    /// Rate at which one CTA streams its share of a sequence's latent cache. With it the call
+    /// runs on a grid: one work item per (sequence, head tile), each split over at most
+    /// `max_splits` CTAs while the items leave SMs idle, and no CTA streams faster than this
+    /// (a grid of about one item per SM is bound by it, not by DRAM). Absent: no grid bound.
+    #[serde(default)]
+    pub sm_load_bandwidth: Option<BytesPerSec>,
+    /// Most CTAs one item's cache is split over (with `sm_load_bandwidth`).
+    #[serde(default = "one_split")]
+    pub max_splits: u32,
+    /// CTAs resident on one SM at once: a wave holds `SMs × ctas_per_sm` of them.
+    #[serde(default = "one_split")]
+    pub ctas_per_sm: u32,
+    /// Whether each head tile of a sequence reads the cache from DRAM again (false: the tiles
+    /// of one sequence run together and the later ones hit L2).
+    #[serde(default = "yes")]
+    pub tiles_reread_dram: bool,
+    /// Whether an FP8 cache is multiplied at the FP8 tensor rate (the query quantized to
+    /// FP8) rather than dequantized to BF16 math.
+    #[serde(default)]
+    pub fp8_kv_math: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The key a weight format's fused-MoE kernel is filed under.

@@ -346,6 +346,7 @@ pub fn mla_decode_time(
     flops: f64,
     kv_bytes: f64,
     other_bytes: f64,
+    kv_dtype: KvDtype,
 ) -> Option<f64> {
     if dev.params.is_sol() || queries <= 0.0 || heads <= 0.0 {
         return None;
@@ -353,14 +354,29 @@ pub fn mla_decode_time(
     let k = &dev.kernels.mla_decode;
     let tile = k.head_tile as f64;
     let tiles = (heads / tile).ceil();
+    let peak = if k.fp8_kv_math && kv_dtype == KvDtype::Fp8 {
+        dev.attention_peak(kv_dtype)
+    } else {
+        dev.bf16_peak
+    };
     let rate = Device::attained(
         k.compute_fraction,
         (dev.params.attention_efficiency, dev.attention_prior),
-    ) * dev.bf16_peak;
+    ) * peak;
     let bw = Device::attained(k.memory_fraction, dev.mem_eff) * dev.system.gpu.memory_bandwidth.0;
     let tc = flops * tiles * tile / heads / rate;
-    let tm = (tiles * kv_bytes + other_bytes) / bw;
-    Some(tc.max(tm) + k.per_row.0 * queries * heads / dev.sm_count)
+    let rereads = if k.tiles_reread_dram { tiles } else { 1.0 };
+    let tm = (rereads * kv_bytes + other_bytes) / bw;
+    // On a grid: one item per (sequence, head tile), split over CTAs while items leave SMs
+    // idle; each CTA streams its slice at one SM's load rate, waves after waves.
+    let tcta = k.sm_load_bandwidth.map_or(0.0, |b| {
+        let sms = dev.sm_count.max(1.0);
+        let items = queries * tiles;
+        let splits = (sms / items).floor().clamp(1.0, k.max_splits.max(1) as f64);
+        let waves = (items * splits / (sms * k.ctas_per_sm.max(1) as f64)).ceil();
+        waves * kv_bytes / queries / splits / b.0
+    });
+    Some(tc.max(tm).max(tcta) + k.per_row.0 * queries * heads / dev.sm_count)
 }
 
 #[cfg(test)]
@@ -648,7 +664,7 @@ mod tests {
     }
 
     fn mla_time(dev: &Device, s: (f64, f64, f64, f64, f64)) -> f64 {
-        mla_decode_time(dev, s.0, s.1, s.2, s.3, s.4).unwrap()
+        mla_decode_time(dev, s.0, s.1, s.2, s.3, s.4, KvDtype::Bf16).unwrap()
     }
 
     fn h100() -> crate::spec::System {
@@ -701,7 +717,7 @@ mod tests {
         // and the speed of light has no kernel model.
         let sol = Device::new(&sys, crate::cost::CostParams::speed_of_light()).unwrap();
         let s = mla(1.0, 16.0, 8.0);
-        assert!(mla_decode_time(&sol, s.0, s.1, s.2, s.3, s.4).is_none());
+        assert!(mla_decode_time(&sol, s.0, s.1, s.2, s.3, s.4, KvDtype::Bf16).is_none());
     }
 
     #[test]

@@ -185,7 +185,13 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             backend,
             ..
         } => {
-            let (t, b) = roofline(flops, bytes, dev.attention_rate, mem);
+            // The speed of light multiplies an FP8 cache at the FP8 tensor rate.
+            let rate = if sol {
+                dev.attention_peak(kv_dtype) * dev.params.attention_efficiency
+            } else {
+                dev.attention_rate
+            };
+            let (t, b) = roofline(flops, bytes, rate, mem);
             // The cache the kernel streams: every sequence's attended positions; the rest of
             // its bytes (queries, outputs, the new token's K/V) are not split across CTAs.
             let kv = (sequences * span * kv_bytes_per_token).min(bytes);
@@ -195,7 +201,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences
             {
                 if let Some(k) =
-                    kernels::mla_decode_time(dev, queries, heads, flops, kv, bytes - kv)
+                    kernels::mla_decode_time(dev, queries, heads, flops, kv, bytes - kv, kv_dtype)
                 {
                     let bound = if k > t { Bound::Memory } else { b };
                     return (flops, bytes, k, bound, Some(MathDtype::Bf16), None);

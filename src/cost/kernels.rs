@@ -683,6 +683,26 @@ mod tests {
         }
     }
 
+    /// On SM100 the MLA kernel multiplies an FP8 cache at the FP8 rate: a compute-bound call
+    /// (128 heads, long context) with an FP8 cache takes about half the BF16 one, below what
+    /// its products alone take at the BF16 rate.
+    #[test]
+    fn an_fp8_cache_halves_compute_bound_mla_where_the_kernel_multiplies_fp8() {
+        let b = b200();
+        let d = Device::new(&b, crate::cost::CostParams::default_for(&b)).unwrap();
+        assert!(d.kernels.mla_decode.fp8_kv_math);
+        let s = mla(512.0, 128.0, 65536.0);
+        let t =
+            |kv: KvDtype, bytes: f64| mla_decode_time(&d, s.0, s.1, s.2, bytes, s.4, kv).unwrap();
+        let (bf, fp) = (t(KvDtype::Bf16, s.3 * 2.0), t(KvDtype::Fp8, s.3));
+        assert!(fp < 0.6 * bf, "fp8 {fp} vs bf16 {bf}");
+        let bf16_math = s.2 / (d.kernels.mla_decode.compute_fraction * d.bf16_peak);
+        assert!(
+            fp < bf16_math,
+            "fp8 {fp} vs its products at the BF16 rate {bf16_math}"
+        );
+    }
+
     #[test]
     fn mla_decode_more_sms_never_slower() {
         let sys = h100();

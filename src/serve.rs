@@ -338,7 +338,7 @@ impl<'s, 'a> Server<'s, 'a> {
             input + output
         };
         let held = (held / block).ceil() * block;
-        let kv_max = ((mem.max_kv_tokens / (held + 1.0)).floor().max(1.0)) as u32;
+        let kv_max = crate::predict::sequences(mem.max_kv_tokens, held).max(1.0) as u32;
         let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
         let prefill_alone = costs.prefill(1.0, input);
         let cap = kv_max.min(eng.max_num_seqs).min(client_cap);

@@ -275,19 +275,14 @@ pub fn specdec(
     // Each sequence caches the context and the k drafted positions the target verifies; C
     // means what it means to `sweep`: the engine runs as many of the C requests as
     // max_num_seqs and the KV cache allow, the rest wait.
+    // Where not even one sequence fits, no concurrency can run: the reason, not a table.
     let held = ctx + longest;
-    let one = crate::serve::fits(s, 1.0, held);
-    let max_seqs = s.system.engine.max_num_seqs.max(1);
+    let kv_seqs = crate::serve::fits(s, 1.0, held)?
+        .max_sequences_at_context
+        .max(1.0) as u32;
+    let cap = s.system.engine.max_num_seqs.max(1).min(kv_seqs);
     for &c in concurrency {
-        let mem = match &one {
-            Ok(m) => m,
-            Err(e) => {
-                does_not_fit.push((c, e.to_string()));
-                continue;
-            }
-        };
-        let kv_seqs = (mem.max_kv_tokens / (held + 1.0)).floor().max(1.0) as u32;
-        let running = c.max(1).min(max_seqs).min(kv_seqs);
+        let running = c.max(1).min(cap);
         let cf = running as f64;
         if let Err(e) = crate::serve::fits(s, cf, held) {
             does_not_fit.push((c, e.to_string()));

@@ -294,15 +294,11 @@ pub struct ValidateArgs {
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub measured: MeasuredArgs,
-    /// For an e2e serving CSV: the run fields its error summary is grouped by, e.g.
-    /// backend,version,precision to see one engine version's runs apart from another's.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "backend,system,model"
-    )]
-    pub group_by: Vec<crate::e2e::GroupField>,
+    /// For an e2e serving CSV: the run fields its error summary is grouped by (default
+    /// backend,system,model), e.g. backend,version,precision to see one engine version's runs
+    /// apart from another's.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub group_by: Option<Vec<crate::e2e::GroupField>>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

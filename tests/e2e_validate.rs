@@ -129,12 +129,15 @@ fn group_by_keys_the_summary_by_the_fields_asked() {
     assert!(runs.iter().all(|r| r["precision"].is_string()));
     // The two runs differ in output length: two groups.
     assert_eq!(groups.len(), 2, "{v}");
-    // A kernel table or the team's record is not grouped: refused, not ignored.
-    let out = Command::cargo_bin("rooftop")
-        .unwrap()
-        .args(["validate", "--group-by", "version"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--group-by"));
+    // A kernel table or the team's record is not grouped: refused, not ignored, even when
+    // the fields asked are the e2e default.
+    for fields in ["version", "backend,system,model"] {
+        let out = Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(["validate", "--group-by", fields])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{fields}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--group-by"));
+    }
 }

@@ -552,9 +552,13 @@ pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
         .iter()
         .any(|f| crate::commands::validate_e2e::e2e_text(f).is_some())
     {
-        return crate::commands::validate_e2e::run(args, m, &a.group_by, format);
+        let group_by = a
+            .group_by
+            .as_deref()
+            .unwrap_or(&crate::e2e::GroupField::DEFAULT);
+        return crate::commands::validate_e2e::run(args, m, group_by, format);
     }
-    if a.group_by != crate::e2e::GroupField::DEFAULT {
+    if a.group_by.is_some() {
         return Err(crate::error::Error::Scenario(
             "--group-by applies to an e2e serving CSV only".into(),
         ));

@@ -332,22 +332,41 @@ pub fn decode_attention_time(
     Some(k.floor.0 + quantize + stream + k.per_item.0 * items / sms)
 }
 
-/// Kernel time of an MLA latent decode call (absorbed form) of `queries` queries over
-/// `sequences` sequences and `heads` heads, `flops` of score and value products and
-/// `kv_bytes` of latent cache (plus `other_bytes` of queries and outputs), or `None` at the
-/// speed of light.
+/// The work of one MLA latent decode call (absorbed form), as `Op::Attention` carries it.
+#[derive(Debug, Clone, Copy)]
+pub struct MlaDecodeShape {
+    pub sequences: f64,
+    /// Query rows per head: a sequence's decode token, or its verified drafts too.
+    pub queries: f64,
+    /// Query heads on this GPU.
+    pub heads: f64,
+    /// Score and value products.
+    pub flops: f64,
+    /// Element type of the latent cache.
+    pub kv_dtype: KvDtype,
+}
+
+/// Kernel time of an MLA latent decode call of shape `s` streaming `kv_bytes` of latent
+/// cache (plus `other_bytes` of queries and outputs), or `None` at the speed of light.
 ///
-/// `t = max(flops · ⌈h/T⌉T/h / (η_c · P_bf16), ⌈h/T⌉ · kv / (η_m · B) + other / (η_m · B))
-///      + per_row · queries · h / SMs`, with `T` the kernel's head tile.
+/// `t = max(flops · ⌈h/T⌉T/h / (η_c · P), R · kv / (η_m · B) + other / (η_m · B), grid)
+///      + per_row · queries · h / SMs`, with `T` the kernel's head tile, `P` the BF16 peak
+/// (the FP8 one for an FP8 cache where the kernel multiplies FP8), `R` the head tiles where
+/// each rereads the cache from DRAM (else 1), and `grid` the per-CTA stream of one item per
+/// (sequence, head tile), split while items leave SMs idle (where the kernel has one).
 pub fn mla_decode_time(
     dev: &Device,
-    queries: f64,
-    heads: f64,
-    flops: f64,
+    s: &MlaDecodeShape,
     kv_bytes: f64,
     other_bytes: f64,
-    kv_dtype: KvDtype,
 ) -> Option<f64> {
+    let MlaDecodeShape {
+        sequences,
+        queries,
+        heads,
+        flops,
+        kv_dtype,
+    } = *s;
     if dev.params.is_sol() || queries <= 0.0 || heads <= 0.0 {
         return None;
     }
@@ -371,10 +390,11 @@ pub fn mla_decode_time(
     // idle; each CTA streams its slice at one SM's load rate, waves after waves.
     let tcta = k.sm_load_bandwidth.map_or(0.0, |b| {
         let sms = dev.sm_count.max(1.0);
-        let items = queries * tiles;
+        let seqs = sequences.max(1.0);
+        let items = seqs * tiles;
         let splits = (sms / items).floor().clamp(1.0, k.max_splits.max(1) as f64);
         let waves = (items * splits / (sms * k.ctas_per_sm.max(1) as f64)).ceil();
-        waves * kv_bytes / queries / splits / b.0
+        waves * kv_bytes / seqs / splits / b.0
     });
     Some(tc.max(tm).max(tcta) + k.per_row.0 * queries * heads / dev.sm_count)
 }
@@ -663,8 +683,18 @@ mod tests {
         )
     }
 
+    fn mla_shape(s: (f64, f64, f64, f64, f64), kv_dtype: KvDtype) -> MlaDecodeShape {
+        MlaDecodeShape {
+            sequences: s.0,
+            queries: s.0,
+            heads: s.1,
+            flops: s.2,
+            kv_dtype,
+        }
+    }
+
     fn mla_time(dev: &Device, s: (f64, f64, f64, f64, f64)) -> f64 {
-        mla_decode_time(dev, s.0, s.1, s.2, s.3, s.4, KvDtype::Bf16).unwrap()
+        mla_decode_time(dev, &mla_shape(s, KvDtype::Bf16), s.3, s.4).unwrap()
     }
 
     fn h100() -> crate::spec::System {
@@ -693,7 +723,7 @@ mod tests {
         assert!(d.kernels.mla_decode.fp8_kv_math);
         let s = mla(512.0, 128.0, 65536.0);
         let t =
-            |kv: KvDtype, bytes: f64| mla_decode_time(&d, s.0, s.1, s.2, bytes, s.4, kv).unwrap();
+            |kv: KvDtype, bytes: f64| mla_decode_time(&d, &mla_shape(s, kv), bytes, s.4).unwrap();
         let (bf, fp) = (t(KvDtype::Bf16, s.3 * 2.0), t(KvDtype::Fp8, s.3));
         assert!(fp < 0.6 * bf, "fp8 {fp} vs bf16 {bf}");
         let bf16_math = s.2 / (d.kernels.mla_decode.compute_fraction * d.bf16_peak);
@@ -737,7 +767,7 @@ mod tests {
         // and the speed of light has no kernel model.
         let sol = Device::new(&sys, crate::cost::CostParams::speed_of_light()).unwrap();
         let s = mla(1.0, 16.0, 8.0);
-        assert!(mla_decode_time(&sol, s.0, s.1, s.2, s.3, s.4, KvDtype::Bf16).is_none());
+        assert!(mla_decode_time(&sol, &mla_shape(s, KvDtype::Bf16), s.3, s.4).is_none());
     }
 
     #[test]

@@ -200,9 +200,18 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             if kind == AttentionKind::MlaAbsorbed
                 && queries <= DECODE_QUERIES_PER_SEQUENCE * sequences
             {
-                if let Some(k) =
-                    kernels::mla_decode_time(dev, queries, heads, flops, kv, bytes - kv, kv_dtype)
-                {
+                if let Some(k) = kernels::mla_decode_time(
+                    dev,
+                    &kernels::MlaDecodeShape {
+                        sequences,
+                        queries,
+                        heads,
+                        flops,
+                        kv_dtype,
+                    },
+                    kv,
+                    bytes - kv,
+                ) {
                     let bound = if k > t { Bound::Memory } else { b };
                     return (flops, bytes, k, bound, Some(MathDtype::Bf16), None);
                 }

@@ -22,13 +22,13 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("h100-sxm", "gemm", 0.062),
     ("h100-sxm", "attention_decode", 0.081),
     ("h100-sxm", "moe", 0.088),
-    ("h100-sxm", "mla_decode_module", 0.070),
+    ("h100-sxm", "mla_decode_module", 0.069),
     ("h100-sxm", "nccl", 0.076),
     ("h100-sxm", "vllm_custom_allreduce", 0.066),
     ("l40s", "gemm", 0.091),
     ("l40s", "attention_decode", 0.088),
     ("l40s", "moe", 0.092),
-    ("l40s", "mla_decode_module", 0.100),
+    ("l40s", "mla_decode_module", 0.095),
     ("l40s", "nccl", 0.091),
 ];
 

@@ -175,21 +175,32 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
     let MlaDims {
         kv, nope, rope, v, ..
     } = d;
-    // Low-rank down-projections, replicated on every rank; the query's only when the model
-    // has a query rank (else its projection is full-rank and sharded).
-    if let Some(r) = d.q_rank {
-        push_gemm(out, u, "q_a_proj", Category::Gemm, tokens, r, h, fmt);
+    // Low-rank down-projections, replicated on every rank. With a query rank the engines
+    // run the query's and the latent's as one GEMM over the concatenated weights (vLLM's
+    // `fused_qkv_a_proj`, SGLang's `fused_qkv_a_proj_with_mqa`, TensorRT-LLM's `fused_a`);
+    // without one the query's projection is full-rank and sharded (`q_proj` below).
+    match d.q_rank {
+        Some(r) => push_gemm(
+            out,
+            u,
+            "fused_qkv_a_proj",
+            Category::Gemm,
+            tokens,
+            r + kv + rope,
+            h,
+            fmt,
+        ),
+        None => push_gemm(
+            out,
+            u,
+            "kv_a_proj_with_mqa",
+            Category::Gemm,
+            tokens,
+            kv + rope,
+            h,
+            fmt,
+        ),
     }
-    push_gemm(
-        out,
-        u,
-        "kv_a_proj_with_mqa",
-        Category::Gemm,
-        tokens,
-        kv + rope,
-        h,
-        fmt,
-    );
     let (name, width, kernels) = match d.q_rank {
         Some(r) => ("q_kv_a_layernorm", r + kv, 2),
         None => ("kv_a_layernorm", kv, 1),

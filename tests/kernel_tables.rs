@@ -28,7 +28,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("l40s", "gemm", 0.091),
     ("l40s", "attention_decode", 0.088),
     ("l40s", "moe", 0.092),
-    ("l40s", "mla_decode_module", 0.095),
+    ("l40s", "mla_decode_module", 0.091),
     ("l40s", "nccl", 0.091),
 ];
 

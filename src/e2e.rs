@@ -49,6 +49,11 @@ pub struct ModelEntry {
     /// Quantization fields `gemm_quant_mode` sets.
     #[serde(default = "default_gemm_fields")]
     pub gemm_fields: Vec<String>,
+    /// KV-cache format a run at this `precision` stores (a `kv_cache` value), where the file
+    /// does not record it but the checkpoint that precision implies sets it; other precisions
+    /// keep the built-in's.
+    #[serde(default)]
+    pub kv_cache: BTreeMap<String, String>,
 }
 
 fn default_gemm_fields() -> Vec<String> {
@@ -75,7 +80,8 @@ impl E2eMap {
                 )
             })?;
         let model = registry::load_model(&entry.builtin).map_err(|e| e.to_string())?;
-        if entry.native_precision.contains(&run.precision) {
+        let kv = entry.kv_cache.get(&run.precision);
+        if entry.native_precision.contains(&run.precision) && kv.is_none() {
             return Ok(model);
         }
         let fmt = |mode: &str| -> std::result::Result<Option<&String>, String> {
@@ -88,15 +94,20 @@ impl E2eMap {
                 .ok_or_else(|| format!("quant mode \"{mode}\" not in {MODELS_LABEL}"))
         };
         let mut sets = Vec::new();
-        if let Some(f) = fmt(&run.gemm_quant_mode)? {
-            for field in &entry.gemm_fields {
-                sets.push(format!("model.quantization.{field}={f}"));
+        if !entry.native_precision.contains(&run.precision) {
+            if let Some(f) = fmt(&run.gemm_quant_mode)? {
+                for field in &entry.gemm_fields {
+                    sets.push(format!("model.quantization.{field}={f}"));
+                }
+            }
+            if model.moe().is_some() {
+                if let Some(f) = fmt(&run.moe_quant_mode)? {
+                    sets.push(format!("model.quantization.routed_experts={f}"));
+                }
             }
         }
-        if model.moe().is_some() {
-            if let Some(f) = fmt(&run.moe_quant_mode)? {
-                sets.push(format!("model.quantization.routed_experts={f}"));
-            }
+        if let Some(kv) = kv {
+            sets.push(format!("model.quantization.kv_cache={kv}"));
         }
         let sets: Vec<Override> = sets
             .iter()
@@ -545,6 +556,29 @@ mod tests {
         assert!(
             e.contains("no description of nvidia/Qwen3-32B-NVFP4"),
             "{e}"
+        );
+    }
+
+    /// A precision the mapping names a KV format for stores that format; others keep the
+    /// built-in's, and a native precision still gets its KV format (nothing else changes).
+    #[test]
+    fn a_precisions_kv_cache_comes_from_the_mapping() {
+        use crate::spec::KvDtype;
+        let mut map = E2eMap::builtin().unwrap();
+        let llama = "meta-llama/Llama-3.1-70B";
+        let kv = |map: &E2eMap, p: &str| map.model(&run(llama, p, 8, 1, 1, 1)).unwrap();
+        assert_eq!(kv(&map, "fp8").quantization.kv_cache, KvDtype::Fp8);
+        assert_eq!(kv(&map, "fp4").quantization.kv_cache, KvDtype::Fp8);
+        assert_eq!(kv(&map, "bf16").quantization.kv_cache, KvDtype::Bf16);
+        // On a native precision only the KV format moves.
+        let entry = map.models.iter_mut().find(|m| m.hf_id == llama).unwrap();
+        entry.native_precision = vec!["fp8".into()];
+        let native = kv(&map, "fp8");
+        let builtin = registry::load_model("llama-3.1-70b-fp8").unwrap();
+        assert_eq!(native.quantization.kv_cache, KvDtype::Fp8);
+        assert_eq!(
+            native.quantization.attention(),
+            builtin.quantization.attention()
         );
     }
 

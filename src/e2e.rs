@@ -81,7 +81,8 @@ impl E2eMap {
             })?;
         let model = registry::load_model(&entry.builtin).map_err(|e| e.to_string())?;
         let kv = entry.kv_cache.get(&run.precision);
-        if entry.native_precision.contains(&run.precision) && kv.is_none() {
+        let native = entry.native_precision.contains(&run.precision);
+        if native && kv.is_none() {
             return Ok(model);
         }
         let fmt = |mode: &str| -> std::result::Result<Option<&String>, String> {
@@ -94,7 +95,7 @@ impl E2eMap {
                 .ok_or_else(|| format!("quant mode \"{mode}\" not in {MODELS_LABEL}"))
         };
         let mut sets = Vec::new();
-        if !entry.native_precision.contains(&run.precision) {
+        if !native {
             if let Some(f) = fmt(&run.gemm_quant_mode)? {
                 for field in &entry.gemm_fields {
                     sets.push(format!("model.quantization.{field}={f}"));

@@ -22,7 +22,7 @@ use crate::ops::{
 };
 use crate::spec::{
     model::{ModelConfig, QuantSpec},
-    registry, AllReduceImpl, KvDtype, MathDtype, ModelSpec, System, WeightFormat,
+    registry, AllReduceImpl, KvDtype, ModelSpec, System, WeightFormat,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -158,8 +158,7 @@ pub fn check_table(
             // fits in it; a larger module evicts each call's data before its next repeat.
             if matches!(row.shape, KernelShape::MlaDecodeModule { .. }) {
                 let module_bytes: f64 = cost_all(&ops, &dev).iter().map(|c| c.bytes).sum();
-                dev.warm_l2 = true;
-                dev.warm_l2 = dev.warm_in_l2(module_bytes);
+                dev.warm_l2 = dev.fits_in_l2(module_bytes);
             }
             let costs = cost_all(&ops, &dev);
             let t = costs
@@ -252,12 +251,8 @@ fn floor(ops: &[Operator], sys: &System) -> Result<f64> {
     let dev = Device::new(sys, CostParams::speed_of_light())?;
     let costs = cost_all(ops, &dev);
     // Attention over an FP8 cache may compute in FP8 (FlashMLA, TRT-LLM decode kernels):
-    // its bound is the fastest of the BF16 and FP8 peaks.
-    let attention_peak = [MathDtype::Bf16, MathDtype::Fp8]
-        .iter()
-        .filter_map(|d| sys.gpu.peak(*d))
-        .map(|p| p.0)
-        .fold(dev.bf16_peak, f64::max);
+    // its bound is the fastest of the BF16 and FP8 peaks, what an FP8 cache may reach.
+    let attention_peak = dev.attention_peak(KvDtype::Fp8);
     let fixed: f64 = costs
         .iter()
         .map(|c| match c.bound {

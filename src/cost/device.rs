@@ -198,7 +198,12 @@ impl<'a> Device<'a> {
     /// Whether `bytes` stay in L2 across the calls of a benchmark harness that repeats one call
     /// on the same data (`warm_l2`, validate only): never in predictions.
     pub fn warm_in_l2(&self, bytes: f64) -> bool {
-        self.warm_l2 && self.system.gpu.l2_cache.is_some_and(|l2| bytes <= l2.0)
+        self.warm_l2 && self.fits_in_l2(bytes)
+    }
+
+    /// Whether `bytes` fit in this GPU's L2 (none when it names no L2 size).
+    pub fn fits_in_l2(&self, bytes: f64) -> bool {
+        self.system.gpu.l2_cache.is_some_and(|l2| bytes <= l2.0)
     }
 
     /// The same GPU for a pass launched eagerly (a batch beyond the engine's capture sizes).

@@ -291,7 +291,7 @@ pub struct GemmKernel {
     pub tile: Option<[u32; 2]>,
     /// Most slices the library splits k into when the output tiles leave SMs idle (1: no
     /// split-K, each CTA walks all of k for its tile).
-    #[serde(default = "one_split")]
+    #[serde(default = "one")]
     pub max_split_k: u32,
     /// Rate at which one SM loads its tile's operands (from L2 or DRAM): a grid of few CTAs
     /// streams k at this rate per CTA, not at the whole GPU's bandwidth.
@@ -323,7 +323,7 @@ pub struct GemmKernel {
     pub harness_warm_l2_speedup: f64,
 }
 
-fn one_split() -> u32 {
+fn one() -> u32 {
     1
 }
 
@@ -439,10 +439,10 @@ pub struct MlaDecodeKernel {
     #[serde(default)]
     pub sm_load_bandwidth: Option<BytesPerSec>,
     /// Most CTAs one item's cache is split over (with `sm_load_bandwidth`).
-    #[serde(default = "one_split")]
+    #[serde(default = "one")]
     pub max_splits: u32,
     /// CTAs resident on one SM at once: a wave holds `SMs × ctas_per_sm` of them.
-    #[serde(default = "one_split")]
+    #[serde(default = "one")]
     pub ctas_per_sm: u32,
     /// Whether each head tile of a sequence reads the cache from DRAM again (false: the tiles
     /// of one sequence run together and the later ones hit L2).

@@ -373,7 +373,7 @@ pub fn mla_decode_time(
     let k = &dev.kernels.mla_decode;
     let tile = k.head_tile as f64;
     let tiles = (heads / tile).ceil();
-    let peak = if k.fp8_kv_math && kv_dtype == KvDtype::Fp8 {
+    let peak = if k.fp8_kv_math {
         dev.attention_peak(kv_dtype)
     } else {
         dev.bf16_peak

@@ -179,28 +179,11 @@ pub fn mla_ops(cx: &BuildContext, d: MlaDims, indexer: bool, out: &mut Vec<Opera
     // run the query's and the latent's as one GEMM over the concatenated weights (vLLM's
     // `fused_qkv_a_proj`, SGLang's `fused_qkv_a_proj_with_mqa`, TensorRT-LLM's `fused_a`);
     // without one the query's projection is full-rank and sharded (`q_proj` below).
-    match d.q_rank {
-        Some(r) => push_gemm(
-            out,
-            u,
-            "fused_qkv_a_proj",
-            Category::Gemm,
-            tokens,
-            r + kv + rope,
-            h,
-            fmt,
-        ),
-        None => push_gemm(
-            out,
-            u,
-            "kv_a_proj_with_mqa",
-            Category::Gemm,
-            tokens,
-            kv + rope,
-            h,
-            fmt,
-        ),
-    }
+    let (name, width) = match d.q_rank {
+        Some(r) => ("fused_qkv_a_proj", r + kv + rope),
+        None => ("kv_a_proj_with_mqa", kv + rope),
+    };
+    push_gemm(out, u, name, Category::Gemm, tokens, width, h, fmt);
     let (name, width, kernels) = match d.q_rank {
         Some(r) => ("q_kv_a_layernorm", r + kv, 2),
         None => ("kv_a_layernorm", kv, 1),

@@ -226,14 +226,21 @@ fn harness(
             };
             (floor, k.harness_floor.0)
         }
-        KernelShape::Gemm { dtype, .. } => {
-            let floor = Generation::of(&sys.gpu)?
+        KernelShape::Gemm { dtype, m, k, .. } => {
+            let g = Generation::of(&sys.gpu)?
                 .kernels()
                 .gemm
-                .get(moe_key(gemm_format(dtype)))
+                .get(moe_key(gemm_format(dtype)));
+            let floor = g
                 .and_then(|g| g.harness_floor.get(kernel))
                 .map_or(0.0, |s| s.0);
-            (floor, 0.0)
+            let relayout = if scales_need_relayout(m, k) {
+                g.and_then(|g| g.harness_scale_relayout.get(kernel))
+                    .map_or(0.0, |s| s.0)
+            } else {
+                0.0
+            };
+            (floor + relayout, 0.0)
         }
         KernelShape::MlaDecodeModule { batch, .. } => {
             let k = &Generation::of(&sys.gpu)?.kernels().mla_decode;
@@ -244,6 +251,14 @@ fn harness(
         }
         _ => (0.0, 0.0),
     })
+}
+
+/// Whether an m x k activation's 1 x 128 block scales, stored column-major in FP32, need a
+/// copy into a TMA-aligned layout before a kernel that loads them by TMA can read them: a
+/// column of m scales must span whole 16-byte units (m a multiple of 4), unless there is
+/// only one column (k within one 128-wide block), which no stride misaligns.
+fn scales_need_relayout(m: u64, k: u64) -> bool {
+    !m.is_multiple_of(4) && k > 128
 }
 
 /// The hardware's least time for `ops` (see [`KernelCheckRow::floor`]), seconds.
@@ -674,6 +689,29 @@ mod tests {
             (marlin_us - trtllm_us).abs() > 1.0,
             "{marlin_us} {trtllm_us}"
         );
+    }
+
+    /// A DeepGEMM row whose block scales need the aligned copy (m not a multiple of 4, k
+    /// over one 128-wide block) carries the harness's relayout cost on top of its floor;
+    /// an aligned m, a single block of k, and the CUTLASS kernel (which reads the scales
+    /// as they are) do not.
+    #[test]
+    fn deepgemm_rows_with_unaligned_scales_pay_the_relayout() {
+        let sys = System::load("8x-b200-nvlink").unwrap();
+        let price = |m: u64, k: u64, kernel: &str| {
+            let t = format!("m,n,k,dtype,latency_ms,kernel\n{m},512,{k},fp8_block,0.2,{kernel}\n");
+            let table = parse_kernel_table(&t, "t.csv").unwrap();
+            check_table(&table, &sys, None).unwrap()[0].default
+        };
+        let deep = "DeepGemmFp8BlockScaledMMKernel";
+        let cutlass = "CutlassFp8BlockScaledMMKernel";
+        assert!(scales_need_relayout(6, 4096));
+        assert!(!scales_need_relayout(8, 4096));
+        assert!(!scales_need_relayout(7, 128));
+        let relayout = price(6, 4096, deep) - price(8, 4096, deep);
+        assert!(relayout > 20.0, "relayout {relayout} us");
+        assert!((price(7, 128, deep) - price(8, 128, deep)).abs() < 1.0);
+        assert!((price(6, 4096, cutlass) - price(8, 4096, cutlass)).abs() < 1.0);
     }
 
     /// An MLA module row runs warm (its BF16 projections at the harness's L2 speedup) only

@@ -285,6 +285,13 @@ pub struct GemmKernel {
     /// Only `validate` applies them, to rows naming that kernel; predictions never do.
     #[serde(default)]
     pub harness_floor: BTreeMap<String, Seconds>,
+    /// Benchmark-harness cost by the measured table's `kernel` name, added to its floor when
+    /// the activations' block scales must be copied into the TMA-aligned layout the kernel
+    /// reads: m not a multiple of 4 (16-byte rows of FP32 scales) and k longer than one
+    /// 128-wide scale block (one column of scales is already aligned). An eager call's
+    /// allocation and copy; only `validate` applies it, predictions never do.
+    #[serde(default)]
+    pub harness_scale_relayout: BTreeMap<String, Seconds>,
     /// Output tile of one CTA, `[tile_m, tile_n]`; absent, the kernel is priced as a plain
     /// roofline with no grid (priors without a table).
     #[serde(default)]
@@ -569,8 +576,8 @@ mod tests {
                     assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
                     assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
                     assert!(
-                        g.harness_floor.is_empty(),
-                        "harness floors belong to [gemm.*]"
+                        g.harness_floor.is_empty() && g.harness_scale_relayout.is_empty(),
+                        "harness costs belong to [gemm.*]"
                     );
                 }
             }

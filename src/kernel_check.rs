@@ -199,7 +199,9 @@ pub fn check_table(
 
 /// The benchmark harness's costs for a row on its GPU's generation, as (floor, added):
 /// - a GEMM row: the flat floor its kernel's constants name (an eager call's CPU-side
-///   cost; the measured call is the slower of it and the kernel);
+///   cost; the measured call is the slower of it and the kernel), raised by the kernel's
+///   `harness_scale_relayout` when its block scales must first be copied into an aligned
+///   layout ([`scales_need_relayout`]);
 /// - a decode attention row: its library's serial cost per (sequence, KV head) as the floor
 ///   (up to the batch it was seen at), and its flat eager cost added;
 /// - an MLA module row: the backend's flat cost plus its serial cost per sequence, added

@@ -169,7 +169,7 @@ const MAX_SERVING_SECONDS: f64 = 600.0;
 
 /// Refuse serving measurements no run can produce: faster than the speed-of-light bound of
 /// this model on this system (with the assumed lengths), or slower than
-/// [`MAX_SERVING_SECONDS`]. The error names the row and the bound, instead of a fit that
+/// `MAX_SERVING_SECONDS`. The error names the row and the bound, instead of a fit that
 /// reports an error of +3e21 %. Kernel rows (GEMM, all-reduce) are checked by their readers.
 pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Result<()> {
     let sol = CostParams::speed_of_light();

@@ -11,7 +11,7 @@ use crate::cost::generation::{
 };
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
-use crate::spec::{FormatKind, MathDtype, PerFormat, System};
+use crate::spec::{FormatKind, KvDtype, MathDtype, PerFormat, System};
 
 /// One GPU of `system` priced under `params`.
 #[derive(Debug, Clone)]
@@ -228,14 +228,12 @@ impl<'a> Device<'a> {
             gaps.max(kernels as f64 * p.kernel_launch - time)
         }
     }
-}
 
-impl Device<'_> {
     /// The dense peak attention over a cache of `kv` can multiply at: the FP8 tensor rate for
     /// an FP8 cache on a GPU that has one (query quantized to FP8), BF16 otherwise.
-    pub fn attention_peak(&self, kv: crate::spec::KvDtype) -> f64 {
+    pub fn attention_peak(&self, kv: KvDtype) -> f64 {
         match kv {
-            crate::spec::KvDtype::Fp8 => self
+            KvDtype::Fp8 => self
                 .system
                 .gpu
                 .peak(MathDtype::Fp8)

@@ -308,6 +308,12 @@ pub struct GemmKernel {
     /// the m x k activations (per-token scales): `ceil(m / SMs)` waves.
     #[serde(default)]
     pub quantize_row_wave: Seconds,
+    /// Rate at which one SM moves the activation-quantization pass's bytes (BF16 read,
+    /// quantized values written): a pass whose loads are latency-bound (few loads in flight
+    /// per thread) runs at this rate per SM, below the DRAM rate. Absent: only the DRAM
+    /// stream and the row waves bound the pass.
+    #[serde(default)]
+    pub quantize_sm_bandwidth: Option<BytesPerSec>,
     /// Smallest tile height of an m-dependent tile choice: the library picks the tile
     /// height from m (CUTLASS's SM89 FP8 dispatch: 16 rows for m <= 16, 32 for m <= 32, ...,
     /// up to `tile[0]`), i.e. `clamp(next_pow2(m), min_tile_m, tile_m)`. Absent: the tile

@@ -154,7 +154,8 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
 /// operands at `sm_load_bandwidth`; the time is the largest of those and the DRAM stream. So
 /// a grid of fewer CTAs than SMs that walks all of k (no split-K) cannot use the whole GPU's
 /// math or bandwidth. The quantization pass takes at least `ceil(m / SMs)` waves of
-/// `quantize_row_wave` (one CTA per row).
+/// `quantize_row_wave` (one CTA per row), and moves its bytes at no more than
+/// `quantize_sm_bandwidth` per SM (a pass of latency-bound loads).
 pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bool) -> (f64, bool) {
     let (bpw, kernel_w) = if cast {
         (2.0, WeightFormat::BF16)
@@ -165,7 +166,9 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
     let sms = dev.sm_count.max(1.0);
     let (act, quantize) = if g.quantize_activations && !cast {
         let rows = (m / sms).ceil() * g.quantize_row_wave.0;
-        (bpw, (m * k * (2.0 + bpw) / bw).max(rows))
+        let bytes = m * k * (2.0 + bpw);
+        let per_sm = g.quantize_sm_bandwidth.map_or(0.0, |b| bytes / (sms * b.0));
+        (bpw, (bytes / bw).max(rows).max(per_sm))
     } else {
         (2.0, 0.0)
     };
@@ -526,6 +529,35 @@ mod tests {
         // time (the DRAM stream of 0.4 GB of weights then bounds it).
         let full = gemm_time(&dev, 12.0, 64.0 * 132.0, 51200.0, w, false).0;
         assert!(full < 5.0 * one_cta, "{full} vs {one_cta}");
+    }
+
+    #[test]
+    fn fp8_quantization_runs_at_its_per_sm_rate_not_the_dram_rate() {
+        // H100 FP8 per-tensor, 32768 x 64 x 5120: 168 M activation elements to quantize, a
+        // small GEMM after them. Measured 561 us; the pass at the DRAM rate alone would be
+        // ~0.2 ms, at 132 SMs x 8 GB/s over its 3 bytes per element ~0.48 ms.
+        let sys = h100();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let w: WeightFormat = "fp8".parse().unwrap();
+        let (g, bw, _) = dev.gemm_kernel(w);
+        let per_sm = g
+            .quantize_sm_bandwidth
+            .expect("Hopper's fp8 pass has a per-SM rate");
+        let (m, n, k) = (32768.0, 64.0, 5120.0);
+        let t = gemm_time(&dev, m, n, k, w, false).0;
+        let pass = m * k * 3.0 / (dev.sm_count * per_sm.0);
+        assert!(pass > 2.0 * m * k * 3.0 / bw, "the per-SM rate binds here");
+        assert!(t >= pass && t > 450e-6 && t < 700e-6, "{t}");
+        // Twice the SMs halve the pass (the DRAM stream does not bind it).
+        let mut more = sys.clone();
+        more.gpu.sm_count = sys.gpu.sm_count.map(|s| s * 2);
+        let dev2 = Device::new(&more, crate::cost::CostParams::default_for(&more)).unwrap();
+        let t2 = gemm_time(&dev2, m, n, k, w, false).0;
+        assert!(t2 < 0.6 * t, "{t2} vs {t}");
+        // A decode-sized call barely quantizes anything: the rate changes nothing there.
+        let small = gemm_time(&dev, 8.0, 8192.0, 8192.0, w, false).0;
+        let small_pass = 8.0 * 8192.0 * 3.0 / (dev.sm_count * per_sm.0);
+        assert!(small_pass < 0.05 * small, "{small_pass} vs {small}");
     }
 
     #[test]

@@ -266,6 +266,40 @@ fn pcie_ring_bandwidth_follows_the_system_paths() {
     assert!(busbw(8) <= busbw(4));
 }
 
+/// NCCL's tuner picks the protocol from its own per-hop estimate (LL at a third of a hop for
+/// all-gather), but LL then runs at half the path's P2P rate (4 data bytes per 8-byte line).
+/// Across the L40S box's slow socket link the tuner keeps LL where Simple would run faster
+/// (the dev table's 8-GPU all-gathers of 64-512 KiB hold ~0.7 GB/s bus bandwidth, LL's rate,
+/// and jump to Simple's above); on one switch LL outruns the tuner's third.
+#[test]
+fn ll_is_chosen_by_the_tuner_estimate_and_runs_at_half_the_path() {
+    let sys = load("8x-l40s-pcie", &[]);
+    let paths = sys.spec.paths.expect("the L40S box states its paths");
+    let p = CostParams::default_for(&sys);
+    let kib = 1024.0;
+    let bus = |n: u32, bytes: f64| (n as f64 - 1.0) * bytes;
+    // 8 GPUs, 256 KiB: LL, at half the cross-socket copy rate, slower than Simple would be.
+    let c = collective::all_gather(&sys, 256.0 * kib / 8.0, 8, &p);
+    assert_eq!(c.algo, AllReduceAlgo::NcclRing(NcclProtocol::Ll));
+    let rate = bus(8, 32.0 * kib) / c.transfer;
+    let half = 0.5 * paths.cross_socket.unwrap().0;
+    assert!((rate / half - 1.0).abs() < 1e-9, "{rate} vs {half}");
+    let simple = load("8x-l40s-pcie", &["engine.nccl_protocol=simple"]);
+    let s = collective::all_gather(&simple, 256.0 * kib / 8.0, 8, &p);
+    assert!(
+        s.time() < c.time(),
+        "Simple {} vs LL {}",
+        s.time(),
+        c.time()
+    );
+    // 2 GPUs under one switch: LL runs faster than the tuner's third of the ring.
+    let c2 = collective::all_gather(&sys, 64.0 * kib / 2.0, 2, &p);
+    assert_eq!(c2.algo, AllReduceAlgo::NcclRing(NcclProtocol::Ll));
+    let eff = collective::model(&sys.link).ring_efficiency.unwrap().0;
+    let tuner_ll = paths.switch.unwrap().0 * eff / 3.0;
+    assert!(bus(2, 32.0 * kib) / c2.transfer > 1.5 * tuner_ll);
+}
+
 /// vLLM's custom all-reduce runs a fixed grid (36 CTAs x 512 threads, one 16-byte load per
 /// peer in flight per thread): over a remote load latency that caps its rate by Little's
 /// law. On B200's NVLink the cap binds with one peer (2 GPUs: the kernel pulls a quarter of

@@ -3,11 +3,16 @@
 //!
 //! NCCL (`src/graph/tuning.cc`): each algorithm × protocol costs a base latency per call, a
 //! per-step hardware latency times its steps (ring all-reduce `2(n−1)`, all-gather and
-//! reduce-scatter `n−1`), and its bus bytes at the protocol's rate. Simple reaches the path's
-//! achievable bus bandwidth; LL128 (only where the link enables it: NVLink) 0.92 of it; LL
-//! 1/4 of the link's bus bandwidth for all-reduce and 1/3 for other collectives. The tuner takes
-//! the fastest, which this model does too; on NVSwitch systems with NVLS the switch-side
-//! reduction is one more candidate. The bus bandwidth a ring reaches is set by the slowest path
+//! reduce-scatter `n−1`), and its bus bytes at the protocol's rate. NCCL's tuner *chooses*
+//! the protocol from its own estimates: Simple at the bus bandwidth its topology gives a hop,
+//! LL128 (only where the link enables it: NVLink) 0.92 of it, LL 1/4 of it for all-reduce and
+//! 1/3 for other collectives; on NVSwitch systems with NVLS the switch-side reduction is one
+//! more candidate. The chosen protocol then *runs* at what the path delivers: Simple and LL128
+//! at the ring's bus bandwidth (and 0.92 of it), LL at half the path's P2P rate, as every
+//! 8-byte LL line carries 4 bytes of data and a 4-byte flag. The two differ where a box's
+//! slowest path is far below its best hop (the L40S box across sockets: NCCL keeps LL up to
+//! ~512 KiB although LL there runs at half of Simple's rate) and where LL outruns the tuner's
+//! quarter (2-GPU rings). The bus bandwidth a ring reaches is set by the slowest path
 //! it crosses (one PCIe switch or NVSwitch, one CPU root complex, or across sockets), so it is
 //! a property of the platform *and* of how many GPUs join: a system states the P2P rate it
 //! reaches on each path (`[paths]`, measured on that box), and the ring gets NCCL's ring
@@ -35,13 +40,18 @@ use crate::spec::{
 };
 use crate::units::{Bytes, Fraction, Seconds};
 
-/// LL's share of the bus bandwidth: 1/4 for all-reduce, 1/3 for the other collectives
-/// (NCCL `src/graph/tuning.cc`; shared/reference/engines.md [V]).
+/// LL's share of the bus bandwidth in NCCL's tuner estimate, which picks the protocol: 1/4
+/// for all-reduce, 1/3 for the other collectives (NCCL `src/graph/tuning.cc`;
+/// shared/reference/engines.md [V]). What LL then runs at is [`LL_WIRE`] of the path.
 const LL_ALLREDUCE: f64 = 0.25;
 const LL_OTHER: f64 = 1.0 / 3.0;
 /// LL128's share of the bus bandwidth (120 of every 128 bytes are data; NCCL tuning.cc via
 /// shared/reference/hardware.md, ~92 % [V]).
 const LL128: f64 = 0.92;
+/// LL's data share of what it puts on the wire: each 8-byte line is 4 bytes of data and a
+/// 4-byte flag, so LL moves data at half the path's P2P rate (NCCL `src/device/prims_ll.h`;
+/// shared/reference/hardware.md: "LL reaches about half the link" [V]).
+const LL_WIRE: f64 = 0.5;
 /// NCCL's default per-peer size up to which point-to-point uses LL (`NCCL_P2P_LL_THRESHOLD`).
 const P2P_LL_THRESHOLD: f64 = 16384.0;
 
@@ -199,6 +209,17 @@ fn ring_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) 
     path_bandwidth(system, m, path, p)
 }
 
+/// LL's data rate over a path whose ring reaches `ring` bytes/s of bus bandwidth: half the
+/// path's P2P copy rate (the ring's rate over NCCL's ring efficiency where the system states
+/// its paths; without `[paths]` the ring's rate is the only figure for the path).
+fn ll_rate(system: &System, m: &CollectiveModel, ring: f64) -> f64 {
+    let copy = match system.spec.paths {
+        Some(_) => ring / m.ring_efficiency.map_or(1.0, |f| f.0),
+        None => ring,
+    };
+    LL_WIRE * copy
+}
+
 /// One-hop latency (seconds): P2P, or staged through host memory when P2P is off.
 fn hop_latency(system: &System) -> f64 {
     let l = &system.link;
@@ -216,10 +237,50 @@ struct Shape {
     ll_share: f64,
 }
 
+/// One protocol NCCL's tuner weighs: its latency, the rate the tuner believes it has, the rate
+/// it reaches on the path, and its label.
+#[derive(Clone, Copy)]
+struct Candidate {
+    latency: f64,
+    estimated_rate: f64,
+    rate: f64,
+    algo: AllReduceAlgo,
+}
+
+/// At most ring and tree × three protocols, and NVLS.
+const MAX_CANDIDATES: usize = 7;
+
+/// The candidate NCCL's tuner estimates fastest for `bus_bytes`, costed at its path rate.
+fn tuner_pick(candidates: &[Candidate], bus_bytes: f64) -> CollectiveCost {
+    let mut best = CollectiveCost {
+        latency: f64::INFINITY,
+        transfer: 0.0,
+        algo: AllReduceAlgo::None,
+    };
+    let mut best_estimate = f64::INFINITY;
+    for c in candidates {
+        let estimate = c.latency + bus_bytes / c.estimated_rate;
+        if estimate < best_estimate {
+            best_estimate = estimate;
+            best = CollectiveCost {
+                latency: c.latency,
+                transfer: bus_bytes / c.rate,
+                algo: c.algo,
+            };
+        }
+    }
+    best
+}
+
 /// NCCL's model for one collective over `n` GPUs: for each algorithm in `algos` × protocol
 /// the link and engine allow, base latency + steps × hardware latency + bus bytes at the
-/// protocol's rate, and NVLS where `nvls` and the system offer it; the fastest, as NCCL's
-/// tuner picks.
+/// protocol's rate, and NVLS where `nvls` and the system offer it. The candidate NCCL's tuner
+/// estimates fastest is taken, costed at the rate its protocol reaches on the ring's path.
+///
+/// Where the tuner keeps a protocol past the size at which another would already run faster
+/// (LL across a slow socket link), the real time drops where it finally switches. A message
+/// is still never priced below a smaller one: the time is the highest the tuner's choices
+/// give at any size up to this one, so that more tokens never make a step cheaper.
 fn nccl_best(
     system: &System,
     algos: &[NcclAlgorithm],
@@ -231,37 +292,58 @@ fn nccl_best(
     let eng = &system.engine;
     let link = &system.link;
     let m = model(link);
+    // What the ring's slowest path delivers, and what NCCL's tuner believes a hop delivers:
+    // its topology's per-link figure, the box's best path (one switch), not a slow root
+    // complex or socket link it has not measured [U].
     let bw = ring_bandwidth(system, &m, n, p);
-    // LL is limited by the link's own rate (a quarter or a third of it) and by the ring's
-    // slowest path, whichever is lower.
-    let ll_bw = bw.min(path_bandwidth(system, &m, Path::Switch, p) * shape.ll_share);
-    let mut best = CollectiveCost {
-        latency: f64::INFINITY,
-        transfer: 0.0,
-        algo: AllReduceAlgo::None,
-    };
+    let tuner_bw = path_bandwidth(system, &m, Path::Switch, p);
     let allowed = |proto| eng.nccl_protocol == NcclProtocol::Auto || eng.nccl_protocol == proto;
-    let mut consider = |latency: f64, rate: f64, algo| {
-        let c = CollectiveCost {
+    let mut candidates = [Candidate {
+        latency: 0.0,
+        estimated_rate: 1.0,
+        rate: 1.0,
+        algo: AllReduceAlgo::None,
+    }; MAX_CANDIDATES];
+    let mut count = 0;
+    let mut consider = |latency: f64, estimated_rate: f64, rate: f64, algo| {
+        candidates[count] = Candidate {
             latency: latency * p.collective_latency_scale,
-            transfer: shape.bus_bytes / rate,
+            estimated_rate,
+            rate,
             algo,
         };
-        if c.time() < best.time() {
-            best = c;
-        }
+        count += 1;
     };
-    for &algo in algos {
+    for &algo in algos.iter().take(2) {
         let (base, step) = match algo {
             NcclAlgorithm::Tree => (link.nccl_base_latency.tree, link.nccl_step_latency.tree),
             _ => (link.nccl_base_latency.ring, link.nccl_step_latency.ring),
         };
+        // (protocol, base latency, step latency, tuner's rate, rate on the path)
         let protocols = [
-            (NcclProtocol::Ll, base.ll.0, step.ll.0, ll_bw),
-            (NcclProtocol::Ll128, base.ll128.0, step.ll128.0, bw * LL128),
-            (NcclProtocol::Simple, base.simple.0, step.simple.0, bw),
+            (
+                NcclProtocol::Ll,
+                base.ll.0,
+                step.ll.0,
+                tuner_bw * shape.ll_share,
+                ll_rate(system, &m, bw),
+            ),
+            (
+                NcclProtocol::Ll128,
+                base.ll128.0,
+                step.ll128.0,
+                tuner_bw * LL128,
+                bw * LL128,
+            ),
+            (
+                NcclProtocol::Simple,
+                base.simple.0,
+                step.simple.0,
+                tuner_bw,
+                bw,
+            ),
         ];
-        for (proto, b, s, rate) in protocols {
+        for (proto, b, s, estimated_rate, rate) in protocols {
             // LL128 only where the link enables it by default, or where the engine forces it.
             let default_off = proto == NcclProtocol::Ll128 && !m.ll128;
             if !allowed(proto) || (default_off && eng.nccl_protocol == NcclProtocol::Auto) {
@@ -277,7 +359,7 @@ fn nccl_best(
                 NcclAlgorithm::Tree => AllReduceAlgo::NcclTree(proto),
                 _ => AllReduceAlgo::NcclRing(proto),
             };
-            consider(b + shape.steps * s, rate, label);
+            consider(b + shape.steps * s, estimated_rate, rate, label);
         }
     }
     if let Some(v) = m.nvls.filter(|v| nvls && n >= v.min_ranks) {
@@ -287,10 +369,27 @@ fn nccl_best(
             && allowed(NcclProtocol::Simple);
         if usable {
             let rate = link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency;
-            consider(v.latency.0, rate, AllReduceAlgo::NcclNvls);
+            consider(v.latency.0, rate, rate, AllReduceAlgo::NcclNvls);
         }
     }
-    best
+    let candidates = &candidates[..count];
+    let mut cost = tuner_pick(candidates, shape.bus_bytes);
+    // The tuner's choice changes only where two estimates cross; within each stretch the
+    // time grows with the message, so the highest time at any smaller size is the highest
+    // just below one of those crossings.
+    for (i, a) in candidates.iter().enumerate() {
+        for b in &candidates[i + 1..] {
+            let per_byte = 1.0 / a.estimated_rate - 1.0 / b.estimated_rate;
+            let crossing = (b.latency - a.latency) / per_byte;
+            if crossing.is_finite() && crossing > 0.0 && crossing < shape.bus_bytes {
+                let below = tuner_pick(candidates, crossing * (1.0 - 1e-9));
+                if below.time() > cost.time() {
+                    cost.transfer = below.time() - cost.latency;
+                }
+            }
+        }
+    }
+    cost
 }
 
 /// NCCL's all-reduce of `bytes` per rank over `n` GPUs, whatever the engine would use: ring
@@ -518,10 +617,10 @@ fn ideal_hop(system: &System, bus_bytes: f64) -> CollectiveCost {
     }
 }
 
-/// NCCL point-to-point moving `bus_bytes` per rank in messages of `per_peer` bytes over
-/// `path`: LL up to the per-peer threshold (at a third of the link, as NCCL's LL for
-/// collectives other than all-reduce), Simple above; `staged_hops` hops through host memory
-/// when P2P is off.
+/// NCCL point-to-point moving `bus_bytes` per rank in messages of `per_peer` bytes over a
+/// path where Simple reaches `rate`: LL up to the per-peer threshold (at half the path's P2P
+/// rate, see [`ll_rate`]), Simple above; `staged_hops` hops through host memory when P2P is
+/// off.
 fn p2p(
     system: &System,
     bus_bytes: f64,
@@ -540,8 +639,11 @@ fn p2p(
     let ll_allowed = system.engine.nccl_protocol != NcclProtocol::Simple;
     let ll = per_peer <= threshold && ll_allowed;
     let (call, link_rate, proto) = if ll {
-        let link = path_bandwidth(system, &m, Path::Switch, p) * LL_OTHER;
-        (m.p2p_call_latency.ll.0, rate.min(link), NcclProtocol::Ll)
+        (
+            m.p2p_call_latency.ll.0,
+            ll_rate(system, &m, rate),
+            NcclProtocol::Ll,
+        )
     } else {
         (m.p2p_call_latency.simple.0, rate, NcclProtocol::Simple)
     };

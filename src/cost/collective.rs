@@ -247,8 +247,8 @@ struct Candidate {
     algo: AllReduceAlgo,
 }
 
-/// At most ring and tree × three protocols, and NVLS.
-const MAX_CANDIDATES: usize = 7;
+/// At most three protocols of one algorithm, and NVLS.
+const MAX_CANDIDATES: usize = 4;
 
 /// The candidate NCCL's tuner estimates fastest for `bus_bytes`, costed at its path rate.
 fn tuner_pick(candidates: &[Candidate], bus_bytes: f64) -> CollectiveCost {
@@ -272,8 +272,8 @@ fn tuner_pick(candidates: &[Candidate], bus_bytes: f64) -> CollectiveCost {
     best
 }
 
-/// NCCL's model for one collective over `n` GPUs: for each algorithm in `algos` × protocol
-/// the link and engine allow, base latency + steps × hardware latency + bus bytes at the
+/// NCCL's model for one collective over `n` GPUs run as `algo`: for each protocol the link
+/// and engine allow, base latency + steps × hardware latency + bus bytes at the
 /// protocol's rate, and NVLS where `nvls` and the system offer it. The candidate NCCL's tuner
 /// estimates fastest is taken, costed at the rate its protocol reaches on the ring's path.
 ///
@@ -283,7 +283,7 @@ fn tuner_pick(candidates: &[Candidate], bus_bytes: f64) -> CollectiveCost {
 /// give at any size up to this one, so that more tokens never make a step cheaper.
 fn nccl_best(
     system: &System,
-    algos: &[NcclAlgorithm],
+    algo: NcclAlgorithm,
     shape: Shape,
     nvls: bool,
     n: u32,
@@ -314,53 +314,51 @@ fn nccl_best(
         };
         count += 1;
     };
-    for &algo in algos.iter().take(2) {
-        let (base, step) = match algo {
-            NcclAlgorithm::Tree => (link.nccl_base_latency.tree, link.nccl_step_latency.tree),
-            _ => (link.nccl_base_latency.ring, link.nccl_step_latency.ring),
-        };
-        // (protocol, base latency, step latency, tuner's rate, rate on the path)
-        let protocols = [
-            (
-                NcclProtocol::Ll,
-                base.ll.0,
-                step.ll.0,
-                tuner_bw * shape.ll_share,
-                ll_rate(system, &m, bw),
-            ),
-            (
-                NcclProtocol::Ll128,
-                base.ll128.0,
-                step.ll128.0,
-                tuner_bw * LL128,
-                bw * LL128,
-            ),
-            (
-                NcclProtocol::Simple,
-                base.simple.0,
-                step.simple.0,
-                tuner_bw,
-                bw,
-            ),
-        ];
-        for (proto, b, s, estimated_rate, rate) in protocols {
-            // LL128 only where the link enables it by default, or where the engine forces it.
-            let default_off = proto == NcclProtocol::Ll128 && !m.ll128;
-            if !allowed(proto) || (default_off && eng.nccl_protocol == NcclProtocol::Auto) {
-                continue;
-            }
-            // Without P2P every hop is staged through host memory.
-            let s = if system.spec.p2p {
-                s
-            } else {
-                s.max(hop_latency(system))
-            };
-            let label = match algo {
-                NcclAlgorithm::Tree => AllReduceAlgo::NcclTree(proto),
-                _ => AllReduceAlgo::NcclRing(proto),
-            };
-            consider(b + shape.steps * s, estimated_rate, rate, label);
+    let (base, step) = match algo {
+        NcclAlgorithm::Tree => (link.nccl_base_latency.tree, link.nccl_step_latency.tree),
+        _ => (link.nccl_base_latency.ring, link.nccl_step_latency.ring),
+    };
+    // (protocol, base latency, step latency, tuner's rate, rate on the path)
+    let protocols = [
+        (
+            NcclProtocol::Ll,
+            base.ll.0,
+            step.ll.0,
+            tuner_bw * shape.ll_share,
+            ll_rate(system, &m, bw),
+        ),
+        (
+            NcclProtocol::Ll128,
+            base.ll128.0,
+            step.ll128.0,
+            tuner_bw * LL128,
+            bw * LL128,
+        ),
+        (
+            NcclProtocol::Simple,
+            base.simple.0,
+            step.simple.0,
+            tuner_bw,
+            bw,
+        ),
+    ];
+    for (proto, b, s, estimated_rate, rate) in protocols {
+        // LL128 only where the link enables it by default, or where the engine forces it.
+        let default_off = proto == NcclProtocol::Ll128 && !m.ll128;
+        if !allowed(proto) || (default_off && eng.nccl_protocol == NcclProtocol::Auto) {
+            continue;
         }
+        // Without P2P every hop is staged through host memory.
+        let s = if system.spec.p2p {
+            s
+        } else {
+            s.max(hop_latency(system))
+        };
+        let label = match algo {
+            NcclAlgorithm::Tree => AllReduceAlgo::NcclTree(proto),
+            _ => AllReduceAlgo::NcclRing(proto),
+        };
+        consider(b + shape.steps * s, estimated_rate, rate, label);
     }
     if let Some(v) = m.nvls.filter(|v| nvls && n >= v.min_ranks) {
         let usable = system.spec.topology == Topology::Nvswitch
@@ -403,9 +401,9 @@ pub fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Co
     }
     // `auto` prices the ring (and NVLS); NCCL's single-node tree is a chain its tuner does
     // not prefer there, so it is priced only when asked for.
-    let algos: &[NcclAlgorithm] = match system.engine.nccl_algorithm {
-        NcclAlgorithm::Tree => &[NcclAlgorithm::Tree],
-        _ => &[NcclAlgorithm::Ring],
+    let algo = match system.engine.nccl_algorithm {
+        NcclAlgorithm::Tree => NcclAlgorithm::Tree,
+        _ => NcclAlgorithm::Ring,
     };
     let steps = 2.0 * (n as f64 - 1.0);
     let shape = Shape {
@@ -414,7 +412,7 @@ pub fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Co
         ll_share: LL_ALLREDUCE,
     };
     not_below(
-        nccl_best(system, algos, shape, true, n, p),
+        nccl_best(system, algo, shape, true, n, p),
         ideal_allreduce(system, bytes, n),
     )
 }
@@ -702,7 +700,7 @@ fn ring_collective(system: &System, bus_bytes: f64, n: u32, p: &CostParams) -> C
         ll_share: LL_OTHER,
     };
     not_below(
-        nccl_best(system, &[NcclAlgorithm::Ring], shape, false, n, p),
+        nccl_best(system, NcclAlgorithm::Ring, shape, false, n, p),
         ideal_hop(system, bus_bytes),
     )
 }

@@ -425,6 +425,7 @@ pub fn operators(
             tp,
             ep,
             routing,
+            gated,
         } => {
             let config = ModelConfig {
                 num_hidden_layers: 1,
@@ -434,6 +435,8 @@ pub fn operators(
                 n_routed_experts: Some(experts),
                 num_experts_per_tok: Some(topk),
                 vocab_size: 1,
+                // An ungated expert is two matrices (up, down), as the model reads `relu2`.
+                mlp_hidden_act: (!gated).then(|| "relu2".to_string()),
                 ..Default::default()
             };
             let mut model = bare_model(config, quant(moe_format(dtype), KvDtype::Bf16));
@@ -561,14 +564,16 @@ fn describe(r: &KernelRow) -> String {
             tp,
             ep,
             routing,
+            gated,
             ..
         } => format!(
-            "moe {} t={tokens} h={hidden} i={inter} top{topk}/{experts} tp{tp} ep{ep} {}",
+            "moe {} t={tokens} h={hidden} i={inter} top{topk}/{experts} tp{tp} ep{ep} {}{}",
             r.format,
             match routing {
                 Routing::Balanced => "balanced".to_string(),
                 Routing::PowerLaw(a) => format!("power-law {a}"),
-            }
+            },
+            if *gated { "" } else { " ungated" }
         ),
         KernelShape::AttentionDecode {
             batch,
@@ -654,15 +659,20 @@ mod tests {
     use crate::measured::kernel_table::parse_kernel_table;
     use crate::spec::FormatKind;
 
+    /// A one-row MoE table: the family's columns, then `last` (a column name) and `row`.
+    fn moe_table(last: &str, row: &str) -> KernelTable {
+        let head = Family::Moe.columns().join(",");
+        parse_kernel_table(&format!("{head},latency_ms,{last}\n{row}\n"), "t.csv").unwrap()
+    }
+
     #[test]
     fn marlin_mxfp4_rows_run_the_marlin_library_on_mxfp4_bytes() {
         let sys = System::load("8x-b200-nvlink").unwrap();
         let row = |kernel: &str| {
-            let t = format!(
-                "dtype,tokens,hidden,inter,topk,experts,tp,ep,distribution,latency_ms,kernel\n\
-                 w4a16_mxfp4,8,2880,2880,4,128,1,1,balanced,0.1,{kernel}\n"
+            let table = moe_table(
+                "kernel",
+                &format!("w4a16_mxfp4,8,2880,2880,4,128,1,1,balanced,0.1,{kernel}"),
             );
-            let table = parse_kernel_table(&t, "t.csv").unwrap();
             let r = &table.rows[0];
             let ops = operators(&r.shape, &sys, None).unwrap();
             let w = ops
@@ -693,6 +703,26 @@ mod tests {
             (marlin_us - trtllm_us).abs() > 1.0,
             "{marlin_us} {trtllm_us}"
         );
+    }
+
+    /// An ungated expert (up, down) is two matrices where a gated one (gate, up, down) is
+    /// three: a row whose experts all stream from DRAM is priced at about 2/3 of the gated
+    /// reading of the same shape, never more.
+    #[test]
+    fn ungated_expert_rows_stream_two_matrices_of_three() {
+        let sys = System::load("8x-h100-nvlink").unwrap();
+        let price = |activation: &str| {
+            let table = moe_table(
+                "activation",
+                &format!("bfloat16,256,4096,4096,8,64,1,1,balanced,1.0,{activation}"),
+            );
+            check_table(&table, &sys, None).unwrap()[0].clone()
+        };
+        let (gated, ungated) = (price("silu"), price("relu2"));
+        let ratio = ungated.default / gated.default;
+        assert!(ratio > 0.6 && ratio < 0.75, "default {ratio}");
+        let sol_ratio = ungated.sol / gated.sol;
+        assert!(sol_ratio > 0.6 && sol_ratio < 0.7, "sol {sol_ratio}");
     }
 
     /// A DeepGEMM row whose block scales need the aligned copy (m not a multiple of 4, k

@@ -12,6 +12,7 @@
 
 use super::gemm_csv::{csv_text, parse_size, split, CsvText};
 use super::measured_error;
+use super::moe_experts::{gated_by_activation, ExpertShapes};
 use crate::error::Result;
 use crate::spec::KvDtype;
 use serde::Serialize;
@@ -148,6 +149,9 @@ pub enum KernelShape {
         tp: u32,
         ep: u32,
         routing: Routing,
+        /// Gated experts (gate, up, down: SiLU) or ungated (up, down: ReLU²), from the row's
+        /// `activation` or, without one, `configs/kernel-tables/moe-experts.toml`.
+        gated: bool,
     },
     AttentionDecode {
         batch: u64,
@@ -335,6 +339,12 @@ impl Row<'_> {
             .ok_or_else(|| self.err(format!("no value for `{name}`")))
     }
 
+    /// The value of a column the table may lack (`None` when absent or empty).
+    fn optional(&self, name: &str) -> Option<&str> {
+        let i = self.titles.iter().position(|t| t == name)?;
+        self.fields.get(i).copied().filter(|f| !f.is_empty())
+    }
+
     /// A positive integer (written `4096` or `4096.0`).
     fn count(&self, name: &str) -> Result<u64> {
         let v = self.get(name)?;
@@ -451,17 +461,30 @@ impl Row<'_> {
                 if topk > experts {
                     return Err(self.err(format!("`topk` = {topk} exceeds `experts` = {experts}")));
                 }
+                let (hidden, inter) = (self.count("hidden")?, self.count("inter")?);
+                let gated = match self.optional("activation") {
+                    Some(a) => gated_by_activation(a).ok_or_else(|| {
+                        self.err(format!(
+                            "`activation` = \"{a}\": expected silu, swiglu, swigluoai, gelu or \
+                             geglu (gated experts) or relu2 (ungated)"
+                        ))
+                    })?,
+                    None => ExpertShapes::builtin()?
+                        .ungated(hidden, inter, topk, experts)
+                        .is_none(),
+                };
                 (
                     KernelShape::Moe {
                         dtype: self.moe_dtype("dtype")?,
                         tokens: self.count("tokens")?,
-                        hidden: self.count("hidden")?,
-                        inter: self.count("inter")?,
+                        hidden,
+                        inter,
                         topk,
                         experts,
                         tp: self.small("tp")?,
                         ep: self.small("ep")?,
                         routing,
+                        gated,
                     },
                     self.get("dtype")?.to_string(),
                 )
@@ -628,5 +651,50 @@ mod tests {
             Some("h100-sxm")
         );
         assert_eq!(gpu_of_file_name(Path::new("mine.csv"), Family::Nccl), None);
+    }
+
+    /// A MoE row is gated unless its `activation` says `relu2`, or, in a table without that
+    /// column, its shape is listed ungated in `configs/kernel-tables/moe-experts.toml`.
+    #[test]
+    fn moe_rows_read_gated_from_the_activation_column_or_the_listed_shapes() {
+        let gated = |text: &str| -> Vec<bool> {
+            parse_kernel_table(text, "t.csv")
+                .unwrap()
+                .rows
+                .iter()
+                .map(|r| match r.shape {
+                    KernelShape::Moe { gated, .. } => gated,
+                    _ => unreachable!(),
+                })
+                .collect()
+        };
+        let head = "dtype,tokens,hidden,inter,topk,experts,tp,ep,distribution,latency_ms";
+        // No column: Nemotron-3-Nano's listed shape is ungated, DeepSeek-V3's is not.
+        assert_eq!(
+            gated(&format!(
+                "{head}\nbfloat16,8,2688,1856,6,128,1,1,balanced,0.1\n\
+                 fp8,8,7168,2048,8,256,1,1,balanced,0.1\n"
+            )),
+            [false, true]
+        );
+        // The column decides, whatever the shape; an empty value falls back to the list.
+        assert_eq!(
+            gated(&format!(
+                "{head},activation\nbfloat16,8,2688,1856,6,128,1,1,balanced,0.1,silu\n\
+                 fp8,8,7168,2048,8,256,1,1,balanced,0.1,relu2\n\
+                 fp8,8,2688,1856,6,128,1,1,balanced,0.1,\n"
+            )),
+            [true, false, false]
+        );
+        let e = parse_kernel_table(
+            &format!("{head},activation\nbfloat16,8,2688,1856,6,128,1,1,balanced,0.1,tanh\n"),
+            "t.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.csv:2") && e.contains("tanh") && e.contains("relu2"),
+            "{e}"
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod e2e_csv;
 pub mod gemm_csv;
 pub mod kernel_table;
 pub mod macro_log;
+pub mod moe_experts;
 pub mod nccl;
 pub mod toml_file;
 pub mod trace;

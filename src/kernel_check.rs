@@ -706,23 +706,34 @@ mod tests {
     }
 
     /// An ungated expert (up, down) is two matrices where a gated one (gate, up, down) is
-    /// three: a row whose experts all stream from DRAM is priced at about 2/3 of the gated
-    /// reading of the same shape, never more.
+    /// three: a row whose experts all stream from DRAM (256 tokens over 64 experts) and a
+    /// compute-bound one (16,384 tokens over 8) are each priced at about 2/3 of the gated
+    /// reading of the same shape.
     #[test]
-    fn ungated_expert_rows_stream_two_matrices_of_three() {
+    fn ungated_expert_rows_stream_and_compute_two_matrices_of_three() {
         let sys = System::load("8x-h100-nvlink").unwrap();
-        let price = |activation: &str| {
-            let table = moe_table(
-                "activation",
-                &format!("bfloat16,256,4096,4096,8,64,1,1,balanced,1.0,{activation}"),
+        for (tokens, experts, topk) in [(256, 64, 8), (16384, 8, 2)] {
+            let price = |activation: &str| {
+                let table = moe_table(
+                    "activation",
+                    &format!(
+                        "bfloat16,{tokens},4096,4096,{topk},{experts},1,1,balanced,1.0,{activation}"
+                    ),
+                );
+                check_table(&table, &sys, None).unwrap()[0].clone()
+            };
+            let (gated, ungated) = (price("silu"), price("relu2"));
+            let ratio = ungated.default / gated.default;
+            assert!(
+                ratio > 0.6 && ratio < 0.75,
+                "{tokens} tokens: default {ratio}"
             );
-            check_table(&table, &sys, None).unwrap()[0].clone()
-        };
-        let (gated, ungated) = (price("silu"), price("relu2"));
-        let ratio = ungated.default / gated.default;
-        assert!(ratio > 0.6 && ratio < 0.75, "default {ratio}");
-        let sol_ratio = ungated.sol / gated.sol;
-        assert!(sol_ratio > 0.6 && sol_ratio < 0.7, "sol {sol_ratio}");
+            let sol_ratio = ungated.sol / gated.sol;
+            assert!(
+                sol_ratio > 0.6 && sol_ratio < 0.7,
+                "{tokens} tokens: sol {sol_ratio}"
+            );
+        }
     }
 
     /// A DeepGEMM row whose block scales need the aligned copy (m not a multiple of 4, k

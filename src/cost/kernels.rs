@@ -76,6 +76,14 @@ pub struct MoeShape {
     pub backend: Option<MoeBackend>,
 }
 
+impl MoeShape {
+    /// Weight matrices per expert: 3 gated (gate and up fused, down), 2 ungated (up, down).
+    /// The operator's `expert_elems` is that many `hidden × width` matrices (`ops::moe`).
+    pub fn matrices(&self) -> f64 {
+        (self.expert_elems / (self.hidden * self.width).max(1.0)).round()
+    }
+}
+
 /// (flops, bytes, kernel time) of one fused-MoE call on `dev`'s busiest rank.
 pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let load = busiest_rank(
@@ -93,7 +101,10 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     };
     let weight_bytes = load.touched * s.expert_elems * bpw;
     let flops = 2.0 * load.pairs * s.expert_elems;
-    let act_bytes = load.pairs * (2.0 * s.hidden + 3.0 * s.width) * 2.0;
+    // Per pair: the input and output rows, the first GEMM's output (gate and up: 2 widths;
+    // up: 1) and the activation's (1 width).
+    let matrices = s.matrices();
+    let act_bytes = load.pairs * (2.0 * s.hidden + matrices * s.width) * 2.0;
     let peak_bw = dev.system.gpu.memory_bandwidth.0;
     // A harness repeating the call on the same weights finds them in L2 when they fit: at
     // the speed of light they then cost no DRAM time.
@@ -105,7 +116,9 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         return (flops, weight_bytes + act_bytes, tm.max(tc), tc > tm);
     }
     let k = dev.moe_kernel_on(s.weights, s.backend);
-    let wide = (2.0 * s.width / 64.0).ceil() * 64.0 / 2.0;
+    // The first GEMM's output (gate and up: 2 widths; up: 1) padded to whole 64-wide tiles.
+    let first = (matrices - 1.0).max(1.0);
+    let wide = (first * s.width / 64.0).ceil() * 64.0 / first;
     // Rows an expert with `l` pairs computes: padded to the library's block.
     let block = k
         .block_from_mean_load
@@ -116,7 +129,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         None => padded_rows(l, k.tile_m),
     };
     let rows: f64 = load.loads.iter().map(|(l, n)| n * padded(l)).sum();
-    let tc = 2.0 * 3.0 * s.hidden * wide * rows
+    let tc = 2.0 * matrices * s.hidden * wide * rows
         / (Device::attained(k.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind]);
     let speedup = if warm { k.harness_warm_l2_speedup } else { 1.0 };
     let tm = weight_bytes / (Device::attained(k.memory_fraction, dev.mem_eff) * peak_bw * speedup);

@@ -9,6 +9,11 @@
 //! zero, or a latency that is not a positive finite number is refused with the file, the
 //! line and the value. Whether a latency is physically possible (not below the hardware's
 //! speed of light) is checked where it is priced, in `kernel_check`.
+//!
+//! A MoE table may add an `activation` column (gated `silu`/`swiglu`/…, ungated `relu2`);
+//! without it a row is gated unless its shape is listed ungated in
+//! `configs/kernel-tables/moe-experts.toml` (`moe_experts`), since the shape columns alone
+//! cannot say how many matrices an expert has.
 
 use super::gemm_csv::{csv_text, parse_size, split, CsvText};
 use super::measured_error;

@@ -17,8 +17,9 @@
 
 use super::gemm_csv::{csv_text, parse_size, split, CsvText};
 use super::measured_error;
-use super::moe_experts::{gated_by_activation, ExpertShapes};
+use super::moe_experts::{gated_by_activation, ExpertShapes, GATED_ACTIVATIONS};
 use crate::error::Result;
+use crate::spec::model::UNGATED_ACTIVATIONS;
 use crate::spec::KvDtype;
 use serde::Serialize;
 use std::path::Path;
@@ -470,8 +471,9 @@ impl Row<'_> {
                 let gated = match self.optional("activation") {
                     Some(a) => gated_by_activation(a).ok_or_else(|| {
                         self.err(format!(
-                            "`activation` = \"{a}\": expected silu, swiglu, swigluoai, gelu or \
-                             geglu (gated experts) or relu2 (ungated)"
+                            "`activation` = \"{a}\": expected {} (gated experts) or {} (ungated)",
+                            GATED_ACTIVATIONS.join(", "),
+                            UNGATED_ACTIVATIONS.join(", ")
                         ))
                     })?,
                     None => ExpertShapes::builtin()?

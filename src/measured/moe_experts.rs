@@ -8,6 +8,7 @@
 //! entry there.
 
 use crate::error::Result;
+use crate::spec::model::UNGATED_ACTIVATIONS;
 use crate::spec::registry;
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -65,13 +66,20 @@ impl ExpertShapes {
     }
 }
 
+/// Activations a table may name for gated experts (gate, up, down); the ungated ones are
+/// the model's own [`UNGATED_ACTIVATIONS`].
+pub const GATED_ACTIVATIONS: &[&str] = &["silu", "swiglu", "swigluoai", "gelu", "geglu"];
+
 /// What an `activation` value says of the experts: `Some(true)` gated, `Some(false)`
 /// ungated, `None` a value this reader does not know.
 pub fn gated_by_activation(value: &str) -> Option<bool> {
-    match value.to_ascii_lowercase().as_str() {
-        "silu" | "swiglu" | "swigluoai" | "gelu" | "geglu" => Some(true),
-        "relu2" | "relu2_no_mul" => Some(false),
-        _ => None,
+    let v = value.to_ascii_lowercase();
+    if UNGATED_ACTIVATIONS.contains(&v.as_str()) {
+        Some(false)
+    } else if GATED_ACTIVATIONS.contains(&v.as_str()) {
+        Some(true)
+    } else {
+        None
     }
 }
 

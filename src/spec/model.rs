@@ -585,6 +585,10 @@ pub struct Moe {
     pub expert_intermediate: u32,
 }
 
+/// MLP activations (`mlp_hidden_act`, HF names) whose MLP is ungated: up, activation, down,
+/// two matrices (`relu2`: Nemotron-H). Any other activation is gated: gate, up, down.
+pub const UNGATED_ACTIVATIONS: &[&str] = &["relu2", "relu", "gelu_new"];
+
 impl ModelSpec {
     pub fn attention(&self) -> Attention {
         let c = &self.config;
@@ -758,10 +762,11 @@ impl ModelSpec {
         self.config.num_nextn_predict_layers.unwrap_or(0)
     }
 
-    /// Weight matrices of one MLP: 3 when gated (gate, up, down), 2 for `relu2` (up, down).
+    /// Weight matrices of one MLP: 3 when gated (gate, up, down), 2 for an activation in
+    /// [`UNGATED_ACTIVATIONS`] (up, down).
     pub fn mlp_matrices(&self) -> u32 {
         match self.config.mlp_hidden_act.as_deref() {
-            Some("relu2") | Some("relu") | Some("gelu_new") => 2,
+            Some(a) if UNGATED_ACTIVATIONS.contains(&a) => 2,
             _ => 3,
         }
     }

@@ -532,6 +532,50 @@ mod tests {
         assert_eq!(AttentionBackend::from_kernel_name("cutlass_gemm"), None);
     }
 
+    /// SM120 has no kernel table. Where it runs Ada's kernels (the Triton and Marlin fused
+    /// MoE, the FlashAttention 2, FlashInfer and Triton decode attention), its prior is Ada's
+    /// current fit of them, not a copy an Ada refit left behind: a refit of Ada that leaves
+    /// SM120 on the old constants fails here, so it decides for both. Only the split limit of
+    /// the attention that predictions run is SM120's own (see its [sources]).
+    #[test]
+    fn sm120_priors_are_adas_current_fit_of_the_kernels_both_run() {
+        let (ada, sm120) = (
+            Generation::Ada.kernels(),
+            Generation::BlackwellSm120.kernels(),
+        );
+        let unnamed = |m: &MoeKernel| {
+            let mut m = m.clone();
+            m.kernel.clear();
+            format!("{m:?}")
+        };
+        assert_eq!(
+            ada.moe.keys().collect::<Vec<_>>(),
+            sm120.moe.keys().collect::<Vec<_>>()
+        );
+        for (format, a) in &ada.moe {
+            assert_eq!(unnamed(a), unnamed(&sm120.moe[format]), "[moe.{format}]");
+        }
+        assert_eq!(
+            format!("{:?}", ada.decode_attention_backends),
+            format!("{:?}", sm120.decode_attention_backends)
+        );
+        let (a, b) = (&ada.decode_attention, &sm120.decode_attention);
+        assert_eq!(
+            (a.windowed_per_query_head, a.splits_only_packed),
+            (b.windowed_per_query_head, b.splits_only_packed)
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                (a.floor, a.memory_fraction, a.sm_load_bandwidth, a.per_item)
+            ),
+            format!(
+                "{:?}",
+                (b.floor, b.memory_fraction, b.sm_load_bandwidth, b.per_item)
+            )
+        );
+    }
+
     #[test]
     fn every_generation_file_parses_with_sources() {
         for g in [

@@ -66,7 +66,9 @@ pub struct MoeShape {
     pub routing: Routing,
     /// Experts uniform routing touches per rank (the operator's `touched_experts`).
     pub mean_touched: f64,
-    pub expert_elems: f64,
+    /// Weight matrices per expert: 3 gated (gate and up fused, down), 2 ungated (up, down),
+    /// each `hidden × width`.
+    pub matrices: f64,
     pub hidden: f64,
     pub width: f64,
     pub weights: WeightFormat,
@@ -77,10 +79,9 @@ pub struct MoeShape {
 }
 
 impl MoeShape {
-    /// Weight matrices per expert: 3 gated (gate and up fused, down), 2 ungated (up, down).
-    /// The operator's `expert_elems` is that many `hidden × width` matrices (`ops::moe`).
-    pub fn matrices(&self) -> f64 {
-        (self.expert_elems / (self.hidden * self.width).max(1.0)).round()
+    /// Weight elements of one expert on this GPU.
+    pub fn expert_elems(&self) -> f64 {
+        self.matrices * self.hidden * self.width
     }
 }
 
@@ -99,11 +100,12 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     } else {
         (s.weights.bytes_per_weight(), s.weights.kind)
     };
-    let weight_bytes = load.touched * s.expert_elems * bpw;
-    let flops = 2.0 * load.pairs * s.expert_elems;
+    let expert_elems = s.expert_elems();
+    let weight_bytes = load.touched * expert_elems * bpw;
+    let flops = 2.0 * load.pairs * expert_elems;
     // Per pair: the input and output rows, the first GEMM's output (gate and up: 2 widths;
     // up: 1) and the activation's (1 width).
-    let matrices = s.matrices();
+    let matrices = s.matrices;
     let act_bytes = load.pairs * (2.0 * s.hidden + matrices * s.width) * 2.0;
     let peak_bw = dev.system.gpu.memory_bandwidth.0;
     // A harness repeating the call on the same weights finds them in L2 when they fit: at
@@ -602,7 +604,7 @@ mod tests {
             top_k,
             routing,
             mean_touched: touched.min(experts / ep),
-            expert_elems: 3.0 * 7168.0 * 2048.0,
+            matrices: 3.0,
             hidden: 7168.0,
             width: 2048.0,
             weights: fmt.parse().unwrap(),

@@ -197,9 +197,11 @@ fn block_params(cx: &BuildContext, kind: BlockKind, v: &mut Vec<Operator>) -> (f
             Op::MoeGemm {
                 local_experts,
                 top_k,
-                expert_elems,
+                matrices,
+                hidden,
+                width,
                 ..
-            } => (local_experts - top_k) * expert_elems,
+            } => (local_experts - top_k) * matrices * hidden * width,
             _ => 0.0,
         })
         .sum::<f64>();

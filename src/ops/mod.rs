@@ -117,8 +117,9 @@ pub enum Op {
         touched_experts: f64,
         /// Experts each token is routed to.
         top_k: f64,
-        /// Weight elements of one expert on this GPU (gate, up, down).
-        expert_elems: f64,
+        /// Weight matrices per expert, each `hidden × width`: 3 gated (gate, up, down), 2
+        /// ungated (up, down).
+        matrices: f64,
         /// Token-expert pairs this GPU computes.
         routed_tokens: f64,
         hidden: f64,
@@ -345,10 +346,12 @@ impl Operator {
             } => Some((n * k, weights)),
             Op::MoeGemm {
                 local_experts,
-                expert_elems,
+                matrices,
+                hidden,
+                width,
                 weights,
                 ..
-            } => Some((local_experts * expert_elems, weights)),
+            } => Some((local_experts * matrices * hidden * width, weights)),
             Op::Embedding {
                 hidden,
                 vocab,

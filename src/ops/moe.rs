@@ -67,7 +67,9 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let local_experts = e / ep;
     let touched = expected_experts_touched(e, k, all_tokens) / ep;
     let fmt = q.routed_experts();
-    let expert_elems = cx.model.mlp_matrices() as f64 * h * ie / moe_tp;
+    let matrices = cx.model.mlp_matrices() as f64;
+    let width = ie / moe_tp;
+    let expert_elems = matrices * h * width;
     let after_cast = casts(cx.unfused, fmt);
     let touched = touched.min(local_experts);
     if after_cast {
@@ -94,10 +96,10 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
             local_experts,
             touched_experts: touched,
             top_k: k,
-            expert_elems,
+            matrices,
             routed_tokens: all_tokens * k / ep,
             hidden: h,
-            width: ie / moe_tp,
+            width,
             weights: fmt,
             after_cast,
             backend: None,

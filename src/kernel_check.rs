@@ -153,6 +153,9 @@ pub fn check_table(
                     | KernelShape::Moe { .. }
                     | KernelShape::Gemm { .. }
             );
+            // The GEMM harness cycles through copies of the weights between repeats
+            // (`harness_weight_copies`); the other harnesses repeat one set.
+            dev.gemm_harness = matches!(row.shape, KernelShape::Gemm { .. });
             let mut costs = cost_all(&ops, &dev);
             // The MLA module's several calls share L2: they stay warm across the harness's
             // repeats only when the whole module (every projection's weights, the cache)

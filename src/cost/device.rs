@@ -49,6 +49,9 @@ pub struct Device<'a> {
     /// A benchmark harness repeats the call on the same data, so what fits in L2 stays there
     /// (set by `validate` for the kernel tables; never in predictions).
     pub warm_l2: bool,
+    /// The call is the GEMM benchmark harness's, which cycles through copies of the weights
+    /// between repeats (`GemmKernel::harness_weight_copies`; validate only).
+    pub gemm_harness: bool,
     /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
     moe_kernels: Vec<&'static MoeKernel>,
     /// The generation's GEMM kernel per weight format, indexed the same way, with its
@@ -130,6 +133,7 @@ impl<'a> Device<'a> {
             attention_prior: prior.attention_efficiency,
             kernels,
             warm_l2: false,
+            gemm_harness: false,
             moe_kernels,
             gemm_kernels,
         })

@@ -334,10 +334,20 @@ pub struct GemmKernel {
     /// DRAM at `memory_fraction` (the harness repeats the call on the same tensors).
     #[serde(default = "no_speedup")]
     pub harness_warm_l2_speedup: f64,
+    /// Copies of the weights the GEMM benchmark harness cycles through between repeats of a
+    /// call: a repeat finds its weights in L2 only when that many copies, its activations
+    /// and its output fit there (`harness_warm_l2_speedup`). Only `validate` applies it, to
+    /// the measured GEMM rows; predictions never do.
+    #[serde(default = "one_copy")]
+    pub harness_weight_copies: f64,
 }
 
 fn one() -> u32 {
     1
+}
+
+fn one_copy() -> f64 {
+    1.0
 }
 
 /// A decode attention kernel: one CTA per (sequence, KV head, KV split).

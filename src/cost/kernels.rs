@@ -193,7 +193,12 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
         .map_or(bw, |f| bw / g.memory_fraction * f);
     let mut tm = (n * k * bpw + m * k * act) / bw + m * n * 2.0 / out_bw;
     // A benchmark harness repeating a call whose tensors all fit in L2 (validate only).
-    if gemm_warm(dev, m, n, k, bpw, act) {
+    let copies = if dev.gemm_harness {
+        g.harness_weight_copies
+    } else {
+        1.0
+    };
+    if gemm_warm(dev, m, n, k, bpw * copies, act) {
         tm /= g.harness_warm_l2_speedup.max(1.0);
     }
     let (tc, tcta) = match g.tile {
@@ -236,6 +241,7 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
 
 /// Whether a GEMM call's weights, activations and output all fit in L2 in a benchmark
 /// harness that repeats it (`Device::warm_l2`): validate only, predictions never set it.
+/// `bpw` counts every copy of the weights the harness cycles through.
 pub fn gemm_warm(dev: &Device, m: f64, n: f64, k: f64, bpw: f64, act: f64) -> bool {
     dev.warm_in_l2(n * k * bpw + m * k * act + m * n * 2.0)
 }
@@ -453,6 +459,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The GEMM harness cycles through `harness_weight_copies` copies of the weights (7 on
+    /// Ada): a BF16 call whose 16.8 MB of weights fit in L40S's 96 MB L2 once but not seven
+    /// times runs warm for a harness that repeats one set and at DRAM speed for the GEMM
+    /// harness; one whose 10.5 MB fit seven times runs warm for both.
+    #[test]
+    fn gemm_harness_weight_copies_decide_which_calls_run_warm() {
+        let sys = crate::spec::System::load("8x-l40s-pcie").unwrap();
+        let cold = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let mut one_set = cold.clone();
+        one_set.warm_l2 = true;
+        let mut copies = one_set.clone();
+        copies.gemm_harness = true;
+        let (g, _, _) = cold.gemm_kernel(WeightFormat::BF16);
+        assert!(g.harness_weight_copies > 1.0 && g.harness_warm_l2_speedup > 1.0);
+        let t = |d: &Device, m, n, k| gemm_time(d, m, n, k, WeightFormat::BF16, false).0;
+        let (m, n, k) = (16.0, 4096.0, 2048.0);
+        assert!(t(&one_set, m, n, k) < t(&cold, m, n, k));
+        assert_eq!(t(&copies, m, n, k), t(&cold, m, n, k));
+        let (m, n, k) = (12.0, 10240.0, 512.0);
+        assert!(t(&copies, m, n, k) < t(&cold, m, n, k));
+        assert_eq!(t(&copies, m, n, k), t(&one_set, m, n, k));
+        // Predictions never set either flag.
+        assert!(!cold.warm_l2 && !cold.gemm_harness);
     }
 
     #[test]

@@ -620,6 +620,10 @@ mod tests {
                 assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
                 assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
                 assert!(g.fixed.0 >= 0.0 && g.fixed.0 < 50e-6);
+                // A harness holds at least one copy of the weights and never makes a warm
+                // call slower than a cold one.
+                assert!(g.harness_weight_copies >= 1.0 && g.harness_weight_copies.is_finite());
+                assert!(g.harness_warm_l2_speedup >= 1.0);
             }
             for (family, kernels) in &k.gemm_families {
                 assert!(

@@ -81,7 +81,7 @@ pub struct MoeShape {
 impl MoeShape {
     /// Weight elements of one expert on this GPU.
     pub fn expert_elems(&self) -> f64 {
-        self.matrices * self.hidden * self.width
+        crate::ops::moe::expert_elems(self.matrices, self.hidden, self.width)
     }
 }
 
@@ -105,8 +105,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let flops = 2.0 * load.pairs * expert_elems;
     // Per pair: the input and output rows, the first GEMM's output (gate and up: 2 widths;
     // up: 1) and the activation's (1 width).
-    let matrices = s.matrices;
-    let act_bytes = load.pairs * (2.0 * s.hidden + matrices * s.width) * 2.0;
+    let act_bytes = load.pairs * (2.0 * s.hidden + s.matrices * s.width) * 2.0;
     let peak_bw = dev.system.gpu.memory_bandwidth.0;
     // A harness repeating the call on the same weights finds them in L2 when they fit: at
     // the speed of light they then cost no DRAM time.
@@ -119,7 +118,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     }
     let k = dev.moe_kernel_on(s.weights, s.backend);
     // The first GEMM's output (gate and up: 2 widths; up: 1) padded to whole 64-wide tiles.
-    let first = (matrices - 1.0).max(1.0);
+    let first = (s.matrices - 1.0).max(1.0);
     let wide = (first * s.width / 64.0).ceil() * 64.0 / first;
     // Rows an expert with `l` pairs computes: padded to the library's block.
     let block = k
@@ -131,7 +130,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         None => padded_rows(l, k.tile_m),
     };
     let rows: f64 = load.loads.iter().map(|(l, n)| n * padded(l)).sum();
-    let tc = 2.0 * matrices * s.hidden * wide * rows
+    let tc = 2.0 * s.matrices * s.hidden * wide * rows
         / (Device::attained(k.compute_fraction, dev.gemm_eff[kind]) * dev.gemm_peak[kind]);
     let speedup = if warm { k.harness_warm_l2_speedup } else { 1.0 };
     let tm = weight_bytes / (Device::attained(k.memory_fraction, dev.mem_eff) * peak_bw * speedup);
@@ -467,10 +466,8 @@ mod tests {
     /// harness; one whose 10.5 MB fit seven times runs warm for both.
     #[test]
     fn gemm_harness_weight_copies_decide_which_calls_run_warm() {
-        let sys = crate::spec::System::load("8x-l40s-pcie").unwrap();
-        let cold = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
-        let mut one_set = cold.clone();
-        one_set.warm_l2 = true;
+        let sys = l40s();
+        let (cold, one_set) = cold_and_warm(&sys);
         let mut copies = one_set.clone();
         copies.gemm_harness = true;
         let (g, _, _) = cold.gemm_kernel(WeightFormat::BF16);
@@ -489,10 +486,8 @@ mod tests {
     #[test]
     fn gemm_warm_l2_only_speeds_calls_that_fit_and_never_changes_predictions() {
         for sys in [h100(), b200()] {
-            let cold = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+            let (cold, warm) = cold_and_warm(&sys);
             assert!(!cold.warm_l2);
-            let mut warm = cold.clone();
-            warm.warm_l2 = true;
             for fmt in ["bf16", "fp8", "fp8-block128"] {
                 let w: WeightFormat = fmt.parse().unwrap();
                 for (m, n, k) in gemm_shapes() {
@@ -851,9 +846,7 @@ mod tests {
     #[test]
     fn decode_attention_warm_l2_only_speeds_a_cache_that_fits_and_grows_with_context() {
         for sys in [h100(), b200()] {
-            let cold = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
-            let mut warm = cold.clone();
-            warm.warm_l2 = true;
+            let (cold, warm) = cold_and_warm(&sys);
             let l2 = sys.gpu.l2_cache.map_or(0.0, |b| b.0);
             let per_pos = 2.0 * 8.0 * 128.0 * 2.0;
             let (mut last_c, mut last_w) = (0.0, 0.0);
@@ -878,10 +871,8 @@ mod tests {
         // L40S (Ada, a fitted warm-L2 speedup): a repeated call whose busiest rank's weights
         // fit in the 96 MB L2 runs faster than cold, and never under the speed of light of
         // that harness (weights free); weights larger than L2 stream from DRAM either way.
-        let sys = crate::spec::System::load("8x-l40s-pcie").unwrap();
-        let cold = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
-        let mut warm = cold.clone();
-        warm.warm_l2 = true;
+        let sys = l40s();
+        let (cold, warm) = cold_and_warm(&sys);
         let mut sol = Device::new(&sys, crate::cost::CostParams::speed_of_light()).unwrap();
         sol.warm_l2 = true;
         // One 88 MB BF16 expert per rank at EP 256 fits; all 256 (22 GB) at EP 1 do not.
@@ -915,6 +906,15 @@ mod tests {
 
     fn l40s() -> crate::spec::System {
         crate::spec::System::load("8x-l40s-pcie").unwrap()
+    }
+
+    /// `sys` under its default parameters as predictions see it (cold L2), and the same
+    /// GPU under a benchmark harness that repeats the call on one set of data (warm L2).
+    fn cold_and_warm(sys: &crate::spec::System) -> (Device<'_>, Device<'_>) {
+        let cold = Device::new(sys, crate::cost::CostParams::default_for(sys)).unwrap();
+        let mut warm = cold.clone();
+        warm.warm_l2 = true;
+        (cold, warm)
     }
 
     const ATTENTION_BACKENDS: [Option<AttentionBackend>; 7] = [

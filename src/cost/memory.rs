@@ -201,7 +201,7 @@ fn block_params(cx: &BuildContext, kind: BlockKind, v: &mut Vec<Operator>) -> (f
                 hidden,
                 width,
                 ..
-            } => (local_experts - top_k) * matrices * hidden * width,
+            } => (local_experts - top_k) * crate::ops::moe::expert_elems(matrices, hidden, width),
             _ => 0.0,
         })
         .sum::<f64>();

@@ -351,7 +351,10 @@ impl Operator {
                 width,
                 weights,
                 ..
-            } => Some((local_experts * matrices * hidden * width, weights)),
+            } => Some((
+                local_experts * moe::expert_elems(matrices, hidden, width),
+                weights,
+            )),
             Op::Embedding {
                 hidden,
                 vocab,

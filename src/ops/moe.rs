@@ -29,6 +29,12 @@ pub fn moe_block(cx: &BuildContext, out: &mut Vec<Operator>) {
     }
 }
 
+/// Weight elements of one routed expert on a GPU: `matrices` (`Op::MoeGemm::matrices`)
+/// matrices of `hidden × width`.
+pub fn expert_elems(matrices: f64, hidden: f64, width: f64) -> f64 {
+    matrices * hidden * width
+}
+
 /// Router, routed experts and shared experts on one GPU.
 pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let Some(moe) = cx.model.moe() else {
@@ -69,7 +75,7 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let fmt = q.routed_experts();
     let matrices = cx.model.mlp_matrices() as f64;
     let width = ie / moe_tp;
-    let expert_elems = matrices * h * width;
+    let expert_elems = expert_elems(matrices, h, width);
     let after_cast = casts(cx.unfused, fmt);
     let touched = touched.min(local_experts);
     if after_cast {

@@ -120,6 +120,8 @@ pub enum MoeDtype {
 /// How tokens were routed to experts.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub enum Routing {
+    /// The collector's `balanced`: every token's picks dealt to the experts in turn, each
+    /// expert the same share (`ops::routing::Routing::RoundRobin`), not uniform random picks.
     Balanced,
     /// Expert popularity ∝ rank^-alpha.
     PowerLaw(f64),

@@ -5,12 +5,11 @@
 //!
 //! Each GPU holds `experts / ep` experts, tensor-split over its group's `tp × dp / ep` GPUs.
 //! Tokens of every data-parallel replica reach the experts, and a GPU reads only the experts
-//! its share of the batch touches (`ops::routing::expected_experts_touched`).
+//! its share of the batch touches (`ops::routing::Routing::touched_per_rank`).
 
 use crate::ops::collective::{ep_all_to_all, tp_allreduce};
 use crate::ops::layers::BuildContext;
 use crate::ops::mlp::{mlp_ops, MlpNames};
-use crate::ops::routing::expected_experts_touched;
 use crate::ops::Category;
 use crate::ops::{casts, elementwise, push_gemm, Op, Operator};
 
@@ -71,7 +70,7 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let ep = par.ep as f64;
     let moe_tp = par.moe_tp() as f64;
     let local_experts = e / ep;
-    let touched = expected_experts_touched(e, k, all_tokens) / ep;
+    let touched = cx.model.routing.touched_per_rank(e, k, all_tokens, ep);
     let fmt = q.routed_experts();
     let matrices = cx.model.mlp_matrices() as f64;
     let width = ie / moe_tp;

@@ -14,7 +14,10 @@ use std::str::FromStr;
 /// How tokens spread over experts: a model parameter (`routing` in a model description,
 /// default balanced; `--set model.routing="power-law 1.2"`).
 ///
-/// Balanced: every token picks `k` experts uniformly. Power law with exponent α: expert
+/// Balanced: every token picks `k` experts uniformly. Round robin: the tokens' `tokens × k`
+/// picks are dealt to the experts in turn, so `min(experts, tokens × k)` distinct experts
+/// each receive the same share (a perfectly balancing router; the measured MoE tables'
+/// `balanced` rows were generated this way). Power law with exponent α: expert
 /// loads are independent draws from a power law `p(x) ∝ x^-α` (between 1 and 0.8 × tokens
 /// when the batch fills the experts, else between 0.01 and 2), scaled to `tokens × k`, as
 /// the measured MoE tables' `power_law_α` rows were generated (aiconfigurator's collector);
@@ -23,6 +26,7 @@ use std::str::FromStr;
 pub enum Routing {
     #[default]
     Balanced,
+    RoundRobin,
     PowerLaw(f64),
 }
 
@@ -33,6 +37,9 @@ impl FromStr for Routing {
         if t == "balanced" {
             return Ok(Routing::Balanced);
         }
+        if t == "round robin" {
+            return Ok(Routing::RoundRobin);
+        }
         let a = t
             .strip_prefix("power law")
             .map(str::trim)
@@ -40,7 +47,7 @@ impl FromStr for Routing {
             .filter(|a| a.is_finite() && *a > 0.0 && *a <= 10.0)
             .ok_or_else(|| {
                 format!(
-                    "routing \"{s}\": expected \"balanced\" or \"power-law A\" with 0 < A <= 10"
+                    "routing \"{s}\": expected \"balanced\", \"round-robin\" or \"power-law A\" with 0 < A <= 10"
                 )
             })?;
         Ok(Routing::PowerLaw(a))
@@ -51,6 +58,7 @@ impl fmt::Display for Routing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Routing::Balanced => write!(f, "balanced"),
+            Routing::RoundRobin => write!(f, "round-robin"),
             Routing::PowerLaw(a) => write!(f, "power-law {a}"),
         }
     }
@@ -126,7 +134,7 @@ pub fn busiest_rank(
         };
     }
     match routing {
-        Routing::Balanced => {
+        Routing::Balanced | Routing::RoundRobin => {
             // The busiest rank touches at least one expert.
             let touched = mean_touched.max(1.0).min(local);
             let pairs = pairs_all / ep;
@@ -239,6 +247,23 @@ fn round_like_collector(x: &mut [f64], target: f64) {
     }
     // Keep the busiest first.
     x.sort_by(|a, b| b.total_cmp(a));
+}
+
+impl Routing {
+    /// Experts one of `ep` ranks (holding `experts / ep` each) touches when `tokens` tokens
+    /// each pick `top_k` of them, as `busiest_rank` takes it (`mean_touched`). Uniform picks
+    /// (balanced, and the uniform reference of power-law routing): the expectation over
+    /// ranks. Round robin: `min(experts, tokens × k)` distinct experts spread evenly over the
+    /// ranks, so the busiest holds the share rounded up.
+    pub fn touched_per_rank(self, experts: f64, top_k: f64, tokens: f64, ep: f64) -> f64 {
+        let ep = ep.max(1.0);
+        match self {
+            Routing::RoundRobin => (experts.min(top_k * tokens).max(0.0) / ep).ceil(),
+            Routing::Balanced | Routing::PowerLaw(_) => {
+                expected_experts_touched(experts, top_k, tokens) / ep
+            }
+        }
+    }
 }
 
 /// Expected distinct experts touched by `tokens` tokens, each routed to `top_k` of `experts`.
@@ -383,6 +408,42 @@ mod tests {
             assert!(p.loads.iter().all(|(l, _)| l.fract() == 0.0));
             assert!((p.pairs - 384.0).abs() < 1e-9);
         }
+    }
+
+    /// Distinct experts on the busiest of `ep` ranks when `t` tokens' `k` picks are dealt
+    /// over a stride of `E / k` (token i's j-th pick `(i + j·stride) mod E`, spread over the
+    /// stride when fewer tokens than it).
+    fn dealt_busiest(e: usize, k: usize, t: usize, ep: usize) -> usize {
+        let stride = e.div_ceil(k);
+        let mut hit = vec![false; e];
+        for i in 0..t {
+            for j in 0..k {
+                let first = if t >= stride { i } else { i * stride / t };
+                hit[(first + j * stride) % e] = true;
+            }
+        }
+        hit.chunks(e / ep)
+            .map(|r| r.iter().filter(|h| **h).count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn round_robin_deals_every_pick_to_a_new_expert_spread_over_the_ranks() {
+        for &(e, k) in &[(256, 8), (128, 8), (384, 8), (32, 4), (160, 8)] {
+            for t in [1, 2, 3, 4, 7, 16, 31, 48, 64, 100, 1000] {
+                for ep in [1, 2, 4, 8, 16, 32] {
+                    let (ef, kf, tf, epf) = (e as f64, k as f64, t as f64, ep as f64);
+                    let rr = Routing::RoundRobin.touched_per_rank(ef, kf, tf, epf);
+                    assert_eq!(rr, dealt_busiest(e, k, t, ep) as f64, "E={e} k={k} t={t}");
+                    // Never fewer than uniform picks touch, never more than the rank holds.
+                    let uniform = Routing::Balanced.touched_per_rank(ef, kf, tf, epf);
+                    assert!(rr >= uniform - 1e-9 && rr <= ef / epf);
+                }
+            }
+        }
+        assert_eq!("round-robin".parse::<Routing>(), Ok(Routing::RoundRobin));
+        assert_eq!(Routing::RoundRobin.to_string(), "round-robin");
     }
 
     #[test]

@@ -467,8 +467,9 @@ pub struct ModelSpec {
     pub published_active_params: Option<f64>,
     pub config: ModelConfig,
     pub quantization: QuantSpec,
-    /// How tokens spread over the routed experts (`balanced`, or `power-law A`); the busiest
-    /// expert-parallel rank sets an MoE layer's time. Default balanced.
+    /// How tokens spread over the routed experts (`balanced`: uniform random picks;
+    /// `round-robin`: picks dealt evenly; or `power-law A`); the busiest expert-parallel rank
+    /// sets an MoE layer's time. Default balanced.
     #[serde(default)]
     pub routing: crate::ops::routing::Routing,
     #[serde(default)]

@@ -9,6 +9,7 @@
 //! every table, `rooftop validate` and the regression test see the change at once. Nothing
 //! here fits anything: the summary is a measurement of the model, not an input to it.
 
+use crate::cost::device::Harness;
 use crate::cost::generation::{moe_key, AttentionBackend, Generation, MoeBackend};
 use crate::cost::price::cost_all;
 use crate::cost::{Bound, CostParams, Device, Pass};
@@ -147,15 +148,15 @@ pub fn check_table(
             // The harness repeats the attention call on one cache, the MoE and GEMM calls
             // on one set of weights: a cache or weights that fit in L2 are read from there
             // (`harness_warm_l2_speedup`).
-            dev.warm_l2 = matches!(
-                row.shape,
-                KernelShape::AttentionDecode { .. }
-                    | KernelShape::Moe { .. }
-                    | KernelShape::Gemm { .. }
-            );
             // The GEMM harness cycles through copies of the weights between repeats
-            // (`harness_weight_copies`); the other harnesses repeat one set.
-            dev.gemm_harness = matches!(row.shape, KernelShape::Gemm { .. });
+            // (`harness_weight_copies`); the attention and MoE harnesses repeat one set.
+            dev.harness = match row.shape {
+                KernelShape::Gemm { .. } => Harness::CyclesWeightCopies,
+                KernelShape::AttentionDecode { .. } | KernelShape::Moe { .. } => {
+                    Harness::RepeatsOneSet
+                }
+                _ => Harness::None,
+            };
             let mut costs = cost_all(&ops, &dev);
             // The MLA module's several calls share L2: they stay warm across the harness's
             // repeats only when the whole module (every projection's weights, the cache)
@@ -163,7 +164,7 @@ pub fn check_table(
             if matches!(row.shape, KernelShape::MlaDecodeModule { .. })
                 && dev.fits_in_l2(costs.iter().map(|c| c.bytes).sum())
             {
-                dev.warm_l2 = true;
+                dev.harness = Harness::RepeatsOneSet;
                 costs = cost_all(&ops, &dev);
             }
             let t = costs

@@ -13,6 +13,20 @@ use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, KvDtype, MathDtype, PerFormat, System};
 
+/// How the call being priced runs: in a model step, or repeated by a benchmark harness that
+/// leaves in L2 what fits there (`validate` only; the measured kernel tables' harnesses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Harness {
+    /// In a model step: each layer reads its own weights and caches, which no earlier call
+    /// left in L2 (every prediction).
+    None,
+    /// Repeated on one set of data (the attention, MoE and MLA module harnesses).
+    RepeatsOneSet,
+    /// Repeated while cycling through copies of the weights, one set of activations and one
+    /// output (the GEMM harness; `GemmKernel::harness_weight_copies`).
+    CyclesWeightCopies,
+}
+
 /// One GPU of `system` priced under `params`.
 #[derive(Debug, Clone)]
 pub struct Device<'a> {
@@ -46,12 +60,9 @@ pub struct Device<'a> {
     pub attention_prior: f64,
     /// The GPU generation's kernel constants (fused MoE, decode attention).
     pub kernels: &'static KernelConstants,
-    /// A benchmark harness repeats the call on the same data, so what fits in L2 stays there
-    /// (set by `validate` for the kernel tables; never in predictions).
-    pub warm_l2: bool,
-    /// The call is the GEMM benchmark harness's, which cycles through copies of the weights
-    /// between repeats (`GemmKernel::harness_weight_copies`; validate only).
-    pub gemm_harness: bool,
+    /// Whether a benchmark harness repeats the call, and on what (set by `validate` for the
+    /// kernel tables; predictions run `Harness::None`).
+    pub harness: Harness,
     /// The generation's fused-MoE kernel per weight format, indexed by kernel_format_index.
     moe_kernels: Vec<&'static MoeKernel>,
     /// The generation's GEMM kernel per weight format, indexed the same way, with its
@@ -132,8 +143,7 @@ impl<'a> Device<'a> {
             gemm_eff,
             attention_prior: prior.attention_efficiency,
             kernels,
-            warm_l2: false,
-            gemm_harness: false,
+            harness: Harness::None,
             moe_kernels,
             gemm_kernels,
         })
@@ -199,10 +209,10 @@ impl<'a> Device<'a> {
         self.gemm_kernels[kernel_format_index(w)]
     }
 
-    /// Whether `bytes` stay in L2 across the calls of a benchmark harness that repeats one call
-    /// on the same data (`warm_l2`, validate only): never in predictions.
+    /// Whether `bytes` stay in L2 across the calls of a benchmark harness that repeats the
+    /// call (`harness`, validate only): never in predictions.
     pub fn warm_in_l2(&self, bytes: f64) -> bool {
-        self.warm_l2 && self.fits_in_l2(bytes)
+        self.harness != Harness::None && self.fits_in_l2(bytes)
     }
 
     /// Whether `bytes` fit in this GPU's L2 (none when it names no L2 size).

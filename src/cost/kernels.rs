@@ -32,7 +32,7 @@
 //!
 //! Constants are per generation (`cost::generation`, `configs/kernels/`).
 
-use crate::cost::device::Device;
+use crate::cost::device::{Device, Harness};
 use crate::cost::generation::{AttentionBackend, MoeBackend};
 use crate::ops::routing::{busiest_rank, Routing};
 use crate::spec::{FormatKind, KvDtype, WeightFormat};
@@ -192,7 +192,7 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
         .map_or(bw, |f| bw / g.memory_fraction * f);
     let mut tm = (n * k * bpw + m * k * act) / bw + m * n * 2.0 / out_bw;
     // A benchmark harness repeating a call whose tensors all fit in L2 (validate only).
-    let copies = if dev.gemm_harness {
+    let copies = if dev.harness == Harness::CyclesWeightCopies {
         g.harness_weight_copies
     } else {
         1.0
@@ -239,7 +239,7 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
 }
 
 /// Whether a GEMM call's weights, activations and output all fit in L2 in a benchmark
-/// harness that repeats it (`Device::warm_l2`): validate only, predictions never set it.
+/// harness that repeats it (`Device::harness`): validate only, predictions never run one.
 /// `bpw` counts every copy of the weights the harness cycles through.
 pub fn gemm_warm(dev: &Device, m: f64, n: f64, k: f64, bpw: f64, act: f64) -> bool {
     dev.warm_in_l2(n * k * bpw + m * k * act + m * n * 2.0)
@@ -469,7 +469,7 @@ mod tests {
         let sys = l40s();
         let (cold, one_set) = cold_and_warm(&sys);
         let mut copies = one_set.clone();
-        copies.gemm_harness = true;
+        copies.harness = Harness::CyclesWeightCopies;
         let (g, _, _) = cold.gemm_kernel(WeightFormat::BF16);
         assert!(g.harness_weight_copies > 1.0 && g.harness_warm_l2_speedup > 1.0);
         let t = |d: &Device, m, n, k| gemm_time(d, m, n, k, WeightFormat::BF16, false).0;
@@ -480,14 +480,14 @@ mod tests {
         assert!(t(&copies, m, n, k) < t(&cold, m, n, k));
         assert_eq!(t(&copies, m, n, k), t(&one_set, m, n, k));
         // Predictions never set either flag.
-        assert!(!cold.warm_l2 && !cold.gemm_harness);
+        assert_eq!(cold.harness, Harness::None);
     }
 
     #[test]
     fn gemm_warm_l2_only_speeds_calls_that_fit_and_never_changes_predictions() {
         for sys in [h100(), b200()] {
             let (cold, warm) = cold_and_warm(&sys);
-            assert!(!cold.warm_l2);
+            assert_eq!(cold.harness, Harness::None);
             for fmt in ["bf16", "fp8", "fp8-block128"] {
                 let w: WeightFormat = fmt.parse().unwrap();
                 for (m, n, k) in gemm_shapes() {
@@ -874,7 +874,7 @@ mod tests {
         let sys = l40s();
         let (cold, warm) = cold_and_warm(&sys);
         let mut sol = Device::new(&sys, crate::cost::CostParams::speed_of_light()).unwrap();
-        sol.warm_l2 = true;
+        sol.harness = Harness::RepeatsOneSet;
         // One 88 MB BF16 expert per rank at EP 256 fits; all 256 (22 GB) at EP 1 do not.
         for (ep, fits) in [(256.0, true), (1.0, false)] {
             let s = moe(64.0, ep, Routing::Balanced, "bf16", None);
@@ -889,7 +889,7 @@ mod tests {
             }
         }
         // Predictions never run warm.
-        assert!(!cold.warm_l2);
+        assert_eq!(cold.harness, Harness::None);
     }
 
     /// `sequences` sequences of 32 query heads over 8 KV heads attending `span` positions.
@@ -913,7 +913,7 @@ mod tests {
     fn cold_and_warm(sys: &crate::spec::System) -> (Device<'_>, Device<'_>) {
         let cold = Device::new(sys, crate::cost::CostParams::default_for(sys)).unwrap();
         let mut warm = cold.clone();
-        warm.warm_l2 = true;
+        warm.harness = Harness::RepeatsOneSet;
         (cold, warm)
     }
 

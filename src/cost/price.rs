@@ -95,7 +95,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             let bytes = weight_bytes + (m * k + m * n) * 2.0;
             // A harness repeating a call whose tensors fit in L2 reads them from there: its
             // speed of light is the L2 one, and the kernel model is never under it (validate
-            // only; predictions never set warm_l2).
+            // only; predictions never run a harness).
             let warm = dev.warm_in_l2(bytes);
             if sol && warm {
                 let t = warm_l2_sol(dev, 0.0, bytes).max(flops / dev.gemm_rate[kind]);

@@ -455,6 +455,7 @@ pub fn operators(
             // measured, 92 experts expected uniformly, 128 dealt in turn).
             model.routing = match routing {
                 Routing::Balanced => crate::ops::routing::Routing::RoundRobin,
+                Routing::Uniform => crate::ops::routing::Routing::Balanced,
                 Routing::PowerLaw(a) => crate::ops::routing::Routing::PowerLaw(a),
             };
             // moe_tp = tp·dp/ep = the row's tp with its ep expert groups.
@@ -583,6 +584,7 @@ fn describe(r: &KernelRow) -> String {
             r.format,
             match routing {
                 Routing::Balanced => "balanced".to_string(),
+                Routing::Uniform => "uniform".to_string(),
                 Routing::PowerLaw(a) => format!("power-law {a}"),
             },
             if *gated { "" } else { " ungated" }
@@ -746,6 +748,23 @@ mod tests {
                 "{tokens} tokens: sol {sol_ratio}"
             );
         }
+    }
+
+    /// A `balanced` row is the collector's dealt routing: 160 top-1 tokens over 128 experts
+    /// touch all 128, where `uniform` picks touch about 92 (E (1 - (1 - 1/E)^160)); with
+    /// the expert weights streaming from DRAM the dealt row costs about 128/92 as much.
+    #[test]
+    fn balanced_rows_deal_their_picks_and_uniform_rows_pick_at_random() {
+        let sys = System::load("8x-h100-nvlink").unwrap();
+        let price = |distribution: &str| {
+            let table = moe_table(
+                "kernel",
+                &format!("fp8,160,5120,8192,1,128,1,1,{distribution},1.0,x"),
+            );
+            check_table(&table, &sys, None).unwrap()[0].default
+        };
+        let ratio = price("balanced") / price("uniform");
+        assert!(ratio > 1.25 && ratio < 128.0 / 92.0 + 0.01, "{ratio}");
     }
 
     /// A DeepGEMM row whose block scales need the aligned copy (m not a multiple of 4, k

@@ -123,6 +123,9 @@ pub enum Routing {
     /// The collector's `balanced`: every token's picks dealt to the experts in turn, each
     /// expert the same share (`ops::routing::Routing::RoundRobin`), not uniform random picks.
     Balanced,
+    /// `uniform`: each token picks its experts uniformly at random (a user's own benchmark;
+    /// `ops::routing::Routing::Balanced`).
+    Uniform,
     /// Expert popularity ∝ rank^-alpha.
     PowerLaw(f64),
 }
@@ -451,6 +454,7 @@ impl Row<'_> {
                 let d = self.get("distribution")?;
                 let routing = match d.strip_prefix("power_law_") {
                     None if d == "balanced" => Routing::Balanced,
+                    None if d == "uniform" => Routing::Uniform,
                     Some(a) => match a.parse::<f64>() {
                         Ok(a) if a.is_finite() && a > 0.0 => Routing::PowerLaw(a),
                         _ => {
@@ -461,7 +465,7 @@ impl Row<'_> {
                     },
                     None => {
                         return Err(self.err(format!(
-                            "`distribution` = \"{d}\": expected balanced or power_law_<exponent>"
+                            "`distribution` = \"{d}\": expected balanced, uniform or power_law_<exponent>"
                         )))
                     }
                 };

@@ -453,8 +453,18 @@ pub fn operators(
             // uniform random picks would. The tables bear it: the top-1 rows of 128 experts
             // run 1.2-1.4x over their uniform-routing prediction (t=160 h=5120: 23.9 ms
             // measured, 92 experts expected uniformly, 128 dealt in turn).
+            // A shape whose model's router is group-limited (DeepSeek-V3's keeps 4 of 8
+            // groups; configs/kernel-tables/moe-experts.toml) passes the deal through it.
+            let limit = crate::measured::moe_experts::ExpertShapes::builtin()?
+                .group_limited(hidden, inter, topk, experts);
             model.routing = match routing {
-                Routing::Balanced => crate::ops::routing::Routing::RoundRobin,
+                Routing::Balanced => match limit {
+                    Some(l) => crate::ops::routing::Routing::RoundRobinGroupLimited {
+                        groups: l.groups,
+                        topk_groups: l.topk_groups,
+                    },
+                    None => crate::ops::routing::Routing::RoundRobin,
+                },
                 Routing::Uniform => crate::ops::routing::Routing::Balanced,
                 Routing::PowerLaw(a) => crate::ops::routing::Routing::PowerLaw(a),
             };

@@ -15,7 +15,7 @@ use std::path::Path;
 const RECORDED: &[(&str, &str, f64)] = &[
     ("b200", "gemm", 0.048),
     ("b200", "attention_decode", 0.079),
-    ("b200", "moe", 0.093),
+    ("b200", "moe", 0.092),
     ("b200", "mla_decode_module", 0.095),
     ("b200", "nccl", 0.067),
     ("b200", "vllm_custom_allreduce", 0.073),
@@ -27,7 +27,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("h100-sxm", "vllm_custom_allreduce", 0.066),
     ("l40s", "gemm", 0.081),
     ("l40s", "attention_decode", 0.088),
-    ("l40s", "moe", 0.084),
+    ("l40s", "moe", 0.083),
     ("l40s", "mla_decode_module", 0.052),
     ("l40s", "nccl", 0.095),
 ];

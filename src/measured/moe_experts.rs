@@ -22,6 +22,26 @@ const EXPERTS_LABEL: &str = "configs/kernel-tables/moe-experts.toml";
 #[serde(deny_unknown_fields)]
 pub struct ExpertShapes {
     pub ungated: Vec<ExpertShape>,
+    /// Shapes whose model's router is group-limited, so that the tables' harness routes
+    /// their `balanced` rows through it (`ops::routing::Routing::RoundRobinGroupLimited`).
+    #[serde(default)]
+    pub group_limited: Vec<GroupLimitedShape>,
+}
+
+/// An expert shape whose model confines each token to `topk_groups` of `groups` expert
+/// groups (a config's `n_group`, `topk_group`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupLimitedShape {
+    pub hidden: u64,
+    /// Per-expert intermediate size before the TP split.
+    pub inter: u64,
+    pub topk: u32,
+    pub experts: u32,
+    pub groups: u32,
+    pub topk_groups: u32,
+    pub model: String,
+    pub source: String,
 }
 
 /// One routed-expert shape as a MoE table writes it, and the model it belongs to.
@@ -49,6 +69,19 @@ impl ExpertShapes {
         .map_err(|m| crate::error::Error::Parse {
             file: EXPERTS_LABEL.to_string(),
             message: m.clone(),
+        })
+    }
+
+    /// The listed group-limited shape a row of this shape is, if any.
+    pub fn group_limited(
+        &self,
+        hidden: u64,
+        inter: u64,
+        topk: u32,
+        experts: u32,
+    ) -> Option<&GroupLimitedShape> {
+        self.group_limited.iter().find(|s| {
+            s.hidden == hidden && s.inter == inter && s.topk == topk && s.experts == experts
         })
     }
 
@@ -99,6 +132,14 @@ mod tests {
         assert!(list.ungated(2688, 1856, 6, 128).is_some());
         // A gated shape (DeepSeek-V3's experts) is not listed.
         assert!(list.ungated(7168, 2048, 8, 256).is_none());
+        // DeepSeek-V3's router keeps 4 of 8 groups; Kimi-K2.5's (one group) is not listed.
+        for s in &list.group_limited {
+            assert!(s.source.contains('['), "{}: no [V]/[D]/[U] tag", s.model);
+            assert!(s.topk_groups >= 1 && s.topk_groups < s.groups && s.experts % s.groups == 0);
+        }
+        let ds = list.group_limited(7168, 2048, 8, 256).unwrap();
+        assert_eq!((ds.groups, ds.topk_groups), (8, 4));
+        assert!(list.group_limited(7168, 2048, 8, 384).is_none());
     }
 
     #[test]

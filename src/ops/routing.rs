@@ -27,6 +27,17 @@ pub enum Routing {
     #[default]
     Balanced,
     RoundRobin,
+    /// The round-robin deal fed to a group-limited router (DeepSeek-V3's: the experts in
+    /// `groups` equal groups, each token confined to the `topk_groups` groups of highest
+    /// score) that breaks ties toward low indices, as a benchmark harness hands one-hot
+    /// logits to it: every token's picks score alike in every group, so every token keeps
+    /// the first `topk_groups` groups, its own pick in each, and fills its other picks with
+    /// the lowest experts of those groups (`group_limited_loads`). Only `validate` prices a
+    /// measured row this way; a model's router keeps its balance.
+    RoundRobinGroupLimited {
+        groups: u32,
+        topk_groups: u32,
+    },
     PowerLaw(f64),
 }
 
@@ -39,6 +50,22 @@ impl FromStr for Routing {
         }
         if t == "round robin" {
             return Ok(Routing::RoundRobin);
+        }
+        if let Some(gt) = t.strip_prefix("round robin group limited ") {
+            let parsed = gt.split_once('/').and_then(|(g, k)| {
+                Some((g.trim().parse::<u32>().ok()?, k.trim().parse::<u32>().ok()?))
+            });
+            return match parsed {
+                Some((groups, topk_groups)) if topk_groups >= 1 && topk_groups <= groups => {
+                    Ok(Routing::RoundRobinGroupLimited {
+                        groups,
+                        topk_groups,
+                    })
+                }
+                _ => Err(format!(
+                    "routing \"{s}\": expected \"round-robin group-limited G/T\" with 1 <= T <= G"
+                )),
+            };
         }
         let a = t
             .strip_prefix("power law")
@@ -59,6 +86,10 @@ impl fmt::Display for Routing {
         match self {
             Routing::Balanced => write!(f, "balanced"),
             Routing::RoundRobin => write!(f, "round-robin"),
+            Routing::RoundRobinGroupLimited {
+                groups,
+                topk_groups,
+            } => write!(f, "round-robin group-limited {groups}/{topk_groups}"),
             Routing::PowerLaw(a) => write!(f, "power-law {a}"),
         }
     }
@@ -133,8 +164,17 @@ pub fn busiest_rank(
             loads: Loads::PerExpert(Vec::new()),
         };
     }
+    if let Routing::RoundRobinGroupLimited {
+        groups,
+        topk_groups,
+    } = routing
+    {
+        if let Some(loads) = group_limited_loads(experts, top_k, tokens, ep, groups, topk_groups) {
+            return loads;
+        }
+    }
     match routing {
-        Routing::Balanced | Routing::RoundRobin => {
+        Routing::Balanced | Routing::RoundRobin | Routing::RoundRobinGroupLimited { .. } => {
             // The busiest rank touches at least one expert.
             let touched = mean_touched.max(1.0).min(local);
             let pairs = pairs_all / ep;
@@ -249,6 +289,69 @@ fn round_like_collector(x: &mut [f64], target: f64) {
     x.sort_by(|a, b| b.total_cmp(a));
 }
 
+/// Rank 0's load (experts `0 .. experts / ep`, the busiest: it holds the experts every
+/// token's fill lands on) when `tokens` tokens' `top_k` dealt picks pass a router that keeps
+/// `topk_groups` of `groups` groups and breaks ties toward low indices
+/// (`Routing::RoundRobinGroupLimited`). `None` where the deal does not give each token one
+/// pick per group (`top_k != groups`, or groups of unequal size), which this does not cover.
+///
+/// With `s = experts / groups` (the deal's stride), token i's picks sit at the same offset
+/// `o_i` in every group (`o_i = i mod s`, or `floor(i s / tokens)` for fewer tokens than
+/// `s`). The group scores tie, so every token keeps groups `0 .. topk_groups`, its pick
+/// in each, and fills its other `F = top_k - topk_groups` picks with the lowest experts of
+/// those groups it has not picked. So expert `e < F` receives every token, expert `F` the
+/// tokens with `o_i <= F`, any other kept expert `g s + o` the tokens with `o_i = o`, and
+/// the experts of the other groups none.
+fn group_limited_loads(
+    experts: f64,
+    top_k: f64,
+    tokens: f64,
+    ep: f64,
+    groups: u32,
+    topk_groups: u32,
+) -> Option<RankLoad> {
+    let (e, k, g) = (experts.round(), top_k.round(), groups as f64);
+    if groups == 0 || topk_groups == 0 || topk_groups > groups || k != g || e % g != 0.0 {
+        return None;
+    }
+    let s = (e / g) as usize;
+    let t = tokens.round().max(0.0) as usize;
+    let local = (e / ep.max(1.0)).floor().max(1.0) as usize;
+    let fill = (groups - topk_groups) as usize;
+    // Tokens per offset within a group.
+    let mut at = vec![0.0_f64; s];
+    if t >= s {
+        at.iter_mut()
+            .enumerate()
+            .for_each(|(o, c)| *c = (t / s + usize::from(o < t % s)) as f64);
+    } else {
+        (0..t).for_each(|i| at[i * s / t] += 1.0);
+    }
+    let kept = topk_groups as usize * s;
+    let mut loads: Vec<(f64, f64)> = (0..local.min(kept))
+        .map(|x| {
+            let o = x % s;
+            let load = if x < fill {
+                t as f64
+            } else if x == fill {
+                at[..=fill.min(s - 1)].iter().sum()
+            } else {
+                at[o]
+            };
+            (load, 1.0)
+        })
+        .filter(|(l, _)| *l > 0.0)
+        .collect();
+    loads.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let touched = loads.len() as f64;
+    let pairs = loads.iter().map(|(l, _)| l).sum();
+    Some(RankLoad {
+        touched,
+        pairs,
+        loads: Loads::PerExpert(loads),
+    })
+}
+
 impl Routing {
     /// Experts one of `ep` ranks (holding `experts / ep` each) touches when `tokens` tokens
     /// each pick `top_k` of them, as `busiest_rank` takes it (`mean_touched`). Uniform picks
@@ -259,6 +362,13 @@ impl Routing {
         let ep = ep.max(1.0);
         match self {
             Routing::RoundRobin => (experts.min(top_k * tokens).max(0.0) / ep).ceil(),
+            Routing::RoundRobinGroupLimited {
+                groups,
+                topk_groups,
+            } => match group_limited_loads(experts, top_k, tokens, ep, groups, topk_groups) {
+                Some(load) => load.touched,
+                None => Routing::RoundRobin.touched_per_rank(experts, top_k, tokens, ep),
+            },
             Routing::Balanced | Routing::PowerLaw(_) => {
                 expected_experts_touched(experts, top_k, tokens) / ep
             }
@@ -444,6 +554,95 @@ mod tests {
         }
         assert_eq!("round-robin".parse::<Routing>(), Ok(Routing::RoundRobin));
         assert_eq!(Routing::RoundRobin.to_string(), "round-robin");
+    }
+
+    /// Rank 0's per-expert loads, largest first, when `t` tokens' dealt picks
+    /// (`dealt_picks`) pass a router that scores each group by its two best experts, keeps
+    /// the `tg` best of `g` groups and then the `k` best experts in them, every tie going to
+    /// the lower index (a stable sort), as a harness's one-hot logits meet it.
+    fn grouped_brute_force(
+        e: usize,
+        k: usize,
+        t: usize,
+        ep: usize,
+        g: usize,
+        tg: usize,
+    ) -> Vec<f64> {
+        let (s, local) = (e / g, e / ep);
+        let mut load = vec![0.0; e];
+        for picks in dealt_picks(e, k, t) {
+            let score: Vec<f64> = (0..e)
+                .map(|x| f64::from(u8::from(picks.contains(&x))))
+                .collect();
+            let group_score = |gi: usize| {
+                let mut v: Vec<f64> = score[gi * s..(gi + 1) * s].to_vec();
+                v.sort_by(|a, b| b.total_cmp(a));
+                v[0] + v[1]
+            };
+            let mut order: Vec<usize> = (0..g).collect();
+            order.sort_by(|a, b| group_score(*b).total_cmp(&group_score(*a)));
+            let mut cand: Vec<usize> = order[..tg]
+                .iter()
+                .flat_map(|gi| gi * s..(gi + 1) * s)
+                .collect();
+            cand.sort();
+            cand.sort_by(|a, b| score[*b].total_cmp(&score[*a]));
+            cand[..k].iter().for_each(|x| load[*x] += 1.0);
+        }
+        let mut mine: Vec<f64> = load[..local].iter().copied().filter(|l| *l > 0.0).collect();
+        mine.sort_by(|a, b| b.total_cmp(a));
+        mine
+    }
+
+    /// Each token's dealt picks (`dealt_busiest`'s deal).
+    fn dealt_picks(e: usize, k: usize, t: usize) -> Vec<Vec<usize>> {
+        let stride = e.div_ceil(k);
+        (0..t)
+            .map(|i| {
+                let first = if t >= stride { i } else { i * stride / t };
+                (0..k).map(|j| (first + j * stride) % e).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn group_limited_deal_matches_a_router_that_breaks_ties_low() {
+        let (e, k, g, tg) = (256, 8, 8, 4);
+        for t in [1, 2, 5, 16, 31, 32, 33, 80, 384, 1024] {
+            for ep in [1, 2, 8, 32, 128] {
+                let r = Routing::RoundRobinGroupLimited {
+                    groups: 8,
+                    topk_groups: 4,
+                };
+                let got = busiest_rank(e as f64, k as f64, t as f64, ep as f64, r, 0.0);
+                let want = grouped_brute_force(e, k, t, ep, g, tg);
+                let loads: Vec<f64> = got.loads.iter().map(|(l, _)| l).collect();
+                assert_eq!(loads, want, "t={t} ep={ep}");
+                assert_eq!(got.touched, want.len() as f64);
+                assert_eq!(
+                    r.touched_per_rank(e as f64, k as f64, t as f64, ep as f64),
+                    got.touched
+                );
+            }
+        }
+        // At EP 1 the deal reaches only the first four groups: half the experts at most.
+        let r = Routing::RoundRobinGroupLimited {
+            groups: 8,
+            topk_groups: 4,
+        };
+        assert_eq!(r.touched_per_rank(256.0, 8.0, 1000.0, 1.0), 128.0);
+        // A deal that does not put one pick in each group falls back to the plain deal.
+        let r6 = Routing::RoundRobinGroupLimited {
+            groups: 8,
+            topk_groups: 4,
+        };
+        assert_eq!(
+            r6.touched_per_rank(256.0, 6.0, 16.0, 1.0),
+            Routing::RoundRobin.touched_per_rank(256.0, 6.0, 16.0, 1.0)
+        );
+        assert_eq!("round-robin group-limited 8/4".parse::<Routing>(), Ok(r));
+        assert_eq!(r.to_string().parse::<Routing>(), Ok(r));
+        assert!("round-robin group-limited 4/8".parse::<Routing>().is_err());
     }
 
     #[test]

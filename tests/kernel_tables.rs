@@ -27,7 +27,7 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("h100-sxm", "vllm_custom_allreduce", 0.066),
     ("l40s", "gemm", 0.081),
     ("l40s", "attention_decode", 0.088),
-    ("l40s", "moe", 0.083),
+    ("l40s", "moe", 0.080),
     ("l40s", "mla_decode_module", 0.052),
     ("l40s", "nccl", 0.095),
 ];

@@ -80,9 +80,10 @@ impl ExpertShapes {
         topk: u32,
         experts: u32,
     ) -> Option<&GroupLimitedShape> {
-        self.group_limited.iter().find(|s| {
-            s.hidden == hidden && s.inter == inter && s.topk == topk && s.experts == experts
-        })
+        let key = (hidden, inter, topk, experts);
+        self.group_limited
+            .iter()
+            .find(|s| (s.hidden, s.inter, s.topk, s.experts) == key)
     }
 
     /// The listed ungated shape a row of this shape is, if any.
@@ -93,9 +94,10 @@ impl ExpertShapes {
         topk: u32,
         experts: u32,
     ) -> Option<&ExpertShape> {
-        self.ungated.iter().find(|s| {
-            s.hidden == hidden && s.inter == inter && s.topk == topk && s.experts == experts
-        })
+        let key = (hidden, inter, topk, experts);
+        self.ungated
+            .iter()
+            .find(|s| (s.hidden, s.inter, s.topk, s.experts) == key)
     }
 }
 

@@ -631,13 +631,10 @@ mod tests {
             topk_groups: 4,
         };
         assert_eq!(r.touched_per_rank(256.0, 8.0, 1000.0, 1.0), 128.0);
-        // A deal that does not put one pick in each group falls back to the plain deal.
-        let r6 = Routing::RoundRobinGroupLimited {
-            groups: 8,
-            topk_groups: 4,
-        };
+        // A deal that does not put one pick in each group (6 picks, 8 groups) falls back
+        // to the plain deal.
         assert_eq!(
-            r6.touched_per_rank(256.0, 6.0, 16.0, 1.0),
+            r.touched_per_rank(256.0, 6.0, 16.0, 1.0),
             Routing::RoundRobin.touched_per_rank(256.0, 6.0, 16.0, 1.0)
         );
         assert_eq!("round-robin group-limited 8/4".parse::<Routing>(), Ok(r));

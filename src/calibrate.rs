@@ -479,11 +479,8 @@ pub fn calibrate(
         let error = error_of(&o.quantity, c, m);
         residuals.push(Residual {
             point: describe(o),
-            origin: format!(
-                "{}{}",
-                o.origin.file,
-                o.origin.line.map(|l| format!(":{l}")).unwrap_or_default()
-            ),
+            origin: o.origin.label(),
+            prose: o.origin.prose.clone(),
             unit: unit.into(),
             measured: m,
             default: d,

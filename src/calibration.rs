@@ -186,6 +186,9 @@ pub struct FitParam {
 pub struct Residual {
     pub point: String,
     pub origin: String,
+    /// The record's words the point is read from, where it is prose and not a measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prose: Option<String>,
     pub unit: String,
     pub measured: f64,
     pub default: f64,

@@ -26,6 +26,28 @@ pub struct Cli {
     /// the rooftop checkout when run inside it; elsewhere none are written).
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
+    /// Kernel constants of a GPU generation in place of the built-in ones (a file in the
+    /// form of configs/kernels/*.toml; its `generation` names which it replaces), for every
+    /// command of this run: your own fit of a generation, or a trial of new constants.
+    /// Repeatable, one file per generation.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub kernels: Vec<std::path::PathBuf>,
+}
+
+/// Read the `--kernels` files and install them for the rest of the run.
+pub fn install_kernels(files: &[std::path::PathBuf]) -> crate::error::Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let mut texts = Vec::with_capacity(files.len());
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|error| crate::error::Error::Io {
+            path: f.clone(),
+            error,
+        })?;
+        texts.push((f.display().to_string(), text));
+    }
+    crate::cost::generation::install_kernel_files(&texts)
 }
 
 /// Where a bare `rooftop` writes its charts: `--plots DIR`, else `plots/` of the checkout
@@ -187,7 +209,9 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Why a measured throughput curve stops growing: every mechanism that could hold the
     /// plateau, the value it needs, how plausible that is, ranked, and the separating test.
-    #[command(after_help = "Examples:\n  rooftop explain --measured k25b6000bench1")]
+    #[command(
+        after_help = "Examples:\n  rooftop explain --measured k25b6000bench1\n  rooftop explain --measured k25b6000bench1 --client team-macro --format json\n  rooftop explain --measured k25b6000bench1 --format csv"
+    )]
     Explain(ExplainArgs),
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
@@ -285,6 +309,10 @@ pub struct ExplainArgs {
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub measured: MeasuredArgs,
+    /// text: the tables; json: the record (`mechanisms` per basis: name, needed, prior,
+    /// plausibility); csv: one row per basis and mechanism.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
 }
 
 /// Arguments of `Command::Validate`.

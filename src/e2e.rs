@@ -382,6 +382,17 @@ pub fn evaluate(
         }
         let system_key = match (map.system(run), map.engines.get(&run.backend)) {
             (Ok(sys_name), Some(engine)) => {
+                // An engine whose rules depend on its release runs at the run's recorded
+                // version, where the run records one.
+                let versioned = crate::spec::engine::Release::parse(&run.backend_version).is_some()
+                    && crate::spec::registry::load_engine(engine)
+                        .is_ok_and(|e| e.release.is_some());
+                let engine = if versioned {
+                    format!("{engine}@{}", run.backend_version.trim())
+                } else {
+                    engine.clone()
+                };
+                let engine = &engine;
                 let key = format!("{sys_name}|{engine}");
                 if !systems.contains_key(&key) {
                     let sys = System::load_with_engine(sys_name, Some(engine), sets)?;

@@ -317,8 +317,12 @@ pub fn implausible(rows: &[KernelCheckRow]) -> Vec<(&str, f64, f64)> {
 fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<System> {
     let mut s = system.clone();
     // The tables measured one engine's kernel selection (vLLM 0.24): the generation's
-    // `[gemm.*]` families, whatever another engine version runs instead.
+    // `[gemm.*]` families, whatever another engine version runs instead, and each quantized
+    // format computed by the kernel the row names on its own weights (FlashInfer's CUTLASS
+    // NVFP4 GEMMs and MoE run FP4 natively on SM120 there), with no cast pass that an older
+    // engine's path put before it.
     s.engine.gemm_family.clear();
+    s.engine.unfused_dequant.clear();
     if let KernelShape::Gemm { dtype, .. } = *shape {
         let key = moe_key(gemm_format(dtype));
         let named = Generation::of(&s.gpu)?

@@ -35,6 +35,10 @@ fn main() -> ExitCode {
         eprintln!("error: --plots applies only to a bare `rooftop` (no subcommand); plot commands take --out");
         return ExitCode::from(2);
     }
+    if let Err(e) = rooftop::cli::install_kernels(&cli.kernels) {
+        eprintln!("Error: {e:#}");
+        return ExitCode::from(1);
+    }
     let cwd = std::env::current_dir().unwrap_or_default();
     let plots_dir = rooftop::cli::default_plots_dir(cli.plots.as_deref(), &cwd);
     let command = match cli.command {

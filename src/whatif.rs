@@ -283,6 +283,9 @@ impl Knob {
                 if let Some(c) = s.link.cross_socket_bandwidth.as_mut() {
                     c.0 *= f;
                 }
+                // The box's measured rates keep their shares of the faster link, as
+                // `--set interconnect.bandwidth` scales them.
+                s.spec.paths = s.spec.paths.map(|p| p.scaled(f));
             }
             Knob::LinkLatency => {
                 p.collective_latency_scale *= f;

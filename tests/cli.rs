@@ -355,7 +355,14 @@ fn op_collectives_take_gpus_and_set() {
             four <= eight,
             "{family}: 4 GPUs {four} us, 8 GPUs {eight} us"
         );
-        let slower = on(&["--set", "system.paths.cross_socket=10 GB/s"]);
+        // The team's 8-GPU ring is staged through host memory across sockets (NCCL's SHM
+        // transport): a slower staged rate slows it.
+        let rate = if family == "alltoall" {
+            "system.paths.nccl.staged_cross_socket.alltoall=10 GB/s"
+        } else {
+            "system.paths.nccl.staged_cross_socket.simple=10 GB/s"
+        };
+        let slower = on(&["--set", rate]);
         assert!(
             slower > eight,
             "{family}: a slower socket link did not slow it"
@@ -396,5 +403,82 @@ fn refused(args: &[&str], extra: &[&str], why: &str) {
     assert!(
         !out.status.success() && err.contains(why),
         "{args:?} {extra:?}: {err}"
+    );
+}
+
+/// `--kernels FILE` prices with a generation's constants from a file: a well-formed copy of
+/// the built-in changes nothing, a changed constant changes the operator's time, and an
+/// impossible one is refused naming the file, line and field.
+#[test]
+fn kernels_file_replaces_a_generations_constants() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/kernels/blackwell-sm120.toml"
+    ))
+    .unwrap();
+    let op = |kernels: Option<&std::path::Path>| {
+        let mut c = Command::cargo_bin("rooftop").unwrap();
+        if let Some(k) = kernels {
+            c.arg("--kernels").arg(k);
+        }
+        let out = c
+            .args([
+                "op",
+                "gemm",
+                "--gpu",
+                "rtx-pro-6000",
+                "--m",
+                "1",
+                "--n",
+                "16384",
+                "--k",
+                "6144",
+                "--dtype",
+                "bf16",
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let time = |stdout: &[u8]| {
+        let v: serde_json::Value = serde_json::from_slice(stdout).unwrap();
+        v["time_us"].as_f64().unwrap()
+    };
+    let (code, base, _) = op(None);
+    assert_eq!(code, Some(0));
+    let same = dir.path().join("same.toml");
+    std::fs::write(&same, &text).unwrap();
+    let (code, out, _) = op(Some(&same));
+    assert_eq!(code, Some(0));
+    assert_eq!(time(&out), time(&base));
+    // BF16 weights streamed at half the fraction take about twice as long.
+    let i = text.find("[gemm.bf16]").unwrap();
+    let slow = text[..i].to_string()
+        + &text[i..].replacen("memory_fraction = 0.8", "memory_fraction = 0.4", 1);
+    let slower = dir.path().join("slow.toml");
+    std::fs::write(&slower, slow).unwrap();
+    let (_, out, _) = op(Some(&slower));
+    assert!(
+        time(&out) > 1.7 * time(&base),
+        "{} vs {}",
+        time(&out),
+        time(&base)
+    );
+    let bad = text[..i].to_string()
+        + &text[i..].replacen("memory_fraction = 0.8", "memory_fraction = 1.8", 1);
+    let badf = dir.path().join("bad.toml");
+    std::fs::write(&badf, bad).unwrap();
+    let (code, _, err) = op(Some(&badf));
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("bad.toml") && err.contains("gemm.bf16.memory_fraction"),
+        "{err}"
     );
 }

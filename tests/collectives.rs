@@ -234,36 +234,97 @@ fn no_collective_beats_its_bytes_at_the_raw_link_rate() {
     }
 }
 
-/// The team's box: rings stay within a socket's root complex up to 4 GPUs and cross sockets
-/// above; a cross-socket ring is never faster than a single-socket one, and its bus
-/// bandwidth is the system's measured P2P rate times the link's ring efficiency.
+/// The team's box puts every GPU on a CPU root port: no pair is within NCCL's default P2P
+/// level (PXB), so its rings are staged through host memory (NCCL's SHM transport) and run at
+/// the box's staged rates, within a socket up to 4 GPUs and across sockets above; the same
+/// box with `NCCL_P2P_LEVEL=SYS` runs peer to peer at NCCL's ring efficiency of the paths'
+/// copy rates instead. A cross-socket ring is never faster than a single-socket one.
 #[test]
-fn pcie_ring_bandwidth_follows_the_system_paths() {
+fn pcie_rings_take_the_transport_ncclp2p_level_allows() {
+    let big = 512.0 * 1024.0 * 1024.0;
+    let busbw = |sys: &rooftop::spec::System, n: u32| {
+        let p = CostParams::default_for(sys);
+        let nf = n as f64;
+        2.0 * (nf - 1.0) / nf * big / collective::nccl_allreduce(sys, big, n, &p).time()
+    };
     let sys = load("8x-rtx-pro-6000-pcie", &[]);
     let paths = sys.spec.paths.expect("the team's box states its paths");
-    let eff = collective::model(&sys.link)
+    let rings = paths.nccl.expect("and its NCCL rings");
+    let (socket, cross) = (
+        rings.staged_socket.unwrap().simple.0,
+        rings.staged_cross_socket.unwrap().simple.0,
+    );
+    for (n, rate) in [(4, socket), (8, cross)] {
+        assert!(
+            (busbw(&sys, n) / rate - 1.0).abs() < 0.02,
+            "{n} GPUs staged: {} vs {rate}",
+            busbw(&sys, n)
+        );
+    }
+    assert!(busbw(&sys, 8) <= busbw(&sys, 4));
+    // Peer to peer everywhere: the paths' copy rates times NCCL's ring efficiency.
+    let p2p = load("8x-rtx-pro-6000-pcie", &["engine.nccl_p2p_level=sys"]);
+    let eff = collective::model(&p2p.link)
         .ring_efficiency
         .expect("PCIe links state NCCL's ring efficiency")
         .0;
-    let p = CostParams::default_for(&sys);
-    let big = 512.0 * 1024.0 * 1024.0;
-    let busbw = |n: u32| {
-        let nf = n as f64;
-        2.0 * (nf - 1.0) / nf * big / collective::nccl_allreduce(&sys, big, n, &p).time()
+    let (rc, cs) = (
+        paths.root_complex.0 * eff,
+        paths.cross_socket.unwrap().0 * eff,
+    );
+    assert!((busbw(&p2p, 4) / rc - 1.0).abs() < 0.02, "4 GPUs P2P");
+    assert!((busbw(&p2p, 8) / cs - 1.0).abs() < 0.02, "8 GPUs P2P");
+    // A 2-GPU communicator on an AMD host runs peer to peer at NCCL's default level; on
+    // another host (or one not stated) its root-complex hop is staged.
+    let amd = load("8x-rtx-pro-6000-pcie", &["system.cpu_vendor=amd"]);
+    let rc_time = |s: &rooftop::spec::System| {
+        let p = CostParams::default_for(s);
+        collective::nccl_allreduce(s, big, 2, &p).time()
     };
-    let rc = paths.root_complex.0 * eff;
-    let cs = paths.cross_socket.unwrap().0 * eff;
     assert!(
-        (busbw(4) / rc - 1.0).abs() < 0.02,
-        "4 GPUs: {} vs {rc}",
-        busbw(4)
+        rc_time(&amd) < rc_time(&sys),
+        "AMD 2-GPU P2P not faster than staged"
     );
+    assert_eq!(
+        collective::transport(&amd, collective::Path::RootComplex, 2),
+        collective::Transport::P2p
+    );
+    assert_eq!(
+        collective::transport(&amd, collective::Path::RootComplex, 4),
+        collective::Transport::Staged
+    );
+    assert_eq!(
+        collective::transport(&sys, collective::Path::Switch, 8),
+        collective::Transport::P2p,
+        "a pair under one switch is within PXB"
+    );
+}
+
+/// The Server box's NCCL table: a 2-GPU ring (a pair under one switch, peer to peer) is
+/// faster per bus byte than the 4- and 8-GPU rings that cross NCCL's P2P level and are staged
+/// through host memory; LL across the socket link runs at a quarter of Simple's rate there.
+#[test]
+fn the_server_box_rings_follow_its_measured_transports() {
+    let sys = load("8x-rtx-pro-6000-server-pcie", &[]);
+    let p = CostParams::default_for(&sys);
+    let big = 256.0 * 1024.0 * 1024.0;
+    let ag = |n: u32, bytes: f64| {
+        let c = collective::all_gather(&sys, bytes / n as f64, n, &p);
+        (n as f64 - 1.0) / n as f64 * bytes / c.transfer
+    };
+    let (two, four, eight) = (ag(2, big), ag(4, big), ag(8, big));
     assert!(
-        (busbw(8) / cs - 1.0).abs() < 0.02,
-        "8 GPUs: {} vs {cs}",
-        busbw(8)
+        two > 1.3 * four && (four / eight - 1.0).abs() < 0.05,
+        "{two} {four} {eight}"
     );
-    assert!(busbw(8) <= busbw(4));
+    // 256 KiB all-gather over 8 GPUs: NCCL's tuner keeps LL, which runs at the box's
+    // measured cross-socket staged LL rate.
+    let c = collective::all_gather(&sys, 256.0 * 1024.0 / 8.0, 8, &p);
+    assert_eq!(c.algo, AllReduceAlgo::NcclRing(NcclProtocol::Ll));
+    let rings = sys.spec.paths.unwrap().nccl.unwrap();
+    let ll = rings.staged_cross_socket.unwrap().ll.unwrap().0;
+    let rate = 7.0 / 8.0 * 256.0 * 1024.0 / c.transfer;
+    assert!((rate / ll - 1.0).abs() < 1e-9, "{rate} vs {ll}");
 }
 
 /// NCCL's tuner picks the protocol from its own per-hop estimate (LL at a third of a hop for

@@ -252,3 +252,52 @@ fn a_collective_in_a_graph_costs_its_call_time_and_eagerly_its_launch_too() {
     // Launched eagerly, the collective's launch is not hidden.
     assert!(cost(&ar, &dev.eager()).overhead > 0.0);
 }
+
+/// The engine's release picks its release-bound rules: vLLM before 0.16 casts NVFP4 to BF16
+/// on SM120 (the team's GLM-5 deployment), 0.24 computes it natively (the SM120 kernel
+/// tables measure native rows); the SM100 FP8 serving family holds before 0.24 only.
+#[test]
+fn the_engine_release_decides_the_kernel_path() {
+    use rooftop::cost::{Category, CostParams, Parallel};
+    let at = |engine: &str| System::load_with_engine("8x-rtx-pro-6000-pcie", Some(engine), &[]);
+    let old = at("vllm-v1").unwrap();
+    let native = at("vllm-v1@0.24").unwrap();
+    assert!(!old.engine.unfused_dequant.is_empty());
+    assert!(native.engine.unfused_dequant.is_empty());
+    assert_eq!(native.engine.name, "vllm-v1@0.24");
+    assert!(at("vllm-v1@0.16")
+        .unwrap()
+        .engine
+        .unfused_dequant
+        .is_empty());
+    assert!(!at("vllm-v1@0.15.1")
+        .unwrap()
+        .engine
+        .unfused_dequant
+        .is_empty());
+    let b200 = |e: &str| {
+        System::load_with_engine("8x-b200-nvlink", Some(e), &[])
+            .unwrap()
+            .engine
+            .gemm_family
+    };
+    assert!(b200("vllm-v1@0.19.0").contains_key("fp8"));
+    assert!(b200("vllm-v1@0.24").is_empty());
+    // A release that is not one is refused, naming it.
+    let e = at("vllm-v1@latest").unwrap_err().to_string();
+    assert!(e.contains("latest") && e.contains("release"), "{e}");
+    // GLM-5 NVFP4 at batch 1 on the team's box: the older path's casts are most of the
+    // decode kernel time (every local expert's weights written as BF16 each step; the
+    // record's profile saw 69 %, nothing here is fitted to it), the native path has none.
+    let m = rooftop::spec::registry::load_model("glm-5-nvfp4").unwrap();
+    let share = |sys: &System| {
+        let p = CostParams::default_for(sys);
+        let b = rooftop::cost::Evaluator::new(&m, sys, Parallel::tp(8), p)
+            .unwrap()
+            .evaluate(&rooftop::cost::Pass::decode(1.0, 1024.0))
+            .breakdown;
+        b.get(Category::Dequant) / b.kernel_time()
+    };
+    assert!(share(&old) >= 0.6, "cast share {}", share(&old));
+    assert_eq!(share(&native), 0.0);
+}

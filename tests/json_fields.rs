@@ -152,6 +152,7 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
                 "json",
             ]],
             "sensitivity" => vec![vec!["sensitivity", "--format", "json"]],
+            "explain" => vec![vec!["explain", "--format", "json"]],
             "explore --format json" => vec![
                 vec!["explore", "--batch", "1,8", "--format", "json"],
                 vec!["explore", "--batch", "1,8", "--pareto", "--format", "json"],

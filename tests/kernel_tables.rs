@@ -16,21 +16,46 @@ const RECORDED: &[(&str, &str, f64)] = &[
     ("b200", "gemm", 0.048),
     ("b200", "attention_decode", 0.079),
     ("b200", "moe", 0.092),
-    ("b200", "mla_decode_module", 0.095),
+    ("b200", "mla_decode_module", 0.094),
     ("b200", "nccl", 0.067),
     ("b200", "vllm_custom_allreduce", 0.073),
     ("h100-sxm", "gemm", 0.051),
     ("h100-sxm", "attention_decode", 0.081),
     ("h100-sxm", "moe", 0.085),
     ("h100-sxm", "mla_decode_module", 0.069),
-    ("h100-sxm", "nccl", 0.081),
+    ("h100-sxm", "nccl", 0.078),
     ("h100-sxm", "vllm_custom_allreduce", 0.066),
     ("l40s", "gemm", 0.081),
     ("l40s", "attention_decode", 0.088),
     ("l40s", "moe", 0.080),
     ("l40s", "mla_decode_module", 0.052),
-    ("l40s", "nccl", 0.095),
+    ("l40s", "nccl", 0.094),
 ];
+
+/// The same for the SM120 tables (`../shared/measured/dev-sm120`, RTX PRO 6000 Server), per
+/// family and format: the bar every cell of them is held to is a median of at most 10 % and
+/// a p90 of at most 30 %; the recorded figures are today's, which may not get worse.
+/// (GPU, family, format, recorded median, recorded p90.)
+const RECORDED_SM120: &[(&str, &str, f64, f64)] = &[
+    ("gemm", "bf16", 0.080, 0.339),
+    ("gemm", "fp8", 0.054, 0.149),
+    ("gemm", "fp8-block", 0.020, 0.047),
+    ("gemm", "nvfp4", 0.041, 0.202),
+    ("moe", "bfloat16", 0.060, 0.287),
+    ("moe", "fp8", 0.063, 0.274),
+    ("moe", "nvfp4", 0.080, 0.242),
+    ("moe", "w4a16_mxfp4", 0.064, 0.238),
+    ("attention_decode", "kv bfloat16", 0.089, 0.292),
+    ("attention_decode", "kv fp8", 0.091, 0.281),
+    ("nccl", "all_gather", 0.034, 0.159),
+    ("nccl", "alltoall", 0.070, 0.272),
+    ("nccl", "reduce_scatter", 0.059, 0.162),
+];
+
+/// The one SM120 cell above the 30 % p90 bar, and why (README, "Kernel fidelity"): cuBLAS's
+/// BF16 calls of a few microseconds run under the engine's 3 us kernel gap, as on every
+/// GPU's table, and its choice among kernels for mid shapes is not public.
+const SM120_OVER_P90: &[(&str, &str)] = &[("gemm", "bf16")];
 
 /// Rounding slack of the recorded figures (they are written to 0.1 %).
 const SLACK: f64 = 0.0005;
@@ -50,16 +75,28 @@ fn args() -> ScenarioArgs {
     }
 }
 
+/// `rooftop validate` over every table of `../shared/measured/<folder>` (which must hold
+/// `count` of them), priced on `system`'s GPU where a table names no other.
+fn validate_folder(
+    folder: &str,
+    count: usize,
+    system: &str,
+) -> rooftop::commands::kernel_validate::KernelValidation {
+    let dir = format!("{}/../shared/measured/{folder}", env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        Path::new(&dir).is_dir(),
+        "the {folder} kernel tables are expected at {dir}"
+    );
+    let (tables, _) = kernel_tables(&[dir]).unwrap().unwrap();
+    assert_eq!(tables.len(), count, "{tables:?}");
+    let mut a = args();
+    a.system = system.into();
+    validation(&a, &tables, Vec::new()).unwrap()
+}
+
 #[test]
 fn dev_kernel_tables_stay_within_their_recorded_medians() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/measured/dev");
-    assert!(
-        Path::new(dir).is_dir(),
-        "the dev kernel tables are expected at {dir}"
-    );
-    let (tables, _) = kernel_tables(&[dir.to_string()]).unwrap().unwrap();
-    assert_eq!(tables.len(), 17, "{tables:?}");
-    let v = validation(&args(), &tables, Vec::new()).unwrap();
+    let v = validate_folder("dev", 17, "8x-h100-nvlink");
     let mut worse = Vec::new();
     for (gpu, family, recorded) in RECORDED {
         let s = v
@@ -77,7 +114,7 @@ fn dev_kernel_tables_stay_within_their_recorded_medians() {
         }
     }
     assert!(worse.is_empty(), "regressions:\n{}", worse.join("\n"));
-    readme_table_quotes_these_figures(&v);
+    readme_table_quotes_these_figures(&v, &["b200", "h100-sxm", "l40s"]);
     // Every row's error is its prediction against its measurement.
     for r in &v.rows {
         assert!(r.sol > 0.0 && r.sol <= r.default * (1.0 + 1e-9), "{r:?}");
@@ -87,10 +124,13 @@ fn dev_kernel_tables_stay_within_their_recorded_medians() {
 
 /// The README's family × GPU table of median / p90 |error| quotes today's figures (to the
 /// 0.1 % it prints): a change that moves a family updates the table in the same commit.
-fn readme_table_quotes_these_figures(v: &rooftop::commands::kernel_validate::KernelValidation) {
+fn readme_table_quotes_these_figures(
+    v: &rooftop::commands::kernel_validate::KernelValidation,
+    gpus: &[&str],
+) {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
-    let head = "| family | B200 median / p90 | H100 SXM median / p90 | L40S median / p90 |";
+    let head = "| family | B200 median / p90 | H100 SXM median / p90 | L40S median / p90 | RTX PRO 6000 Server median / p90 |";
     let at = readme.find(head).expect("the README's kernel table");
     let rows = [
         ("| GEMM", "gemm"),
@@ -112,7 +152,11 @@ fn readme_table_quotes_these_figures(v: &rooftop::commands::kernel_validate::Ker
         };
         seen += 1;
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        for (cell, gpu) in cells[2..5].iter().zip(["b200", "h100-sxm", "l40s"]) {
+        let all = ["b200", "h100-sxm", "l40s", "rtx-pro-6000-server"];
+        for (cell, gpu) in cells[2..6].iter().zip(all) {
+            if !gpus.contains(&gpu) {
+                continue;
+            }
             let s = v
                 .summary
                 .iter()
@@ -142,6 +186,50 @@ fn readme_table_quotes_these_figures(v: &rooftop::commands::kernel_validate::Ker
         "README kernel table out of date (rooftop validate --measured ../shared/measured/dev):\n{}",
         stale.join("\n")
     );
+}
+
+#[test]
+fn sm120_kernel_tables_meet_the_bar_with_one_reported_exception() {
+    let v = validate_folder("dev-sm120", 4, "8x-rtx-pro-6000-server-pcie");
+    let mut bad = Vec::new();
+    let formats = v
+        .summary
+        .iter()
+        .filter(|s| s.gpu == "rtx-pro-6000-server" && s.format != "all");
+    for s in formats {
+        let family = s.family.name();
+        let Some(&(_, _, median, p90)) = RECORDED_SM120
+            .iter()
+            .find(|r| r.0 == family && r.1 == s.format)
+        else {
+            bad.push(format!("{family} {}: no recorded figure", s.format));
+            continue;
+        };
+        let excused = SM120_OVER_P90.contains(&(family, s.format.as_str()));
+        if s.median_abs_error > 0.10 || (s.p90_abs_error > 0.30 && !excused) {
+            bad.push(format!(
+                "{family} {}: {:.1} / {:.1} % over the 10 / 30 % bar",
+                s.format,
+                s.median_abs_error * 100.0,
+                s.p90_abs_error * 100.0
+            ));
+        }
+        if s.median_abs_error > median + SLACK || s.p90_abs_error > p90 + SLACK {
+            bad.push(format!(
+                "{family} {}: {:.1} / {:.1} % worse than recorded {:.1} / {:.1} %",
+                s.format,
+                s.median_abs_error * 100.0,
+                s.p90_abs_error * 100.0,
+                median * 100.0,
+                p90 * 100.0
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "SM120 tables:\n{}", bad.join("\n"));
+    readme_table_quotes_these_figures(&v, &["rtx-pro-6000-server"]);
+    for r in &v.rows {
+        assert!(r.sol > 0.0 && r.sol <= r.default * (1.0 + 1e-9), "{r:?}");
+    }
 }
 
 /// The MXFP4 experts the engines run for gpt-oss (FlashInfer trtllm-gen on B200, OpenAI's

@@ -311,7 +311,7 @@ pub fn calibration_text(c: &Calibration) -> String {
                 format!("{} %", signed1(r.error * 100.0))
             };
             vec![
-                r.point.clone(),
+                prose_marked(&r.point, r.prose.is_some()),
                 format!("{:.2} {label}", scale(r.measured)),
                 format!("{:.2}", scale(r.default)),
                 format!("{:.2}", scale(r.calibrated)),
@@ -333,6 +333,9 @@ pub fn calibration_text(c: &Calibration) -> String {
         ],
         &rows,
     ));
+    if c.residuals.iter().any(|r| r.prose.is_some()) {
+        let _ = writeln!(o, "{PROSE_NOTE}");
+    }
     let _ = writeln!(
         o,
         "rms error {:.2} %{}; degrees of freedom {}{}",
@@ -415,6 +418,9 @@ fn serving_limit_text(l: &crate::calibrate::ServingLimit) -> String {
 pub struct ValidationRow {
     pub point: String,
     pub origin: String,
+    /// The record's words the point is read from, where it is prose and not a measurement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prose: Option<String>,
     pub unit: &'static str,
     pub measured: f64,
     pub sol: f64,
@@ -482,11 +488,8 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
         let unit = si_unit(o);
         rows.push(ValidationRow {
             point: describe(o),
-            origin: format!(
-                "{}{}",
-                o.origin.file,
-                o.origin.line.map(|l| format!(":{l}")).unwrap_or_default()
-            ),
+            origin: o.origin.label(),
+            prose: o.origin.prose.clone(),
             unit,
             measured: mv,
             sol,
@@ -616,7 +619,7 @@ pub fn validation_text(v: &Validation) -> String {
                 }
             };
             vec![
-                r.point.clone(),
+                prose_marked(&r.point, r.prose.is_some()),
                 format!("{:.2} {label}", scale(r.unit, r.measured)),
                 format!("{:.2}", scale(r.unit, r.sol)),
                 format!("{:.2} ({})", scale(r.unit, r.default), e(r.default_error)),
@@ -648,6 +651,9 @@ pub fn validation_text(v: &Validation) -> String {
         ],
         &rows,
     ));
+    if v.rows.iter().any(|r| r.prose.is_some()) {
+        let _ = writeln!(o, "{PROSE_NOTE}");
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "share of decode kernel time:");
     let rows: Vec<Vec<String>> = v
@@ -729,3 +735,15 @@ pub fn validation_text(v: &Validation) -> String {
     o.push_str(&calibration_text(&v.calibration));
     o
 }
+
+/// A point's label with ` [prose]` where it is read from the record's words.
+fn prose_marked(point: &str, prose: bool) -> String {
+    if prose {
+        format!("{point} [prose]")
+    } else {
+        point.to_string()
+    }
+}
+
+/// The note printed under a table that holds prose points.
+pub const PROSE_NOTE: &str = "[prose]: read from the record's words (quoted in the measurement file), not from a benchmark's output";

@@ -100,7 +100,7 @@ pub fn validation(
         ));
     }
     let sets = crate::spec::overrides::parse_all(&args.set)?;
-    let given = System::load_with(&args.system, &sets)?;
+    let given = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
     let calibration = args
         .calibration
         .as_deref()

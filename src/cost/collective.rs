@@ -35,16 +35,18 @@
 
 use crate::cost::params::CostParams;
 use crate::spec::{
-    AllReduceImpl, BusFraction, CollectiveModel, InterconnectSpec, LinkKind, NcclAlgorithm,
-    NcclProtocol, P2pLatency, System, Topology,
+    AllReduceImpl, BusFraction, CollectiveModel, CpuVendor, InterconnectSpec, LinkKind,
+    NcclAlgorithm, NcclP2pLevel, NcclProtocol, P2pLatency, System, Topology,
 };
 use crate::units::{Bytes, Fraction, Seconds};
 
-/// LL's share of the bus bandwidth in NCCL's tuner estimate, which picks the protocol: 1/4
-/// for all-reduce, 1/3 for the other collectives (NCCL `src/graph/tuning.cc`;
-/// shared/reference/engines.md [V]). What LL then runs at is [`LL_WIRE`] of the path.
-const LL_ALLREDUCE: f64 = 0.25;
-const LL_OTHER: f64 = 1.0 / 3.0;
+/// LL's share of the ring's bus bandwidth in NCCL's tuner estimate, which picks the
+/// protocol: one half for every collective since NCCL 2.19 (`src/graph/tuning.cc`, v2.27.3
+/// and v2.29.2, the versions of every measured table: `busBw = std::min(llMaxBw, busBw *
+/// .5)`; 2.18 and before used 1/4 for all-reduce and 1/3 for the others, as
+/// shared/reference/engines.md quotes) [V: NCCL source].
+const LL_ALLREDUCE: f64 = 0.5;
+const LL_OTHER: f64 = 0.5;
 /// LL128's share of the bus bandwidth (120 of every 128 bytes are data; NCCL tuning.cc via
 /// shared/reference/hardware.md, ~92 % [V]).
 const LL128: f64 = 0.92;
@@ -198,15 +200,128 @@ fn path_bandwidth(system: &System, m: &CollectiveModel, path: Path, p: &CostPara
     bus * p.link_efficiency
 }
 
-/// Bus bandwidth of a ring over `n` GPUs: its slowest path's, or without peer access the
-/// slowest of all (every hop is staged through host memory).
-fn ring_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) -> f64 {
+/// How NCCL moves a hop's data: GPU to GPU (its P2P transport, the sender writing into the
+/// receiver's memory), or through a buffer in host memory (its SHM transport).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    P2p,
+    Staged,
+}
+
+/// The transport NCCL uses for a hop on `path` in a communicator of `n` GPUs: peer to peer
+/// where the GPUs allow it (`p2p`) and the path lies within NCCL's P2P level, staged
+/// otherwise. NCCL's own level (2.23 and later, `src/graph/paths.cc` ncclTopoCheckP2p) is PXB,
+/// peer to peer only inside a PCIe switch tree, raised to SYS for a communicator of at most
+/// two GPUs on an AMD host; `NCCL_P2P_LEVEL` (the engine's `nccl_p2p_level`) replaces it.
+pub fn transport(system: &System, path: Path, n: u32) -> Transport {
+    let s = &system.spec;
+    if !s.p2p {
+        return Transport::Staged;
+    }
+    if s.topology == Topology::Nvswitch {
+        return Transport::P2p;
+    }
+    let level = match system.engine.nccl_p2p_level {
+        NcclP2pLevel::Default if s.cpu_vendor == Some(CpuVendor::Amd) && n <= 2 => {
+            NcclP2pLevel::Sys
+        }
+        NcclP2pLevel::Default => NcclP2pLevel::Pxb,
+        l => l,
+    };
+    let rank = |l: NcclP2pLevel| match l {
+        NcclP2pLevel::Pix => 0,
+        NcclP2pLevel::Pxb | NcclP2pLevel::Default => 1,
+        NcclP2pLevel::Phb => 2,
+        NcclP2pLevel::Sys => 3,
+    };
+    let needs = match path {
+        Path::Switch => NcclP2pLevel::Pix,
+        Path::RootComplex => NcclP2pLevel::Phb,
+        Path::CrossSocket => NcclP2pLevel::Sys,
+    };
+    if rank(needs) <= rank(level) {
+        Transport::P2p
+    } else {
+        Transport::Staged
+    }
+}
+
+/// What NCCL's ring over `n` GPUs reaches on its slowest hop, bytes/s of bus bandwidth: the
+/// Simple protocol's rate, LL's, and the hop's transport.
+#[derive(Debug, Clone, Copy)]
+pub struct RingRates {
+    pub simple: f64,
+    pub ll: f64,
+    /// NCCL's all-to-all over the same communicator.
+    pub alltoall: f64,
+    pub transport: Transport,
+    /// The box measured this ring (`[paths.nccl]`), rather than its rate being derived.
+    pub measured: bool,
+}
+
+/// Whether the system states a measured ring rate for a hop staged through host memory: then
+/// NCCL's SHM transport is priced at it with NCCL's ordinary per-step latency (the box's
+/// small messages show no more per step than its P2P hops); without one, a staged hop runs
+/// at its path's P2P figure, and with P2P off each step pays the link's staged copy latency.
+fn states_staged(system: &System) -> bool {
+    system
+        .spec
+        .paths
+        .and_then(|p| p.nccl)
+        .is_some_and(|n| n.staged_socket.is_some() || n.staged_cross_socket.is_some())
+}
+
+/// [`RingRates`] of a ring over `n` GPUs on its slowest path: the box's measured rate for
+/// that transport and path (`[paths.nccl]`) where it states one; else NCCL's ring efficiency
+/// of the path's P2P copy rate for Simple and half that copy rate for LL (each 16-byte LL line
+/// carries 8 bytes of data), and without peer access the slowest path's.
+pub fn ring_rates(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) -> RingRates {
+    let slowest = path(system, n);
+    let transport = transport(system, slowest, n);
+    let measured =
+        system
+            .spec
+            .paths
+            .and_then(|x| x.nccl)
+            .and_then(|r| match (transport, slowest) {
+                (Transport::P2p, Path::Switch) => r.p2p_switch,
+                (Transport::P2p, Path::RootComplex) => r.p2p_root_complex,
+                (Transport::P2p, Path::CrossSocket) => r.p2p_cross_socket,
+                (Transport::Staged, Path::CrossSocket) => r.staged_cross_socket,
+                (Transport::Staged, _) => r.staged_socket,
+            });
     let path = if system.spec.p2p {
-        path(system, n)
+        slowest
     } else {
         Path::CrossSocket
     };
-    path_bandwidth(system, m, path, p)
+    let fallback = path_bandwidth(system, m, path, p);
+    match measured {
+        Some(r) => {
+            let simple = r.simple.0 * p.link_efficiency;
+            let ll = r.ll.map_or_else(
+                || match transport {
+                    Transport::P2p => ll_rate(system, m, fallback),
+                    Transport::Staged => LL_WIRE * simple,
+                },
+                |b| b.0 * p.link_efficiency,
+            );
+            RingRates {
+                simple,
+                ll,
+                alltoall: r.alltoall.map_or(simple, |b| b.0 * p.link_efficiency),
+                transport,
+                measured: true,
+            }
+        }
+        None => RingRates {
+            simple: fallback,
+            ll: ll_rate(system, m, fallback),
+            alltoall: fallback,
+            transport,
+            measured: false,
+        },
+    }
 }
 
 /// LL's data rate over a path whose ring reaches `ring` bytes/s of bus bandwidth: half the
@@ -218,6 +333,18 @@ fn ll_rate(system: &System, m: &CollectiveModel, ring: f64) -> f64 {
         None => ring,
     };
     LL_WIRE * copy
+}
+
+/// Bus bandwidth of NCCL's Simple ring over `n` GPUs ([`ring_rates`]).
+fn ring_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) -> f64 {
+    ring_rates(system, m, n, p).simple
+}
+
+/// The P2P rate between `n` GPUs of the system, as a kernel that reads or writes peers'
+/// memory directly reaches it (vLLM's custom all-reduce: IPC buffers, whatever NCCL's P2P
+/// level), at NCCL's ring efficiency of the slowest path's copy rate.
+fn direct_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) -> f64 {
+    path_bandwidth(system, m, path(system, n), p)
 }
 
 /// One-hop latency (seconds): P2P, or staged through host memory when P2P is off.
@@ -242,6 +369,8 @@ struct Shape {
 #[derive(Clone, Copy)]
 struct Candidate {
     latency: f64,
+    /// The tuner's own latency estimate: its tables, not the fitted latency scale.
+    estimated_latency: f64,
     estimated_rate: f64,
     rate: f64,
     algo: AllReduceAlgo,
@@ -259,7 +388,7 @@ fn tuner_pick(candidates: &[Candidate], bus_bytes: f64) -> CollectiveCost {
     };
     let mut best_estimate = f64::INFINITY;
     for c in candidates {
-        let estimate = c.latency + bus_bytes / c.estimated_rate;
+        let estimate = c.estimated_latency + bus_bytes / c.estimated_rate;
         if estimate < best_estimate {
             best_estimate = estimate;
             best = CollectiveCost {
@@ -292,14 +421,25 @@ fn nccl_best(
     let eng = &system.engine;
     let link = &system.link;
     let m = model(link);
-    // What the ring's slowest path delivers, and what NCCL's tuner believes a hop delivers:
-    // its topology's per-link figure, the box's best path (one switch), not a slow root
-    // complex or socket link it has not measured [U].
-    let bw = ring_bandwidth(system, &m, n, p);
-    let tuner_bw = path_bandwidth(system, &m, Path::Switch, p);
+    // What the ring's slowest path delivers, and what NCCL's tuner believes it delivers. The
+    // tuner's figure comes out of its own topology search: where the box measured its rings,
+    // their Simple rate (the Server box's 4- and 8-GPU staged rings switch from LL to Simple
+    // between 512 KiB and 1 MiB, where a tuner that believed ~23 GB/s switches); else the
+    // box's best path (one switch), not a slow root complex or socket link it has not
+    // measured [U].
+    let rates = ring_rates(system, &m, n, p);
+    let bw = rates.simple;
+    // Its estimate is its own: a fitted link efficiency changes what the hops deliver, not
+    // where the tuner switches protocol.
+    let tuner_bw = if rates.measured {
+        rates.simple
+    } else {
+        path_bandwidth(system, &m, Path::Switch, p)
+    } / p.link_efficiency.max(1e-9);
     let allowed = |proto| eng.nccl_protocol == NcclProtocol::Auto || eng.nccl_protocol == proto;
     let mut candidates = [Candidate {
         latency: 0.0,
+        estimated_latency: 0.0,
         estimated_rate: 1.0,
         rate: 1.0,
         algo: AllReduceAlgo::None,
@@ -308,6 +448,7 @@ fn nccl_best(
     let mut consider = |latency: f64, estimated_rate: f64, rate: f64, algo| {
         candidates[count] = Candidate {
             latency: latency * p.collective_latency_scale,
+            estimated_latency: latency,
             estimated_rate,
             rate,
             algo,
@@ -325,7 +466,7 @@ fn nccl_best(
             base.ll.0,
             step.ll.0,
             tuner_bw * shape.ll_share,
-            ll_rate(system, &m, bw),
+            rates.ll,
         ),
         (
             NcclProtocol::Ll128,
@@ -348,8 +489,9 @@ fn nccl_best(
         if !allowed(proto) || (default_off && eng.nccl_protocol == NcclProtocol::Auto) {
             continue;
         }
-        // Without P2P every hop is staged through host memory.
-        let s = if system.spec.p2p {
+        // Without P2P, on a box that states no staged rates, each step pays the link's
+        // copy latency through host memory.
+        let s = if system.spec.p2p || states_staged(system) {
             s
         } else {
             s.max(hop_latency(system))
@@ -367,7 +509,12 @@ fn nccl_best(
             && allowed(NcclProtocol::Simple);
         if usable {
             let rate = link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency;
-            consider(v.latency.0, rate, rate, AllReduceAlgo::NcclNvls);
+            consider(
+                v.latency.0,
+                rate / p.link_efficiency.max(1e-9),
+                rate,
+                AllReduceAlgo::NcclNvls,
+            );
         }
     }
     let candidates = &candidates[..count];
@@ -378,7 +525,7 @@ fn nccl_best(
     for (i, a) in candidates.iter().enumerate() {
         for b in &candidates[i + 1..] {
             let per_byte = 1.0 / a.estimated_rate - 1.0 / b.estimated_rate;
-            let crossing = (b.latency - a.latency) / per_byte;
+            let crossing = (b.estimated_latency - a.estimated_latency) / per_byte;
             if crossing.is_finite() && crossing > 0.0 && crossing < shape.bus_bytes {
                 let below = tuner_pick(candidates, crossing * (1.0 - 1e-9));
                 if below.time() > cost.time() {
@@ -432,7 +579,7 @@ fn custom_allreduce(
     // The kernel runs a fixed grid of CTAs, each thread holding one 16-byte load per peer in
     // flight: over a remote load latency that is all the rate the grid can pull, whatever
     // the link could carry (Little's law).
-    let link = ring_bandwidth(system, &m, n, p);
+    let link = direct_bandwidth(system, &m, n, p);
     let bw = m.custom_allreduce_remote_load_latency.map_or(link, |l| {
         link.min(custom_allreduce_loads_in_flight(n) / l.0)
     });
@@ -615,20 +762,20 @@ fn ideal_hop(system: &System, bus_bytes: f64) -> CollectiveCost {
     }
 }
 
-/// NCCL point-to-point moving `bus_bytes` per rank in messages of `per_peer` bytes over a
-/// path where Simple reaches `rate`: LL up to the per-peer threshold (at half the path's P2P
-/// rate, see [`ll_rate`]), Simple above; `staged_hops` hops through host memory when P2P is
-/// off.
+/// NCCL point-to-point moving `bus_bytes` per rank in messages of `per_peer` bytes over hops
+/// where Simple reaches `rate` and LL `ll_rate`: LL up to the per-peer threshold, Simple
+/// above; `staged_hops` hops through host memory when P2P is off on a box that states no
+/// staged rates.
 fn p2p(
     system: &System,
     bus_bytes: f64,
     per_peer: f64,
-    rate: f64,
+    (rate, ll_rate): (f64, f64),
     staged_hops: f64,
     p: &CostParams,
 ) -> CollectiveCost {
     let m = model(&system.link);
-    let staged = if system.spec.p2p {
+    let staged = if system.spec.p2p || states_staged(system) {
         0.0
     } else {
         staged_hops * hop_latency(system)
@@ -637,11 +784,7 @@ fn p2p(
     let ll_allowed = system.engine.nccl_protocol != NcclProtocol::Simple;
     let ll = per_peer <= threshold && ll_allowed;
     let (call, link_rate, proto) = if ll {
-        (
-            m.p2p_call_latency.ll.0,
-            ll_rate(system, &m, rate),
-            NcclProtocol::Ll,
-        )
+        (m.p2p_call_latency.ll.0, ll_rate, NcclProtocol::Ll)
     } else {
         (m.p2p_call_latency.simple.0, rate, NcclProtocol::Simple)
     };
@@ -657,7 +800,10 @@ fn p2p(
     // a message just above it is never cheaper than the threshold message itself.
     if ll_allowed && per_peer > threshold {
         let at = bus_bytes * threshold / per_peer;
-        c = not_below(c, p2p(system, at, threshold, rate, staged_hops, p));
+        c = not_below(
+            c,
+            p2p(system, at, threshold, (rate, ll_rate), staged_hops, p),
+        );
     }
     c
 }
@@ -675,13 +821,17 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
         return ideal_hop(system, bus);
     }
     let m = model(&system.link);
-    let rate = match m.alltoall_bus_fraction {
+    let rates = match m.alltoall_bus_fraction {
         Some(f) if system.spec.p2p && path(system, n) == Path::Switch => {
-            system.link.bandwidth_per_direction.0 * f.0 * p.link_efficiency
+            let r = system.link.bandwidth_per_direction.0 * f.0 * p.link_efficiency;
+            (r, LL_WIRE * r)
         }
-        _ => ring_bandwidth(system, &m, n, p),
+        _ => {
+            let r = ring_rates(system, &m, n, p);
+            (r.alltoall, r.ll)
+        }
     };
-    p2p(system, bus, bytes / nf, rate, nf - 1.0, p)
+    p2p(system, bus, bytes / nf, rates, nf - 1.0, p)
 }
 
 /// All-gather or reduce-scatter as NCCL's ring runs them: `n − 1` steps, `bus_bytes` per
@@ -737,6 +887,6 @@ pub fn send_recv(system: &System, bytes: f64, p: &CostParams) -> CollectiveCost 
         return ideal_hop(system, bytes);
     }
     let m = model(&system.link);
-    let rate = ring_bandwidth(system, &m, system.spec.gpu_count, p);
-    p2p(system, bytes, bytes, rate, 1.0, p)
+    let r = ring_rates(system, &m, system.spec.gpu_count, p);
+    p2p(system, bytes, bytes, (r.simple, r.ll), 1.0, p)
 }

@@ -6,8 +6,10 @@
 //! generation, so one file per generation (`configs/kernels/<generation>.toml`, embedded)
 //! holds its achievable fractions, floors and tile sizes, each with its source. A GPU finds
 //! its generation from the `SMnn` compute capability in its description's `architecture`.
-//! Blackwell SM120 (RTX PRO 6000, RTX 5090) has no measured kernel table in the dev set: its
-//! file is a prior and says so.
+//! Each file was fitted to its generation's measured tables (Ada, Hopper and SM100 to
+//! `shared/measured/dev`, SM120 to `shared/measured/dev-sm120`); a kernel or format no table
+//! measures is a prior, marked in its `kernel` and sources. `rooftop --kernels FILE` replaces
+//! one generation's file for a run.
 
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, GpuSpec, WeightFormat};
@@ -61,8 +63,20 @@ impl Generation {
         }
     }
 
-    /// This generation's kernel constants (parsed once).
+    /// The generation a kernel-constants file names in its `generation` field.
+    pub fn from_name(name: &str) -> Option<Generation> {
+        ALL_GENERATIONS.into_iter().find(|g| g.file().0 == name)
+    }
+
+    /// This generation's kernel constants: a file installed with [`install_kernel_files`]
+    /// (`--kernels`), else the embedded `configs/kernels/` one (parsed once).
     pub fn kernels(self) -> &'static KernelConstants {
+        if let Some(k) = OVERRIDES
+            .get()
+            .and_then(|o| o.iter().find(|(g, _)| *g == self))
+        {
+            return k.1;
+        }
         static CELLS: [OnceLock<KernelConstants>; 4] = [
             OnceLock::new(),
             OnceLock::new(),
@@ -77,6 +91,57 @@ impl Generation {
                 .unwrap_or_else(|e| panic!("configs/kernels/{name}.toml is invalid: {e}"))
         })
     }
+}
+
+/// Every generation with a kernel-constants file.
+pub const ALL_GENERATIONS: [Generation; 4] = [
+    Generation::Ada,
+    Generation::Hopper,
+    Generation::BlackwellSm100,
+    Generation::BlackwellSm120,
+];
+
+/// Kernel-constants files given in place of the embedded ones, once per process.
+static OVERRIDES: OnceLock<Vec<(Generation, &'static KernelConstants)>> = OnceLock::new();
+
+/// Use the kernel constants in `files` (path, text) in place of the embedded
+/// `configs/kernels/<generation>.toml` of the generation each names, for the rest of the
+/// process (`rooftop --kernels FILE`): a user's own fit of a generation, or a trial of new
+/// constants, priced by the same formulas. Each file is read like the embedded ones
+/// (unknown keys and wrong units are errors naming the file) and must name a known
+/// `generation`, at most once. Call it before anything is priced; a second call is an error.
+pub fn install_kernel_files(files: &[(String, String)]) -> Result<()> {
+    let mut out: Vec<(Generation, &'static KernelConstants)> = Vec::new();
+    for (path, text) in files {
+        let k: KernelConstants = crate::spec::registry::parse_toml(text, path)?;
+        k.validate().map_err(|(field, expected)| Error::Invalid {
+            file: path.clone(),
+            line: crate::error::line_of_field(text, &field),
+            field,
+            expected,
+        })?;
+        let g = Generation::from_name(&k.generation).ok_or_else(|| Error::Invalid {
+            file: path.clone(),
+            line: crate::error::line_of_field(text, "generation"),
+            field: "generation".into(),
+            expected: format!("one of {}", ALL_GENERATIONS.map(|g| g.file().0).join(", ")),
+        })?;
+        if out.iter().any(|(h, _)| *h == g) {
+            return Err(Error::Invalid {
+                file: path.clone(),
+                line: crate::error::line_of_field(text, "generation"),
+                field: "generation".into(),
+                expected: format!(
+                    "a generation no other --kernels file names ({})",
+                    k.generation
+                ),
+            });
+        }
+        out.push((g, Box::leak(Box::new(k))));
+    }
+    OVERRIDES.set(out).map_err(|_| {
+        Error::Scenario("kernel-constants files can be installed only once per run".into())
+    })
 }
 
 /// The kernel constants of one generation.
@@ -108,6 +173,233 @@ pub struct KernelConstants {
     /// The MLA latent decode attention kernel (absorbed form).
     pub mla_decode: MlaDecodeKernel,
     pub sources: BTreeMap<String, String>,
+}
+
+impl KernelConstants {
+    /// Physically possible constants: attained fractions in (0, 1], tiles and splits of at
+    /// least one, harness factors that never slow a call, a source for each section, and
+    /// every weight format's MoE kernel matched by a GEMM kernel. The error names the field
+    /// (`moe.nvfp4.memory_fraction`) and what it must be.
+    pub fn validate(&self) -> std::result::Result<(), (String, String)> {
+        let fraction = |field: String, v: f64| {
+            if v > 0.0 && v <= 1.0 {
+                Ok(())
+            } else {
+                Err((field, format!("a fraction in (0, 1], not {v}")))
+            }
+        };
+        let time = |field: String, v: Seconds| {
+            if v.0 >= 0.0 && v.0 < 1.0 {
+                Ok(())
+            } else {
+                Err((field, "a time from 0 to 1 s".to_string()))
+            }
+        };
+        let at_least_one = |field: String, v: f64| {
+            if v >= 1.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err((field, format!("a factor of at least 1, not {v}")))
+            }
+        };
+        for key in ["moe", "gemm", "decode_attention", "mla_decode"] {
+            if !self.sources.contains_key(key) {
+                return Err((format!("sources.{key}"), "a source for the section".into()));
+            }
+        }
+        let families = self.moe.iter().map(|(f, m)| (format!("moe.{f}"), m)).chain(
+            self.moe_backends.iter().flat_map(|(b, ms)| {
+                let b = serde_json::to_value(b).ok();
+                let b = b
+                    .as_ref()
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?")
+                    .to_string();
+                ms.iter()
+                    .map(move |(f, m)| (format!("moe_backends.{b}.{f}"), m))
+            }),
+        );
+        for (at, m) in families {
+            fraction(format!("{at}.memory_fraction"), m.memory_fraction)?;
+            fraction(format!("{at}.compute_fraction"), m.compute_fraction)?;
+            time(format!("{at}.floor"), m.floor)?;
+            time(format!("{at}.per_expert"), m.per_expert)?;
+            time(format!("{at}.expert_map_fixed"), m.expert_map_fixed)?;
+            at_least_one(
+                format!("{at}.harness_warm_l2_speedup"),
+                m.harness_warm_l2_speedup,
+            )?;
+            if m.tile_m < 16 {
+                return Err((format!("{at}.tile_m"), "at least 16 rows".into()));
+            }
+            for (field, v) in [
+                ("pair_passes", m.pair_passes),
+                ("all_pair_passes", m.all_pair_passes),
+            ] {
+                if !(v >= 0.0 && v.is_finite()) {
+                    return Err((format!("{at}.{field}"), "a count of at least 0".into()));
+                }
+            }
+            if m.routing_inside && !self.sources.contains_key("moe_routing") {
+                return Err((
+                    "sources.moe_routing".into(),
+                    "a source for a monolithic MoE family (routing_inside)".into(),
+                ));
+            }
+        }
+        let gemms = self
+            .gemm
+            .iter()
+            .map(|(f, g)| (format!("gemm.{f}"), g))
+            .chain(self.gemm_families.iter().flat_map(|(fam, gs)| {
+                gs.iter()
+                    .map(move |(f, g)| (format!("gemm_families.{fam}.{f}"), g))
+            }));
+        for (at, g) in gemms {
+            fraction(format!("{at}.memory_fraction"), g.memory_fraction)?;
+            fraction(format!("{at}.compute_fraction"), g.compute_fraction)?;
+            if let Some(f) = g.cta_compute_fraction {
+                fraction(format!("{at}.cta_compute_fraction"), f)?;
+            }
+            if let Some(f) = g.output_memory_fraction {
+                fraction(format!("{at}.output_memory_fraction"), f)?;
+            }
+            if !(g.fixed.0 >= 0.0 && g.fixed.0 < 50e-6) {
+                return Err((format!("{at}.fixed"), "a time from 0 to 50 us".into()));
+            }
+            at_least_one(
+                format!("{at}.harness_weight_copies"),
+                g.harness_weight_copies,
+            )?;
+            at_least_one(
+                format!("{at}.harness_warm_l2_speedup"),
+                g.harness_warm_l2_speedup,
+            )?;
+            for [m, n] in g.tile.iter().chain(g.tile_by_m.iter().map(|s| &s.tile)) {
+                if *m == 0 || *n == 0 {
+                    return Err((format!("{at}.tile"), "a tile of at least 1 x 1".into()));
+                }
+            }
+            if !g.tile_by_m.is_empty() {
+                if g.tile.is_some() || g.min_tile_m.is_some() {
+                    return Err((
+                        format!("{at}.tile_by_m"),
+                        "a tile ladder in place of `tile` and `min_tile_m`, not beside them".into(),
+                    ));
+                }
+                let steps = &g.tile_by_m;
+                let ordered = steps.windows(2).all(|w| match (w[0].max_m, w[1].max_m) {
+                    (Some(a), Some(b)) => a < b,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                });
+                if !ordered || steps.last().is_some_and(|s| s.max_m.is_some()) {
+                    return Err((
+                        format!("{at}.tile_by_m"),
+                        "steps in rising max_m, the last one without max_m".into(),
+                    ));
+                }
+            }
+            if g.max_split_k == 0 {
+                return Err((format!("{at}.max_split_k"), "at least 1".into()));
+            }
+            if let Some(b) = g.sm_load_bandwidth {
+                if b.0 <= 0.0 {
+                    return Err((format!("{at}.sm_load_bandwidth"), "a rate above 0".into()));
+                }
+            }
+        }
+        for key in self.moe.keys() {
+            if !self.gemm.contains_key(key) {
+                return Err((
+                    format!("gemm.{key}"),
+                    format!("a GEMM kernel for `{key}`, as [moe.{key}] has"),
+                ));
+            }
+        }
+        let attention = std::iter::once(("decode_attention".to_string(), &self.decode_attention))
+            .chain(self.decode_attention_backends.iter().map(|(b, a)| {
+                let b = serde_json::to_value(b).ok();
+                let b = b
+                    .as_ref()
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?")
+                    .to_string();
+                (format!("decode_attention_backends.{b}"), a)
+            }));
+        for (at, a) in attention {
+            fraction(format!("{at}.memory_fraction"), a.memory_fraction)?;
+            fraction(format!("{at}.fp8_kv_load_rate"), a.fp8_kv_load_rate)?;
+            time(format!("{at}.floor"), a.floor)?;
+            time(format!("{at}.per_item"), a.per_item)?;
+            at_least_one(
+                format!("{at}.harness_warm_l2_speedup"),
+                a.harness_warm_l2_speedup,
+            )?;
+            if a.max_splits == 0 || a.split_block == 0 {
+                return Err((
+                    format!("{at}.max_splits"),
+                    "at least one split of at least one position".into(),
+                ));
+            }
+            if a.sm_load_bandwidth.0 <= 0.0 {
+                return Err((format!("{at}.sm_load_bandwidth"), "a rate above 0".into()));
+            }
+            if a.splits_only_packed && !a.windowed_per_query_head {
+                return Err((
+                    format!("{at}.windowed_per_query_head"),
+                    "true where splits_only_packed is (an unpacked call runs per query head)"
+                        .into(),
+                ));
+            }
+        }
+        for (b, a) in &self.decode_attention_backends {
+            if a.backend != Some(*b) {
+                return Err((
+                    "decode_attention_backends".into(),
+                    format!("each entry's `backend` equal to its key ({b:?})"),
+                ));
+            }
+        }
+        if !self.decode_attention_backends.is_empty()
+            && !self.sources.contains_key("decode_attention_backends")
+        {
+            return Err((
+                "sources.decode_attention_backends".into(),
+                "a source for the decode attention backends".into(),
+            ));
+        }
+        if !self.gemm_families.is_empty() && !self.sources.contains_key("gemm_families") {
+            return Err((
+                "sources.gemm_families".into(),
+                "a source for the GEMM families".into(),
+            ));
+        }
+        for (family, kernels) in &self.gemm_families {
+            for (key, g) in kernels {
+                if !KERNEL_FORMATS.contains(&key.as_str()) {
+                    return Err((
+                        format!("gemm_families.{family}.{key}"),
+                        format!("a weight-format key ({})", KERNEL_FORMATS.join(", ")),
+                    ));
+                }
+                if !(g.harness_floor.is_empty() && g.harness_scale_relayout.is_empty()) {
+                    return Err((
+                        format!("gemm_families.{family}.{key}.harness_floor"),
+                        "harness costs only under [gemm.*]".into(),
+                    ));
+                }
+            }
+        }
+        let m = &self.mla_decode;
+        fraction("mla_decode.memory_fraction".into(), m.memory_fraction)?;
+        fraction("mla_decode.compute_fraction".into(), m.compute_fraction)?;
+        time("mla_decode.per_row".into(), m.per_row)?;
+        if m.head_tile == 0 {
+            return Err(("mla_decode.head_tile".into(), "at least 1 head".into()));
+        }
+        Ok(())
+    }
 }
 
 /// Which token-expert pairs a fused-MoE kernel's elementwise passes run over.
@@ -296,10 +588,20 @@ pub struct GemmKernel {
     /// roofline with no grid (priors without a table).
     #[serde(default)]
     pub tile: Option<[u32; 2]>,
+    /// A dispatch that picks the whole tile from m (vLLM's SM120 CUTLASS FP8 kernels: 16 x 64
+    /// up to m = 16, 32 x 64 up to 32, 64 x 64 up to 256, 128 x 128 beyond): the first step
+    /// whose `max_m` holds m, the last one (no `max_m`) beyond. In place of `tile`.
+    #[serde(default)]
+    pub tile_by_m: Vec<TileStep>,
     /// Most slices the library splits k into when the output tiles leave SMs idle (1: no
     /// split-K, each CTA walks all of k for its tile).
     #[serde(default = "one")]
     pub max_split_k: u32,
+    /// Fewest k elements one split-K slice takes: the library splits k only while each
+    /// slice keeps at least this much of it (cuBLAS splits long-k calls of few tiles, not
+    /// short ones). Absent: as many slices as the idle SMs allow, up to `max_split_k`.
+    #[serde(default)]
+    pub split_k_block: Option<u32>,
     /// Rate at which one SM loads its tile's operands (from L2 or DRAM): a grid of few CTAs
     /// streams k at this rate per CTA, not at the whole GPU's bandwidth.
     #[serde(default)]
@@ -340,6 +642,31 @@ pub struct GemmKernel {
     /// the measured GEMM rows; predictions never do.
     #[serde(default = "one_copy")]
     pub harness_weight_copies: f64,
+}
+
+/// One step of a GEMM kernel's tile ladder (`GemmKernel::tile_by_m`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TileStep {
+    /// Largest m this step's tile serves; absent on the last step (every larger m).
+    #[serde(default)]
+    pub max_m: Option<u32>,
+    /// `[tile_m, tile_n]` of one CTA.
+    pub tile: [u32; 2],
+}
+
+impl GemmKernel {
+    /// The output tile a call of `m` rows runs, if the kernel runs on a grid.
+    pub fn tile_for(&self, m: f64) -> Option<[u32; 2]> {
+        if self.tile_by_m.is_empty() {
+            return self.tile;
+        }
+        self.tile_by_m
+            .iter()
+            .find(|s| s.max_m.is_none_or(|x| m <= x as f64))
+            .or(self.tile_by_m.last())
+            .map(|s| s.tile)
+    }
 }
 
 fn one() -> u32 {
@@ -542,13 +869,13 @@ mod tests {
         assert_eq!(AttentionBackend::from_kernel_name("cutlass_gemm"), None);
     }
 
-    /// SM120 has no kernel table. Where it runs Ada's kernels (the Triton and Marlin fused
-    /// MoE, the FlashAttention 2, FlashInfer and Triton decode attention), its prior is Ada's
-    /// current fit of them, not a copy an Ada refit left behind: a refit of Ada that leaves
-    /// SM120 on the old constants fails here, so it decides for both. Only the split limit of
-    /// the attention that predictions run is SM120's own (see its [sources]).
+    /// SM120's fits rest on its own tables (shared/measured/dev-sm120); what those tables do
+    /// not measure is a prior. Where SM120 runs Ada's kernel for it (vLLM's Triton fused_moe
+    /// for FP8 block-scaled and INT8 experts, the Triton MLA decode kernel), the prior is Ada's
+    /// current fit, so a refit of Ada decides for both; Kimi's INT4 experts run the Marlin
+    /// MoE kernel its MXFP4 rows measure, so [moe.int4] is that fit.
     #[test]
-    fn sm120_priors_are_adas_current_fit_of_the_kernels_both_run() {
+    fn sm120_priors_follow_the_fits_of_the_kernels_they_run() {
         let (ada, sm120) = (
             Generation::Ada.kernels(),
             Generation::BlackwellSm120.kernels(),
@@ -558,120 +885,73 @@ mod tests {
             m.kernel.clear();
             format!("{m:?}")
         };
-        assert_eq!(
-            ada.moe.keys().collect::<Vec<_>>(),
-            sm120.moe.keys().collect::<Vec<_>>()
-        );
-        for (format, a) in &ada.moe {
-            assert_eq!(unnamed(a), unnamed(&sm120.moe[format]), "[moe.{format}]");
+        for format in ["fp8-block", "int8"] {
+            assert_eq!(
+                unnamed(&ada.moe[format]),
+                unnamed(&sm120.moe[format]),
+                "[moe.{format}]"
+            );
         }
-        assert_eq!(
-            format!("{:?}", ada.decode_attention_backends),
-            format!("{:?}", sm120.decode_attention_backends)
-        );
-        let (a, b) = (&ada.decode_attention, &sm120.decode_attention);
-        assert_eq!(
-            (a.windowed_per_query_head, a.splits_only_packed),
-            (b.windowed_per_query_head, b.splits_only_packed)
-        );
-        assert_eq!(
-            format!(
-                "{:?}",
-                (a.floor, a.memory_fraction, a.sm_load_bandwidth, a.per_item)
-            ),
-            format!(
-                "{:?}",
-                (b.floor, b.memory_fraction, b.sm_load_bandwidth, b.per_item)
-            )
-        );
+        let mla = |k: &MlaDecodeKernel| {
+            let mut k = k.clone();
+            k.kernel.clear();
+            format!("{k:?}")
+        };
+        assert_eq!(mla(&ada.mla_decode), mla(&sm120.mla_decode));
+        // The same Marlin kernel: every constant alike but the compute fraction, which
+        // rooftop reads against the FP4 peak for MXFP4 and the BF16 one for INT4 (Marlin
+        // multiplies in BF16 for both; the FP4 peak is four times the BF16 one).
+        let mut as_int4 = sm120.moe["mxfp4"].clone();
+        as_int4.compute_fraction *= 4.0;
+        assert_eq!(unnamed(&sm120.moe["int4"]), unnamed(&as_int4));
+        assert_eq!(sm120.moe["int4"].backend, Some(MoeBackend::Marlin));
+        // The measured kernels are SM120's own: FlashInfer CUTLASS for BF16, FP8 and NVFP4
+        // experts, FlashAttention 2 for what predictions run.
+        for format in ["bf16", "fp8", "nvfp4"] {
+            assert_eq!(
+                sm120.moe[format].backend,
+                Some(MoeBackend::Cutlass),
+                "{format}"
+            );
+        }
+        assert_eq!(sm120.decode_attention.backend, Some(AttentionBackend::Fa2));
     }
 
     #[test]
     fn every_generation_file_parses_with_sources() {
-        for g in [
-            Generation::Ada,
-            Generation::Hopper,
-            Generation::BlackwellSm100,
-            Generation::BlackwellSm120,
-        ] {
+        for g in ALL_GENERATIONS {
             let k = g.kernels();
             assert!(!k.moe.is_empty());
-            for key in ["moe", "gemm", "decode_attention", "mla_decode"] {
-                assert!(
-                    k.sources.contains_key(key),
-                    "{} lacks a source for {key}",
+            assert_eq!(Generation::from_name(&k.generation), Some(g));
+            if let Err((field, expected)) = k.validate() {
+                panic!(
+                    "configs/kernels/{}.toml: `{field}`: expected {expected}",
                     k.generation
                 );
             }
-            for m in k.moe.values() {
-                assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
-                assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
-                assert!(m.tile_m >= 16);
-                assert!(
-                    !m.routing_inside || k.sources.contains_key("moe_routing"),
-                    "{}: a monolithic MoE family needs a `moe_routing` source",
-                    k.generation
-                );
-            }
-            for key in k.moe.keys() {
-                let g = k.gemm.get(key);
-                assert!(g.is_some(), "{} lacks [gemm.{key}]", k.generation);
-                let g = g.unwrap();
-                assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
-                assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
-                assert!(g.fixed.0 >= 0.0 && g.fixed.0 < 50e-6);
-                // A harness holds at least one copy of the weights and never makes a warm
-                // call slower than a cold one.
-                assert!(g.harness_weight_copies >= 1.0 && g.harness_weight_copies.is_finite());
-                assert!(g.harness_warm_l2_speedup >= 1.0);
-            }
-            for (family, kernels) in &k.gemm_families {
-                assert!(
-                    k.sources.contains_key("gemm_families"),
-                    "{} lacks a source for its GEMM families",
-                    k.generation
-                );
-                for (key, g) in kernels {
-                    assert!(
-                        KERNEL_FORMATS.contains(&key.as_str()),
-                        "{}: [gemm_families.{family}.{key}] names no weight format",
-                        k.generation
-                    );
-                    assert!(g.memory_fraction > 0.0 && g.memory_fraction <= 1.0);
-                    assert!(g.compute_fraction > 0.0 && g.compute_fraction <= 1.0);
-                    assert!(
-                        g.harness_floor.is_empty() && g.harness_scale_relayout.is_empty(),
-                        "harness costs belong to [gemm.*]"
-                    );
-                }
-            }
-            assert!(
-                k.decode_attention_backends.is_empty()
-                    || k.sources.contains_key("decode_attention_backends"),
-                "{} lacks a source for its decode attention backends",
-                k.generation
-            );
-            for a in
-                std::iter::once(&k.decode_attention).chain(k.decode_attention_backends.values())
-            {
-                assert!(a.memory_fraction > 0.0 && a.memory_fraction <= 1.0);
-                assert!(a.max_splits >= 1 && a.split_block >= 1);
-                assert!(a.sm_load_bandwidth.0 > 0.0);
-                assert!(a.fp8_kv_load_rate > 0.0 && a.fp8_kv_load_rate <= 1.0);
-                assert!(!a.splits_only_packed || a.windowed_per_query_head);
-            }
-            for (b, a) in &k.decode_attention_backends {
-                assert_eq!(
-                    a.backend,
-                    Some(*b),
-                    "{}: [decode_attention_backends] key",
-                    k.generation
-                );
-            }
-            let m = &k.mla_decode;
-            assert!(m.memory_fraction > 0.0 && m.memory_fraction <= 1.0);
-            assert!(m.compute_fraction > 0.0 && m.compute_fraction <= 1.0);
-            assert!(m.head_tile >= 1 && m.per_row.0 >= 0.0);
         }
+    }
+
+    /// A user's kernel file is checked like the embedded ones: an impossible fraction is an
+    /// error naming its field, and a well-formed copy validates.
+    #[test]
+    fn kernel_files_are_validated_field_by_field() {
+        let text = Generation::BlackwellSm120.file().1;
+        let k: KernelConstants = toml::from_str(text).unwrap();
+        assert!(k.validate().is_ok());
+        let mut bad = k.clone();
+        bad.moe.get_mut("nvfp4").unwrap().memory_fraction = 1.3;
+        let (field, expected) = bad.validate().unwrap_err();
+        assert_eq!(field, "moe.nvfp4.memory_fraction");
+        assert!(expected.contains("(0, 1]"), "{expected}");
+        let mut bad = k.clone();
+        bad.gemm.get_mut("bf16").unwrap().harness_weight_copies = 0.5;
+        assert_eq!(
+            bad.validate().unwrap_err().0,
+            "gemm.bf16.harness_weight_copies"
+        );
+        let mut bad = k;
+        bad.sources.remove("moe");
+        assert_eq!(bad.validate().unwrap_err().0, "sources.moe");
     }
 }

@@ -176,13 +176,46 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
     } else {
         (w.bytes_per_weight(), w)
     };
+    let g = dev.gemm_kernel(kernel_w).0;
+    let t = gemm_time_on(dev, (m, n, k), kernel_w, bpw, cast, g.tile_for(m));
+    // A dispatch that switches to a larger tile above some m may run that m faster than the
+    // last m of the step below; more rows are never cheaper than those steps' last rows.
+    let mut worst = t.0;
+    for step in &g.tile_by_m {
+        if let Some(max_m) = step.max_m.map(f64::from).filter(|&x| x < m) {
+            let below = gemm_time_on(dev, (max_m, n, k), kernel_w, bpw, cast, Some(step.tile));
+            worst = worst.max(below.0);
+        }
+    }
+    (worst, t.1)
+}
+
+/// [`gemm_time`] on one given tile (`None`: the plain roofline), before the tile ladder's
+/// not-below rule: `kernel_w` is the format whose kernel runs, `bpw` the bytes per weight
+/// it reads.
+fn gemm_time_on(
+    dev: &Device,
+    (m, n, k): (f64, f64, f64),
+    kernel_w: WeightFormat,
+    bpw: f64,
+    cast: bool,
+    tile: Option<[u32; 2]>,
+) -> (f64, bool) {
     let (g, bw, rate) = dev.gemm_kernel(kernel_w);
     let sms = dev.sm_count.max(1.0);
     let (act, quantize) = if g.quantize_activations && !cast {
         let rows = (m / sms).ceil() * g.quantize_row_wave.0;
         let bytes = m * k * (2.0 + bpw);
         let per_sm = g.quantize_sm_bandwidth.map_or(0.0, |b| bytes / (sms * b.0));
-        (bpw, (bytes / bw).max(rows).max(per_sm))
+        // A harness repeating the call on one set of activations reads them from L2 when
+        // they fit there (validate only; the weights' copies do not evict what the pass reads
+        // between its repeats, as they stream once per call).
+        let pass_bw = if dev.warm_in_l2(bytes) {
+            bw * g.harness_warm_l2_speedup.max(1.0)
+        } else {
+            bw
+        };
+        (bpw, (bytes / pass_bw).max(rows).max(per_sm))
     } else {
         (2.0, 0.0)
     };
@@ -200,7 +233,7 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
     if gemm_warm(dev, m, n, k, bpw * copies, act) {
         tm /= g.harness_warm_l2_speedup.max(1.0);
     }
-    let (tc, tcta) = match g.tile {
+    let (tc, tcta) = match tile {
         Some([tile_m, tile_n]) => {
             // Output tiles over the SMs; k split only where the library splits it and the
             // tiles leave SMs idle. Each CTA computes its whole (padded) tile at one SM's
@@ -214,7 +247,12 @@ pub fn gemm_time(dev: &Device, m: f64, n: f64, k: f64, w: WeightFormat, cast: bo
             });
             let tile_n = tile_n.max(1) as f64;
             let tiles = (m / tile_m).ceil() * (n / tile_n).ceil();
-            let split = (sms / tiles).clamp(1.0, g.max_split_k.max(1) as f64);
+            let depth = g
+                .split_k_block
+                .map_or(f64::INFINITY, |b| k / b.max(1) as f64);
+            let split = (sms / tiles)
+                .min(depth)
+                .clamp(1.0, g.max_split_k.max(1) as f64);
             // A split grid fills at most one wave (split <= SMs / tiles).
             let waves = if split > 1.0 {
                 1.0
@@ -599,6 +637,49 @@ mod tests {
         let small = gemm_time(&dev, 8.0, 8192.0, 8192.0, w, false).0;
         let small_pass = 8.0 * 8192.0 * 3.0 / (dev.sm_count * per_sm.0);
         assert!(small_pass < 0.05 * small, "{small_pass} vs {small}");
+    }
+
+    /// vLLM's SM120 FP8 dispatch picks the whole tile from m (16 x 64 up to m = 16, 32 x 64
+    /// up to 32, 64 x 64 up to 256, 128 x 128 beyond): the ladder's steps are read as written,
+    /// and a larger m never costs less than a smaller one across a step.
+    #[test]
+    fn a_tile_ladder_picks_the_tile_by_m_and_more_rows_never_cost_less() {
+        let sys = crate::spec::System::load("8x-rtx-pro-6000-server-pcie").unwrap();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let w: WeightFormat = "fp8".parse().unwrap();
+        let (g, _, _) = dev.gemm_kernel(w);
+        assert_eq!(g.tile_for(16.0), Some([16, 64]));
+        assert_eq!(g.tile_for(17.0), Some([32, 64]));
+        assert_eq!(g.tile_for(256.0), Some([64, 64]));
+        assert_eq!(g.tile_for(257.0), Some([128, 128]));
+        for (n, k) in [(64.0, 65536.0), (4096.0, 4096.0), (51200.0, 512.0)] {
+            let mut last = 0.0;
+            for m in (1..=600).map(f64::from) {
+                let t = gemm_time(&dev, m, n, k, w, false).0;
+                assert!(t >= last * (1.0 - 1e-12), "n={n} k={k} m={m}: {t} < {last}");
+                last = t;
+            }
+        }
+    }
+
+    /// SM120's FlashInfer NVFP4 GEMM runs one 128 x 128 tile per CTA without split-K: a call
+    /// of one tile walks all of k on one SM (the Server table: m=7 n=32 k=12288 in 47.8 us,
+    /// m=112 n=64 k=16384 in 62.2 us), far over what the whole GPU's rate would give.
+    #[test]
+    fn sm120_nvfp4_walks_k_on_one_sm_per_tile() {
+        let sys = crate::spec::System::load("8x-rtx-pro-6000-server-pcie").unwrap();
+        let dev = Device::new(&sys, crate::cost::CostParams::default_for(&sys)).unwrap();
+        let w: WeightFormat = "nvfp4".parse().unwrap();
+        for (m, n, k, measured) in [
+            (7.0, 32.0, 12288.0, 47.8e-6),
+            (112.0, 64.0, 16384.0, 62.2e-6),
+        ] {
+            let t = gemm_time(&dev, m, n, k, w, false).0 + dev.params.kernel_gap;
+            assert!(
+                (t / measured - 1.0).abs() < 0.15,
+                "{m}x{n}x{k}: {t} vs {measured}"
+            );
+        }
     }
 
     #[test]

@@ -81,6 +81,22 @@ pub struct Origin {
     pub file: String,
     /// 1-based line, where the format has lines.
     pub line: Option<usize>,
+    /// The record's words the point is read from where it is not a measured output (a
+    /// figure a person stated, or a reading of a sentence): quoted, so that a report can say
+    /// which points are prose and not measurements. `None`: a measurement.
+    pub prose: Option<String>,
+}
+
+impl Origin {
+    /// `file:line`, with ` (prose)` where the point is read from words.
+    pub fn label(&self) -> String {
+        format!(
+            "{}{}{}",
+            self.file,
+            self.line.map(|l| format!(":{l}")).unwrap_or_default(),
+            if self.prose.is_some() { " (prose)" } else { "" }
+        )
+    }
 }
 
 /// What was measured.
@@ -493,6 +509,7 @@ pub(crate) fn observation(quantity: Quantity, file: &str, line: Option<usize>) -
         origin: Origin {
             file: file.to_string(),
             line,
+            prose: None,
         },
     }
 }

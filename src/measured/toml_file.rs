@@ -86,6 +86,11 @@ pub struct Point {
     /// tells calibration where the curve is flat.
     #[serde(default)]
     pub flat_beyond: bool,
+    /// The record's sentence the point is transcribed from, where no measured output holds
+    /// it (a figure stated in prose): reports mark the point as prose, not a measurement.
+    /// A `flat_beyond` point is always read from prose: the quote it repeats.
+    #[serde(default)]
+    pub quote: Option<String>,
 }
 
 /// Output tokens per second, written `"1536 tok/s"`.
@@ -228,47 +233,75 @@ pub fn parse_toml(text: &str, file: &str) -> Result<MeasuredSet> {
     for spanned in &doc.points {
         let p = spanned.get_ref();
         let line = Some(line_at(text, spanned.span().start));
-        let mut push = |q| observations.push(observation(q, file, line));
+        let quote = p.quote.clone();
+        let mut push = |q, prose: Option<String>| {
+            let mut o = observation(q, file, line);
+            o.origin.prose = prose;
+            observations.push(o);
+        };
         if let (Some(tpot), Some(output_len), Some(definition)) =
             (p.tpot, p.output_len, doc.tpot_definition)
         {
-            push(Quantity::Tpot {
-                concurrency: p.concurrency,
-                input_len: p.input_len,
-                output_len,
-                definition,
-                seconds: tpot.get(),
-            });
+            push(
+                Quantity::Tpot {
+                    concurrency: p.concurrency,
+                    input_len: p.input_len,
+                    output_len,
+                    definition,
+                    seconds: tpot.get(),
+                },
+                quote.clone(),
+            );
         }
         if let Some(ttft) = p.ttft {
-            push(Quantity::Ttft {
-                concurrency: p.concurrency,
-                input_len: p.input_len,
-                seconds: ttft.get(),
-            });
+            push(
+                Quantity::Ttft {
+                    concurrency: p.concurrency,
+                    input_len: p.input_len,
+                    seconds: ttft.get(),
+                },
+                quote.clone(),
+            );
         }
         if let Some(tps) = p.throughput {
-            push(Quantity::Throughput {
-                concurrency: p.concurrency,
-                input_len: p.input_len,
-                output_len: p.output_len,
-                tokens_per_second: tps.0,
-            });
-            if p.flat_beyond {
-                push(Quantity::Throughput {
-                    concurrency: 2 * p.concurrency,
+            push(
+                Quantity::Throughput {
+                    concurrency: p.concurrency,
                     input_len: p.input_len,
                     output_len: p.output_len,
                     tokens_per_second: tps.0,
-                });
+                },
+                quote.clone(),
+            );
+            if p.flat_beyond {
+                let reading = format!(
+                    "{}read as the same rate at C = {} (flat_beyond)",
+                    quote
+                        .as_deref()
+                        .map(|q| format!("\"{q}\": "))
+                        .unwrap_or_default(),
+                    2 * p.concurrency
+                );
+                push(
+                    Quantity::Throughput {
+                        concurrency: 2 * p.concurrency,
+                        input_len: p.input_len,
+                        output_len: p.output_len,
+                        tokens_per_second: tps.0,
+                    },
+                    Some(reading),
+                );
             }
         }
         for (&category, share) in p.shares.iter().flatten() {
-            push(Quantity::CategoryShare {
-                concurrency: p.concurrency,
-                category,
-                share: share.0,
-            });
+            push(
+                Quantity::CategoryShare {
+                    concurrency: p.concurrency,
+                    category,
+                    share: share.0,
+                },
+                quote.clone(),
+            );
         }
     }
     Ok(MeasuredSet {

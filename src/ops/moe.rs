@@ -77,13 +77,18 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let expert_elems = expert_elems(matrices, h, width);
     let after_cast = casts(cx.unfused, fmt);
     let touched = touched.min(local_experts);
+    // An engine that does not fuse the format's dequantization casts the layer's expert
+    // weights to BF16 as tensors, before the grouped GEMMs run on them: every local expert's,
+    // as the cast runs on the whole weight tensor ahead of the routing the fused call
+    // resolves (a cast that knew the routing would cast the touched ones only) [U: the
+    // mechanism of the older engines' SM120 NVFP4 path is inferred, not read].
     if after_cast {
         out.push(Operator::new(
             "experts_dequant_cast",
             Category::Dequant,
             1,
             Op::Dequant {
-                elems: touched * expert_elems,
+                elems: local_experts * expert_elems,
                 from: fmt,
             },
         ));

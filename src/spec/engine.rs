@@ -13,7 +13,7 @@
 
 use crate::spec::gpu::GpuSpec;
 use crate::spec::model::FormatKind;
-use crate::spec::system::{AllReduceImpl, NcclAlgorithm, NcclProtocol};
+use crate::spec::system::{AllReduceImpl, NcclAlgorithm, NcclP2pLevel, NcclProtocol};
 use crate::units::{Bytes, Fraction, Seconds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,6 +29,9 @@ pub struct EngineSpec {
     pub allreduce: AllReduceImpl,
     pub nccl_algorithm: NcclAlgorithm,
     pub nccl_protocol: NcclProtocol,
+    /// How far NCCL uses peer-to-peer transfers (`NCCL_P2P_LEVEL`; default NCCL's own rule).
+    #[serde(default)]
+    pub nccl_p2p_level: NcclP2pLevel,
     /// Largest message the custom all-reduce takes (vLLM: 8 MB for 8 GPUs).
     pub custom_allreduce_max: Bytes,
     /// Below this size the custom kernel is one-shot, above it two-shot (the system's GPU
@@ -163,13 +166,96 @@ pub struct BatchRule {
     pub max_num_batched_tokens: u32,
 }
 
-/// Weight formats cast in a separate pass on GPUs whose architecture names `arch`.
+/// An engine release, as `0.15.1` or `0.24` (numeric components; a suffix such as
+/// `.post1` or `rc2` after them is ignored). Releases compare component by component, a
+/// missing one counting as 0.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Release(Vec<u32>);
+
+impl Release {
+    /// The release a version string names, if it starts with a number.
+    pub fn parse(text: &str) -> Option<Release> {
+        let mut parts = Vec::new();
+        for piece in text.trim().trim_start_matches('v').split('.') {
+            let digits: String = piece.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if digits.is_empty() {
+                break;
+            }
+            parts.push(digits.parse().ok()?);
+            if digits.len() != piece.len() {
+                break;
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        while parts.len() > 1 && parts.last() == Some(&0) {
+            parts.pop();
+        }
+        Some(Release(parts))
+    }
+}
+
+/// The releases a rule applies to: from `from` (inclusive) to `before` (exclusive); absent
+/// bounds are open.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Releases {
+    from: Option<String>,
+    before: Option<String>,
+}
+
+impl Releases {
+    fn of(from: &Option<String>, before: &Option<String>) -> Releases {
+        Releases {
+            from: from.clone(),
+            before: before.clone(),
+        }
+    }
+
+    /// Whether `release` lies in the range (every release when none is known).
+    fn contain(&self, release: Option<&Release>) -> bool {
+        let Some(r) = release else { return true };
+        let from = self.from.as_deref().and_then(Release::parse);
+        let before = self.before.as_deref().and_then(Release::parse);
+        from.is_none_or(|f| *r >= f) && before.is_none_or(|b| *r < b)
+    }
+
+    /// Both bounds, where given, name a release.
+    fn check(&self, field: &str) -> Result<(), (String, String)> {
+        for (name, v) in [("from", &self.from), ("before", &self.before)] {
+            if let Some(v) = v {
+                if Release::parse(v).is_none() {
+                    return Err((
+                        format!("{field}.{name}"),
+                        format!("a release such as \"0.16\", not \"{v}\""),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Weight formats cast in a separate pass on GPUs whose architecture names `arch`, in the
+/// engine releases the rule names.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ArchRule {
     /// Matched against the GPU description's `architecture` (e.g. `SM120`).
     pub arch: String,
     pub formats: Vec<FormatKind>,
+    /// First release the rule holds for (absent: every earlier one).
+    #[serde(default)]
+    pub from: Option<String>,
+    /// First release it no longer holds for (absent: every later one).
+    #[serde(default)]
+    pub before: Option<String>,
+}
+
+impl ArchRule {
+    fn releases(&self) -> Releases {
+        Releases::of(&self.from, &self.before)
+    }
 }
 
 /// A GEMM kernel family the engine runs for `formats` (weight-format keys of
@@ -183,6 +269,18 @@ pub struct FamilyRule {
     pub formats: Vec<String>,
     /// A family of that generation's `[gemm_families]`.
     pub family: String,
+    /// First release the rule holds for (absent: every earlier one).
+    #[serde(default)]
+    pub from: Option<String>,
+    /// First release it no longer holds for (absent: every later one).
+    #[serde(default)]
+    pub before: Option<String>,
+}
+
+impl FamilyRule {
+    fn releases(&self) -> Releases {
+        Releases::of(&self.from, &self.before)
+    }
 }
 
 /// One engine, read 1:1 from `configs/engines/<name>.toml`.
@@ -193,10 +291,17 @@ pub struct EngineFile {
     pub description: String,
     /// Versions the description is for.
     pub version: String,
+    /// The release the description resolves to when none is named (`--engine NAME@0.24`
+    /// names one): the rules bounded by release (`from`, `before`) are picked by it.
+    #[serde(default)]
+    pub release: Option<String>,
     pub cuda_graphs: bool,
     pub allreduce: AllReduceImpl,
     pub nccl_algorithm: NcclAlgorithm,
     pub nccl_protocol: NcclProtocol,
+    /// `NCCL_P2P_LEVEL` as the deployment sets it (default: NCCL's own rule).
+    #[serde(default)]
+    pub nccl_p2p_level: NcclP2pLevel,
     pub custom_allreduce_max: Bytes,
     /// One-shot limit of the custom all-reduce by world size; the first rule whose
     /// `max_gpus` covers the system applies.
@@ -231,8 +336,37 @@ pub struct EngineFile {
 }
 
 impl EngineFile {
-    /// The engine as it runs on `gpu_count` of `gpu`.
-    pub fn resolve(&self, gpu: &GpuSpec, gpu_count: u32) -> Result<EngineSpec, (String, String)> {
+    /// The engine as it runs on `gpu_count` of `gpu`, at `release` (else its default release).
+    pub fn resolve(
+        &self,
+        gpu: &GpuSpec,
+        gpu_count: u32,
+        release: Option<&str>,
+    ) -> Result<EngineSpec, (String, String)> {
+        for (i, r) in self.unfused_dequant.iter().enumerate() {
+            r.releases().check(&format!("unfused_dequant[{i}]"))?;
+        }
+        for (i, r) in self.gemm_family.iter().enumerate() {
+            r.releases().check(&format!("gemm_family[{i}]"))?;
+        }
+        if let Some(d) = &self.release {
+            if Release::parse(d).is_none() {
+                return Err((
+                    "release".into(),
+                    format!("a release such as \"0.15\", not \"{d}\""),
+                ));
+            }
+        }
+        let named = release.or(self.release.as_deref());
+        let at = match named {
+            Some(r) => Some(Release::parse(r).ok_or_else(|| {
+                (
+                    "release".to_string(),
+                    format!("a release such as \"0.24\" after the engine's name, not \"{r}\""),
+                )
+            })?),
+            None => None,
+        };
         let one_shot = self
             .one_shot_max
             .iter()
@@ -254,7 +388,7 @@ impl EngineFile {
             })?;
         let mut unfused = Vec::new();
         for r in &self.unfused_dequant {
-            if gpu.architecture.contains(&r.arch) {
+            if gpu.architecture.contains(&r.arch) && r.releases().contain(at.as_ref()) {
                 unfused.extend(r.formats.iter().copied());
             }
         }
@@ -262,18 +396,22 @@ impl EngineFile {
         for r in self
             .gemm_family
             .iter()
-            .filter(|r| gpu.architecture.contains(&r.arch))
+            .filter(|r| gpu.architecture.contains(&r.arch) && r.releases().contain(at.as_ref()))
         {
             for f in &r.formats {
                 gemm_family.insert(f.clone(), r.family.clone());
             }
         }
         let e = EngineSpec {
-            name: self.name.clone(),
+            name: match release {
+                Some(r) => format!("{}@{r}", self.name),
+                None => self.name.clone(),
+            },
             cuda_graphs: self.cuda_graphs,
             allreduce: self.allreduce,
             nccl_algorithm: self.nccl_algorithm,
             nccl_protocol: self.nccl_protocol,
+            nccl_p2p_level: self.nccl_p2p_level,
             custom_allreduce_max: self.custom_allreduce_max,
             one_shot_max: one_shot.size,
             one_shot_max_4gpu: self

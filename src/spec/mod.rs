@@ -15,15 +15,24 @@ pub use interconnect::{
     BusFraction, CollectiveModel, InterconnectSpec, LinkKind, NvlsSpec, P2pLatency,
 };
 pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, WeightFormat};
-pub use system::{AllReduceImpl, NcclAlgorithm, NcclProtocol, PathBandwidth, SystemSpec, Topology};
+pub use system::{
+    AllReduceImpl, CpuVendor, NcclAlgorithm, NcclP2pLevel, NcclProtocol, NcclRings, PathBandwidth,
+    RingRate, SystemSpec, Topology,
+};
 
 use crate::error::Result;
 use engine::{EngineRef, EngineSpec};
 
 /// An engine description resolved for `gpu_count` of `gpu`; errors name the engine file.
+/// The engine `name` names (a built-in or a file, with `@RELEASE` for a release other than
+/// its default) as it runs on `gpu_count` of `gpu`.
 fn resolve_engine(name: &str, gpu: &GpuSpec, gpu_count: u32) -> Result<EngineSpec> {
-    let file = registry::load_engine(name)?;
-    file.resolve(gpu, gpu_count)
+    let (base, release) = match name.rsplit_once('@') {
+        Some((b, r)) if !b.is_empty() => (b, Some(r)),
+        _ => (name, None),
+    };
+    let file = registry::load_engine(base)?;
+    file.resolve(gpu, gpu_count, release)
         .map_err(|(field, expected)| crate::error::Error::Invalid {
             file: format!("engine {name} on {gpu_count} x {}", gpu.name),
             line: None,
@@ -116,7 +125,7 @@ impl System {
                 return Err(crate::error::Error::Invalid {
                     file: name.to_string(),
                     line: None,
-                    field: field.into(),
+                    field,
                     expected: format!(
                         "a bandwidth no higher than {}'s raw {}",
                         link.name, link.bandwidth_per_direction

@@ -57,6 +57,114 @@ pub enum NcclProtocol {
     Auto,
 }
 
+/// The host CPUs' maker, where NCCL's defaults depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuVendor {
+    Amd,
+    Intel,
+    Arm,
+}
+
+/// The farthest PCIe path over which NCCL lets two GPUs exchange data peer to peer; past it
+/// a hop is staged through host memory (NCCL's SHM transport). `nvidia-smi topo -m` names
+/// each pair's path with the same words (PIX, PXB, PHB or NODE, SYS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NcclP2pLevel {
+    /// NCCL's own choice (2.23 and later): PXB, i.e. peer to peer only inside a PCIe switch
+    /// tree, except between the two GPUs of a 2-GPU communicator on an AMD host (SYS).
+    #[default]
+    Default,
+    /// At most one PCIe switch.
+    Pix,
+    /// Through PCIe switches, not a CPU's host bridge.
+    Pxb,
+    /// Through a CPU's root complex (one NUMA node).
+    Phb,
+    /// Across CPU sockets too.
+    Sys,
+}
+
+/// NCCL's ring bus bandwidth on one kind of hop, as nccl-tests measured it on the box (the
+/// slope between its large messages for Simple, between 64 and 512 KiB for LL).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RingRate {
+    pub simple: BytesPerSec,
+    /// LL's rate; absent, the default rule for the hop's transport.
+    #[serde(default)]
+    pub ll: Option<BytesPerSec>,
+    /// NCCL's all-to-all (its point-to-point transport, every pair at once) over a
+    /// communicator whose slowest hop this is, as bus bandwidth; absent, `simple`.
+    #[serde(default)]
+    pub alltoall: Option<BytesPerSec>,
+}
+
+/// NCCL's measured ring rates on a box by transport and path (`[paths.nccl]`): peer to peer
+/// under one switch, through one root complex, across sockets; staged through host memory
+/// (NCCL's SHM transport) within one socket or across sockets. A hop without a figure here
+/// runs at NCCL's ring efficiency of its path's P2P copy rate.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NcclRings {
+    #[serde(default)]
+    pub p2p_switch: Option<RingRate>,
+    #[serde(default)]
+    pub p2p_root_complex: Option<RingRate>,
+    #[serde(default)]
+    pub p2p_cross_socket: Option<RingRate>,
+    #[serde(default)]
+    pub staged_socket: Option<RingRate>,
+    #[serde(default)]
+    pub staged_cross_socket: Option<RingRate>,
+}
+
+impl NcclRings {
+    /// The figures given, with their field names.
+    fn fields(&self) -> Vec<(String, BytesPerSec)> {
+        let hops = [
+            ("p2p_switch", self.p2p_switch),
+            ("p2p_root_complex", self.p2p_root_complex),
+            ("p2p_cross_socket", self.p2p_cross_socket),
+            ("staged_socket", self.staged_socket),
+            ("staged_cross_socket", self.staged_cross_socket),
+        ];
+        let mut out = Vec::new();
+        for (hop, r) in hops {
+            let Some(r) = r else { continue };
+            for (what, b) in [
+                ("simple", Some(r.simple)),
+                ("ll", r.ll),
+                ("alltoall", r.alltoall),
+            ] {
+                if let Some(b) = b {
+                    out.push((format!("paths.nccl.{hop}.{what}"), b));
+                }
+            }
+        }
+        out
+    }
+
+    /// The same rates `ratio` times as fast.
+    fn scaled(self, ratio: f64) -> NcclRings {
+        let s = |r: Option<RingRate>| {
+            r.map(|r| RingRate {
+                simple: BytesPerSec(r.simple.0 * ratio),
+                ll: r.ll.map(|b| BytesPerSec(b.0 * ratio)),
+                alltoall: r.alltoall.map(|b| BytesPerSec(b.0 * ratio)),
+            })
+        };
+        NcclRings {
+            p2p_switch: s(self.p2p_switch),
+            p2p_root_complex: s(self.p2p_root_complex),
+            p2p_cross_socket: s(self.p2p_cross_socket),
+            staged_socket: s(self.staged_socket),
+            staged_cross_socket: s(self.staged_cross_socket),
+        }
+    }
+}
+
 /// Compute efficiency per weight format's GEMM path.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -113,18 +221,23 @@ pub struct PathBandwidth {
     /// through host memory (defaults to `root_complex`).
     #[serde(default)]
     pub cross_socket: Option<BytesPerSec>,
+    /// NCCL's ring rates measured on this box by transport and path (`[paths.nccl]`);
+    /// absent: every hop runs at NCCL's ring efficiency of its path's P2P figure above.
+    #[serde(default)]
+    pub nccl: Option<NcclRings>,
 }
 
 impl PathBandwidth {
     /// The paths given, with their field names.
-    pub fn fields(&self) -> impl Iterator<Item = (&'static str, BytesPerSec)> {
+    pub fn fields(&self) -> impl Iterator<Item = (String, BytesPerSec)> + '_ {
         [
             ("paths.switch", self.switch),
             ("paths.root_complex", Some(self.root_complex)),
             ("paths.cross_socket", self.cross_socket),
         ]
         .into_iter()
-        .filter_map(|(f, b)| b.map(|b| (f, b)))
+        .filter_map(|(f, b)| b.map(|b| (f.to_string(), b)))
+        .chain(self.nccl.iter().flat_map(|n| n.fields()))
     }
 
     /// The same platform on a link `ratio` times as fast: every path keeps its share.
@@ -134,6 +247,7 @@ impl PathBandwidth {
             switch: self.switch.map(s),
             root_complex: s(self.root_complex),
             cross_socket: self.cross_socket.map(s),
+            nccl: self.nccl.map(|n| n.scaled(ratio)),
         }
     }
 }
@@ -158,6 +272,10 @@ pub struct SystemSpec {
     pub gpus_per_switch: Option<u32>,
     /// Peer-to-peer access between GPUs enabled.
     pub p2p: bool,
+    /// The host CPUs' maker (NCCL's default P2P level depends on it); absent: not known,
+    /// and NCCL's rule for other hosts applies.
+    #[serde(default)]
+    pub cpu_vendor: Option<CpuVendor>,
     /// Achievable P2P bandwidth by path on this platform (without it, the interconnect's
     /// `[collective] bus_fraction` of the raw link).
     #[serde(default)]
@@ -189,7 +307,7 @@ impl SystemSpec {
         }
         if let Some(p) = &self.paths {
             if let Some((field, _)) = p.fields().find(|(_, b)| b.0.is_nan() || b.0 < 1e6) {
-                return Err((field.into(), "a bandwidth of at least 1 MB/s".into()));
+                return Err((field, "a bandwidth of at least 1 MB/s".into()));
             }
         }
         if let EngineRef::Inline(e) = &self.engine {

@@ -363,6 +363,15 @@ pub fn evaluate(
     > = BTreeMap::new();
     let mut rows = Vec::new();
     let mut skipped: BTreeMap<String, Skipped> = BTreeMap::new();
+    // The engines whose rules depend on their release (read once, not per run).
+    let released: BTreeMap<&str, bool> = map
+        .engines
+        .values()
+        .map(|e| {
+            let bound = registry::load_engine(e).is_ok_and(|f| f.release.is_some());
+            (e.as_str(), bound)
+        })
+        .collect();
     for run in runs {
         // The model and system each run names, loaded once. A description that no longer
         // loads after the user's `--set` is the user's error and stops the validation; a run
@@ -384,9 +393,8 @@ pub fn evaluate(
             (Ok(sys_name), Some(engine)) => {
                 // An engine whose rules depend on its release runs at the run's recorded
                 // version, where the run records one.
-                let versioned = crate::spec::engine::Release::parse(&run.backend_version).is_some()
-                    && crate::spec::registry::load_engine(engine)
-                        .is_ok_and(|e| e.release.is_some());
+                let versioned = released.get(engine.as_str()).copied().unwrap_or(false)
+                    && crate::spec::engine::Release::parse(&run.backend_version).is_some();
                 let engine = if versioned {
                     format!("{engine}@{}", run.backend_version.trim())
                 } else {

@@ -247,14 +247,13 @@ pub fn transport(system: &System, path: Path, n: u32) -> Transport {
 }
 
 /// What NCCL's ring over `n` GPUs reaches on its slowest hop, bytes/s of bus bandwidth: the
-/// Simple protocol's rate, LL's, and the hop's transport.
+/// Simple protocol's rate, LL's and all-to-all's.
 #[derive(Debug, Clone, Copy)]
 pub struct RingRates {
     pub simple: f64,
     pub ll: f64,
     /// NCCL's all-to-all over the same communicator.
     pub alltoall: f64,
-    pub transport: Transport,
     /// The box measured this ring (`[paths.nccl]`), rather than its rate being derived.
     pub measured: bool,
 }
@@ -310,7 +309,6 @@ pub fn ring_rates(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) 
                 simple,
                 ll,
                 alltoall: r.alltoall.map_or(simple, |b| b.0 * p.link_efficiency),
-                transport,
                 measured: true,
             }
         }
@@ -318,7 +316,6 @@ pub fn ring_rates(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) 
             simple: fallback,
             ll: ll_rate(system, m, fallback),
             alltoall: fallback,
-            transport,
             measured: false,
         },
     }

@@ -175,6 +175,14 @@ pub struct KernelConstants {
     pub sources: BTreeMap<String, String>,
 }
 
+/// The name a library key has in the files (`cutlass`, `flashinfer-trtllm`): its serde form.
+fn key_name<T: Serialize>(key: &T) -> String {
+    serde_json::to_value(key)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
 impl KernelConstants {
     /// Physically possible constants: attained fractions in (0, 1], tiles and splits of at
     /// least one, harness factors that never slow a call, a source for each section, and
@@ -209,12 +217,7 @@ impl KernelConstants {
         }
         let families = self.moe.iter().map(|(f, m)| (format!("moe.{f}"), m)).chain(
             self.moe_backends.iter().flat_map(|(b, ms)| {
-                let b = serde_json::to_value(b).ok();
-                let b = b
-                    .as_ref()
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("?")
-                    .to_string();
+                let b = key_name(b);
                 ms.iter()
                     .map(move |(f, m)| (format!("moe_backends.{b}.{f}"), m))
             }),
@@ -319,12 +322,7 @@ impl KernelConstants {
         }
         let attention = std::iter::once(("decode_attention".to_string(), &self.decode_attention))
             .chain(self.decode_attention_backends.iter().map(|(b, a)| {
-                let b = serde_json::to_value(b).ok();
-                let b = b
-                    .as_ref()
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("?")
-                    .to_string();
+                let b = key_name(b);
                 (format!("decode_attention_backends.{b}"), a)
             }));
         for (at, a) in attention {

@@ -88,13 +88,12 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// `file:line`, with ` (prose)` where the point is read from words.
+    /// `file:line` (whether the point is prose is `prose`'s to say).
     pub fn label(&self) -> String {
         format!(
-            "{}{}{}",
+            "{}{}",
             self.file,
-            self.line.map(|l| format!(":{l}")).unwrap_or_default(),
-            if self.prose.is_some() { " (prose)" } else { "" }
+            self.line.map(|l| format!(":{l}")).unwrap_or_default()
         )
     }
 }

@@ -196,44 +196,32 @@ impl Release {
     }
 }
 
-/// The releases a rule applies to: from `from` (inclusive) to `before` (exclusive); absent
-/// bounds are open.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Releases {
-    from: Option<String>,
-    before: Option<String>,
+/// Whether release `at` lies in a rule's range, from `from` (inclusive) to `before`
+/// (exclusive); absent bounds are open, and every rule holds when no release is known. The
+/// bounds were checked to parse ([`check_bounds`]).
+fn within(from: &Option<String>, before: &Option<String>, at: Option<&Release>) -> bool {
+    let Some(r) = at else { return true };
+    let bound = |b: &Option<String>| b.as_deref().and_then(Release::parse);
+    bound(from).is_none_or(|f| *r >= f) && bound(before).is_none_or(|b| *r < b)
 }
 
-impl Releases {
-    fn of(from: &Option<String>, before: &Option<String>) -> Releases {
-        Releases {
-            from: from.clone(),
-            before: before.clone(),
-        }
-    }
-
-    /// Whether `release` lies in the range (every release when none is known).
-    fn contain(&self, release: Option<&Release>) -> bool {
-        let Some(r) = release else { return true };
-        let from = self.from.as_deref().and_then(Release::parse);
-        let before = self.before.as_deref().and_then(Release::parse);
-        from.is_none_or(|f| *r >= f) && before.is_none_or(|b| *r < b)
-    }
-
-    /// Both bounds, where given, name a release.
-    fn check(&self, field: &str) -> Result<(), (String, String)> {
-        for (name, v) in [("from", &self.from), ("before", &self.before)] {
-            if let Some(v) = v {
-                if Release::parse(v).is_none() {
-                    return Err((
-                        format!("{field}.{name}"),
-                        format!("a release such as \"0.16\", not \"{v}\""),
-                    ));
-                }
+/// A rule's bounds, where given, name a release.
+fn check_bounds(
+    from: &Option<String>,
+    before: &Option<String>,
+    field: &str,
+) -> Result<(), (String, String)> {
+    for (name, v) in [("from", from), ("before", before)] {
+        if let Some(v) = v {
+            if Release::parse(v).is_none() {
+                return Err((
+                    format!("{field}.{name}"),
+                    format!("a release such as \"0.16\", not \"{v}\""),
+                ));
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Weight formats cast in a separate pass on GPUs whose architecture names `arch`, in the
@@ -250,12 +238,6 @@ pub struct ArchRule {
     /// First release it no longer holds for (absent: every later one).
     #[serde(default)]
     pub before: Option<String>,
-}
-
-impl ArchRule {
-    fn releases(&self) -> Releases {
-        Releases::of(&self.from, &self.before)
-    }
 }
 
 /// A GEMM kernel family the engine runs for `formats` (weight-format keys of
@@ -275,12 +257,6 @@ pub struct FamilyRule {
     /// First release it no longer holds for (absent: every later one).
     #[serde(default)]
     pub before: Option<String>,
-}
-
-impl FamilyRule {
-    fn releases(&self) -> Releases {
-        Releases::of(&self.from, &self.before)
-    }
 }
 
 /// One engine, read 1:1 from `configs/engines/<name>.toml`.
@@ -344,10 +320,10 @@ impl EngineFile {
         release: Option<&str>,
     ) -> Result<EngineSpec, (String, String)> {
         for (i, r) in self.unfused_dequant.iter().enumerate() {
-            r.releases().check(&format!("unfused_dequant[{i}]"))?;
+            check_bounds(&r.from, &r.before, &format!("unfused_dequant[{i}]"))?;
         }
         for (i, r) in self.gemm_family.iter().enumerate() {
-            r.releases().check(&format!("gemm_family[{i}]"))?;
+            check_bounds(&r.from, &r.before, &format!("gemm_family[{i}]"))?;
         }
         if let Some(d) = &self.release {
             if Release::parse(d).is_none() {
@@ -388,16 +364,14 @@ impl EngineFile {
             })?;
         let mut unfused = Vec::new();
         for r in &self.unfused_dequant {
-            if gpu.architecture.contains(&r.arch) && r.releases().contain(at.as_ref()) {
+            if gpu.architecture.contains(&r.arch) && within(&r.from, &r.before, at.as_ref()) {
                 unfused.extend(r.formats.iter().copied());
             }
         }
         let mut gemm_family = BTreeMap::new();
-        for r in self
-            .gemm_family
-            .iter()
-            .filter(|r| gpu.architecture.contains(&r.arch) && r.releases().contain(at.as_ref()))
-        {
+        for r in self.gemm_family.iter().filter(|r| {
+            gpu.architecture.contains(&r.arch) && within(&r.from, &r.before, at.as_ref())
+        }) {
             for f in &r.formats {
                 gemm_family.insert(f.clone(), r.family.clone());
             }

@@ -518,6 +518,8 @@ pub fn calibrate(
     Ok(Calibration {
         model: s.model.name.clone(),
         system: s.system.spec.name.clone(),
+        gpu: s.system.gpu.name.clone(),
+        interconnect: s.system.link.name.clone(),
         engine: s.system.engine.name.clone(),
         parallel: s.parallel.to_string(),
         sources,

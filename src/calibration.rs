@@ -246,6 +246,12 @@ pub struct Calibration {
     /// written before it was recorded.
     #[serde(default)]
     pub engine: String,
+    /// The GPU and interconnect the fit was made on (the system's, or what `--set
+    /// system.gpu=...` / `system.interconnect=...` swapped in); empty in older files.
+    #[serde(default)]
+    pub gpu: String,
+    #[serde(default)]
+    pub interconnect: String,
     pub parallel: String,
     pub sources: Vec<String>,
     pub assumptions: Assumptions,
@@ -284,6 +290,14 @@ impl Calibration {
 
     pub fn load(path: &str) -> Result<Calibration> {
         let text = crate::files::read_text(std::path::Path::new(path))?;
+        Calibration::from_text(&text, path)
+    }
+
+    /// [`Calibration::load`] on a file's text; `path` labels the errors. `calibrate` reads
+    /// what it is about to write through this, so it never writes a file `--calibration`
+    /// would refuse.
+    pub fn from_text(text: &str, path: &str) -> Result<Calibration> {
+        let text = text.to_string();
         let c: Calibration = crate::spec::registry::parse_toml(&text, path)?;
         if c.covariance.len() != c.parameters.len()
             || c.covariance.iter().any(|r| r.len() != c.parameters.len())
@@ -355,6 +369,12 @@ impl Calibration {
             ("model", &self.model, model),
             ("system", &self.system, system.spec.name.as_str()),
             ("engine", &self.engine, engine.as_str()),
+            ("GPU", &self.gpu, system.gpu.name.as_str()),
+            (
+                "interconnect",
+                &self.interconnect,
+                system.link.name.as_str(),
+            ),
             ("layout", &self.parallel, parallel),
         ] {
             // Files written before the engine was recorded leave it empty.
@@ -381,9 +401,9 @@ impl Calibration {
             return Err(Error::Invalid {
                 file: file.into(),
                 line: None,
-                field: "model/system/engine/parallel".into(),
+                field: "model/system/engine/gpu/interconnect/parallel".into(),
                 expected: format!(
-                    "a calibration fitted on this run's model, system, engine and layout; it was fitted on {}. \
+                    "a calibration fitted on this run's model, system, engine, GPU, interconnect and layout; it was fitted on {}. \
                      Refit with `rooftop calibrate` here, or pass --transfer-calibration to carry over only \
                      the engine's fixed costs ({})",
                     differs.join(", "),
@@ -420,12 +440,28 @@ impl Calibration {
             (s / (1.0 - s)).ln()
         };
         let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
-        let (lo, hi) = self.interval(base, |p| logit(f(p)));
-        (sigmoid(lo), sigmoid(hi))
+        let (x0, sd) = self.delta(base, |p| logit(f(p)));
+        (sigmoid(x0 - 1.96 * sd), sigmoid(x0 + 1.96 * sd))
     }
 
-    /// 95 % interval of a prediction `f(params)` by the delta method on the covariance.
+    /// 95 % interval of a prediction `f(params)`: a time or a rate, positive, so the delta
+    /// method runs on its logarithm (a relative spread) and the interval never reaches zero
+    /// or below (a TPOT's interval of [-791, 846] ms said nothing true). Where `f` is not
+    /// positive at the fit, the plain delta method.
     pub fn interval<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
+        if f(&self.params(base)) > 0.0 {
+            let (l0, sd) = self.delta(base, |p| f(p).max(f64::MIN_POSITIVE).ln());
+            let spread = (1.96 * sd).min(700.0);
+            ((l0 - spread).exp(), (l0 + spread).exp())
+        } else {
+            let (y0, sd) = self.delta(base, f);
+            (y0 - 1.96 * sd, y0 + 1.96 * sd)
+        }
+    }
+
+    /// `f` at the fitted parameters and its standard deviation by the delta method on the
+    /// covariance (finite-difference gradient, each step kept inside its parameter's bounds).
+    fn delta<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
         let p0 = self.params(base);
         let y0 = f(&p0);
         let n = self.parameters.len();
@@ -444,7 +480,6 @@ impl Calibration {
                 var += g[i] * self.covariance[i][j] * g[j];
             }
         }
-        let half = 1.96 * var.max(0.0).sqrt();
-        (y0 - half, y0 + half)
+        (y0, var.max(0.0).sqrt())
     }
 }

@@ -215,7 +215,7 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
-        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured ../shared/measured/dev/gemm_h100-sxm.csv\n  rooftop validate --measured ../shared/measured/dev   (every kernel table in it, each on its GPU's system)\n  rooftop validate --measured ../shared/measured/dev/e2e_serving.csv --group-by backend,version,precision"
+        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured tests/data/dev/gemm_h100-sxm.csv\n  rooftop validate --measured tests/data/dev   (every kernel table in it, each on its GPU's system)\n  rooftop validate --measured tests/data/dev/e2e_serving.csv --group-by backend,version,precision"
     )]
     Validate(ValidateArgs),
     /// Speculative decoding: TPOT, throughput and speedup per draft length and concurrency.
@@ -225,7 +225,7 @@ pub enum Command {
     Specdec(SpecdecArgs),
     /// Systems and layouts side by side: TPOT, throughput, plateau, memory fit, cost.
     #[command(
-        after_help = "Examples:\n  rooftop compare --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --concurrency 1,128\n  rooftop compare --systems '8x-rtx-pro-6000-pcie,8x-rtx-pro-6000-pcie[system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[system.interconnect=nvlink5;system.topology=nvswitch]'\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink --parallel tp8,tp8ep8,tp4pp2 --format csv"
+        after_help = "Examples:\n  rooftop compare --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --concurrency 1,128\n  rooftop compare --systems '8x-rtx-pro-6000-pcie,8x-rtx-pro-6000-pcie[system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[system.interconnect=nvlink5]'\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink --parallel tp8,tp8ep8,tp4pp2 --format csv"
     )]
     Compare(CompareArgs),
     /// Elasticity of TPOT and plateau to each parameter, and what it takes to reach a target.
@@ -737,4 +737,23 @@ pub struct PlotSpecdecArgs {
     pub context: u32,
     #[arg(long)]
     pub out: std::path::PathBuf,
+}
+
+/// Whether a line meant for stderr could not be written (a closed or full stderr): the
+/// binary then exits 1 instead of 0, having lost a note, warning or progress line.
+static STDERR_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Write `line` and a newline to stderr: notes, warnings and progress. Unlike `eprintln!`
+/// it never panics (a panic exits 101); a failure is remembered for [`stderr_failed`].
+pub fn stderr_line(line: &str) {
+    use std::io::Write;
+    let mut e = std::io::stderr().lock();
+    if writeln!(e, "{line}").and_then(|_| e.flush()).is_err() {
+        STDERR_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether any [`stderr_line`] failed in this process.
+pub fn stderr_failed() -> bool {
+    STDERR_FAILED.load(std::sync::atomic::Ordering::Relaxed)
 }

@@ -11,7 +11,7 @@
 //! counted as skipped with its reason; nothing is guessed.
 
 use crate::cost::Parallel;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::measured::e2e_csv::E2eRun;
 use crate::predict::Scenario;
 use crate::serve::{sweep, TpotDef, Workload};
@@ -330,8 +330,12 @@ pub struct E2eValidation {
     pub runs: Vec<RunRow>,
 }
 
-/// Predicted (TPOT, TTFT) of one run, seconds, on a loaded scenario.
-fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Result<(f64, f64)> {
+/// Predicted (TPOT, TTFT, speed-of-light TPOT) of one run, seconds, on a loaded scenario.
+fn predict(
+    s: &Scenario,
+    run: &E2eRun,
+    client: crate::serve::ClientModel,
+) -> Result<(f64, f64, f64)> {
     let w = Workload {
         input_len: run.isl,
         output_len: run.osl,
@@ -340,8 +344,21 @@ fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Res
     };
     let r = sweep(s, &[run.batch_size], w)?;
     let p = &r.points[0];
-    Ok((p.tpot_itl_ms * 1e-3, p.ttft_ms * 1e-3))
+    // The least time any decode step of this model takes here: one sequence, weights read
+    // once at full bandwidth. No batching makes a step faster, whatever the run's real
+    // in-flight count (which the sweep may map wrongly).
+    let ctx = run.isl as f64 + run.osl as f64 / 2.0;
+    let floor = s
+        .sol_evaluator()?
+        .evaluate(&crate::cost::Pass::decode(1.0, ctx))
+        .total;
+    Ok((p.tpot_itl_ms * 1e-3, p.ttft_ms * 1e-3, floor))
 }
+
+/// A run's TPOT below a fifth of the fastest step the hardware allows is a wrong value or
+/// unit in the file, refused. A fifth, not the step itself: speculative decoding emits
+/// several tokens per step, and the run does not say whether it used it.
+const REFUSE_BELOW_SOL: f64 = 0.2;
 
 /// Evaluate every run with the user's `--set` overrides (`sets`, applied to every run's
 /// model, system, GPU, interconnect and engine); `source` labels the record and
@@ -362,6 +379,8 @@ pub fn evaluate(
         std::result::Result<ModelSpec, String>,
     > = BTreeMap::new();
     let mut rows = Vec::new();
+    // The first run measured faster than half its hardware bound: (line, TPOT, bound, system).
+    let mut impossible: Option<(usize, f64, f64, String)> = None;
     let mut skipped: BTreeMap<String, Skipped> = BTreeMap::new();
     // The engines whose rules depend on their release (read once, not per run).
     let released: BTreeMap<&str, bool> = map
@@ -417,7 +436,10 @@ pub fn evaluate(
             let system = &systems[&key];
             let parallel = layout(run, model.moe().is_some())?;
             let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
-            let (tpot, ttft) = predict(&s, run, client).map_err(|e| e.to_string())?;
+            let (tpot, ttft, sol) = predict(&s, run, client).map_err(|e| e.to_string())?;
+            if run.tpot < REFUSE_BELOW_SOL * sol && impossible.is_none() {
+                impossible = Some((run.line, run.tpot, sol, s.system.spec.name.clone()));
+            }
             Ok(RunRow {
                 line: run.line,
                 backend: run.backend.clone(),
@@ -452,6 +474,20 @@ pub fn evaluate(
                     .runs += 1;
             }
         }
+    }
+    if let Some((line, tpot, sol, system)) = impossible {
+        return Err(Error::Measured {
+            file: source.to_string(),
+            line: Some(line),
+            message: format!(
+                "silicon_tpot_ms {} ms is below a fifth of the fastest decode step this model \
+                 can take on {system} ({:.3} ms at the speed of light, one sequence; a fifth \
+                 leaves room for speculative decoding's tokens per step): no run can be; check \
+                 the value and its unit",
+                tpot * 1e3,
+                sol * 1e3
+            ),
+        });
     }
     // Each field once, in the order asked.
     let mut fields: Vec<GroupField> = Vec::new();

@@ -28,6 +28,17 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String> {
         path: path.to_path_buf(),
         error,
     };
+    // A named pipe with no writer blocks `open` for ever: refused before opening. The pipe
+    // a shell hands over for `<(...)` (`/dev/fd/N`) is already open and reads like a file.
+    if let Some(kind) = special_kind(path) {
+        return Err(Error::Measured {
+            file: path.display().to_string(),
+            line: None,
+            message: format!(
+                "is a {kind}, not a regular file; expected a file (a pipe from `<(...)` is read)"
+            ),
+        });
+    }
     let file = std::fs::File::open(path).map_err(io)?;
     if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
         return Err(Error::Measured {
@@ -59,6 +70,28 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String> {
     })
 }
 
+/// "named pipe (FIFO)" or "socket" for such a node outside the process's own open
+/// descriptors (`/dev/fd`, `/proc/self/fd`), else `None`.
+#[cfg(unix)]
+fn special_kind(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let own_descriptor = ["/dev/fd/", "/proc/self/fd/", "/dev/stdin"]
+        .iter()
+        .any(|p| path.to_string_lossy().starts_with(p));
+    let t = std::fs::metadata(path).ok()?.file_type();
+    match () {
+        _ if own_descriptor => None,
+        _ if t.is_fifo() => Some("named pipe (FIFO)"),
+        _ if t.is_socket() => Some("socket"),
+        _ => None,
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &Path) -> Option<&'static str> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +109,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(e.matches("os error").count(), 1, "{e}");
+    }
+
+    /// A FIFO nobody writes to is refused at once (opening it would wait for a writer).
+    #[cfg(unix)]
+    #[test]
+    fn a_named_pipe_is_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("rooftop-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("measured.log");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.map(|s| s.success()).unwrap_or(false) {
+            panic!("mkfifo is needed for this test");
+        }
+        let e = read_text(&fifo).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(e.contains("named pipe (FIFO)"), "{e}");
     }
 }

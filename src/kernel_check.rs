@@ -290,7 +290,11 @@ fn floor(ops: &[Operator], sys: &System) -> Result<f64> {
         .map(|c| c.bytes)
         .sum();
     let l2 = sys.gpu.l2_cache.map_or(0.0, |b| b.0);
-    Ok(fixed.max((dram - l2).max(0.0) / dev.mem_bw))
+    // What fits in L2 is not free: it still crosses L2, at most at its bandwidth (a stated
+    // prior bound; `GpuSpec::l2_bandwidth`). Without this a call small enough to fit had a
+    // floor of zero, and a row of 0.1 ns passed as a measurement.
+    let cached = dram.min(l2) / sys.gpu.l2_bandwidth().unwrap_or(dev.mem_bw);
+    Ok(fixed.max((dram - l2).max(0.0) / dev.mem_bw).max(cached))
 }
 
 /// How far below the floor a row must be to be refused rather than flagged. The floor

@@ -32,11 +32,13 @@ fn main() -> ExitCode {
     // with its charts written into plots/.
     let default_run = cli.command.is_none();
     if cli.plots.is_some() && !default_run {
-        eprintln!("error: --plots applies only to a bare `rooftop` (no subcommand); plot commands take --out");
+        rooftop::cli::stderr_line(
+            "error: --plots applies only to a bare `rooftop` (no subcommand); plot commands take --out",
+        );
         return ExitCode::from(2);
     }
     if let Err(e) = rooftop::cli::install_kernels(&cli.kernels) {
-        eprintln!("Error: {e:#}");
+        rooftop::cli::stderr_line(&format!("Error: {e:#}"));
         return ExitCode::from(1);
     }
     let cwd = std::env::current_dir().unwrap_or_default();
@@ -76,12 +78,21 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(out) => {
-            // A closed pipe (e.g. `| head`) is not an error worth a panic.
-            let _ = std::io::stdout().lock().write_all(&out);
-            ExitCode::SUCCESS
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(&out).and_then(|_| stdout.flush()) {
+                // A reader that stopped reading (`| head`) took what it wanted.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                // A full disk or device (`> /dev/full`) lost the output: say so, exit 1.
+                Err(e) => {
+                    rooftop::cli::stderr_line(&format!("Error: writing the output failed: {e}"));
+                    ExitCode::from(1)
+                }
+                Ok(()) if rooftop::cli::stderr_failed() => ExitCode::from(1),
+                Ok(()) => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            rooftop::cli::stderr_line(&format!("Error: {e:#}"));
             ExitCode::from(1)
         }
     }

@@ -482,3 +482,279 @@ fn kernels_file_replaces_a_generations_constants() {
         "{err}"
     );
 }
+
+/// With one output token there is no inter-token latency: the sweep refuses to print one
+/// (it printed a 2,236 ms "ITL") and names what it can give instead.
+#[test]
+fn one_output_token_has_no_itl() {
+    rooftop()
+        .args(["sweep", "--output-len", "1", "--concurrency", "4"])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("no inter-token latency")
+                .and(predicate::str::contains("--tpot-def e2e")),
+        );
+    rooftop()
+        .args([
+            "sweep",
+            "--output-len",
+            "1",
+            "--concurrency",
+            "4",
+            "--tpot-def",
+            "e2e",
+        ])
+        .assert()
+        .success();
+}
+
+/// Numbers that were printed without a word and are now refused or fixed (each failed
+/// before its fix): every measurement below half its hardware bound is refused naming its
+/// row; a validation with nothing evaluated fails; a collective over one GPU costs +0.
+#[test]
+fn measurements_faster_than_light_are_refused_naming_the_row() {
+    // A GEMM of 2^32 cubed in 10 us, which `calibrate` fitted and wrote.
+    rooftop()
+        .args([
+            "calibrate",
+            "--system",
+            "8x-h100-nvlink",
+            "--model",
+            "llama-3.1-8b",
+        ])
+        .args(["--measured", &fixture("gemm-faster-than-light.csv")])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("gemm-faster-than-light.csv:2")
+                .and(predicate::str::contains("speed-of-light bound")),
+        );
+    // Kernel-table rows of 0.1 ns whose data fits in L2 (their floor was zero).
+    for table in ["moe_h100-sxm.csv", "attention_decode_h100-sxm.csv"] {
+        rooftop()
+            .args([
+                "validate",
+                "--system",
+                "8x-h100-nvlink",
+                "--measured",
+                &fixture(table),
+            ])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(format!("{table}:2")));
+    }
+    // An e2e run with a TPOT of 0.0001 ms.
+    rooftop()
+        .args([
+            "validate",
+            "--measured",
+            &fixture("e2e-tpot-faster-than-light.csv"),
+        ])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("e2e-tpot-faster-than-light.csv:2")
+                .and(predicate::str::contains("fastest decode step")),
+        );
+    // An all-reduce over more GPUs than the system has.
+    let nccl = format!(
+        "{}/tests/fixtures/measured/nccl_no_gpu_count.log",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    rooftop()
+        .args([
+            "validate",
+            "--system",
+            "8x-h100-nvlink",
+            "--model",
+            "llama-3.1-8b",
+        ])
+        .args(["--measured", &nccl, "--nccl-gpus", "64"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "over 64 GPUs, but 8x-h100-nvlink has 8",
+        ));
+}
+
+#[test]
+fn a_validation_that_evaluates_nothing_fails_and_says_why() {
+    for format in ["text", "csv", "json"] {
+        rooftop()
+            .args([
+                "validate",
+                "--measured",
+                &fixture("e2e-every-run-skipped.csv"),
+            ])
+            .args(["--format", format])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("NaN").not())
+            .stderr(
+                predicate::str::contains("none of its 1 runs could be evaluated")
+                    .and(predicate::str::contains("no description of nobody/none")),
+            );
+    }
+}
+
+#[test]
+fn a_collective_over_one_gpu_costs_nothing_without_a_minus_sign() {
+    let out = rooftop()
+        .args([
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h100-nvlink",
+            "--bytes",
+            "1 MB",
+            "--gpus",
+            "1",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("-0.0"), "{text}");
+    assert!(text.contains("time 0.000 us"), "{text}");
+}
+
+/// A calibration fitted on one GPU and link is refused once `--set` swaps either: it was
+/// applied silently after `--set system.gpu=h200` (only a renamed system was refused).
+#[test]
+fn a_calibration_is_refused_when_set_swaps_the_gpu_or_the_link() {
+    let cal = format!(
+        "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    rooftop()
+        .args(["predict", "--calibration", &cal])
+        .assert()
+        .success();
+    for (set, what) in [
+        ("system.gpu=h200", "GPU rtx-pro-6000 (this run: h200)"),
+        (
+            "system.interconnect=pcie-gen6-x16",
+            "interconnect pcie-gen5-x16",
+        ),
+    ] {
+        rooftop()
+            .args(["predict", "--calibration", &cal, "--set", set])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(what));
+    }
+}
+
+/// "Would NVLink help" is one override and never slows the box; a link paired with a
+/// topology no machine has is refused (NVLink on the team's root complex priced slower
+/// than PCIe, and an NVSwitch topology on PCIe gave NVLink-class numbers).
+#[test]
+fn nvlink_on_a_pcie_box_is_one_override_and_mismatched_topologies_are_refused() {
+    let tpot = |sets: &[&str]| -> f64 {
+        let mut args = vec!["predict", "--format", "json"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let out = rooftop()
+            .args(&args)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v["tpot_ms"].as_f64().unwrap()
+    };
+    let pcie = tpot(&[]);
+    let nvlink = tpot(&["system.interconnect=nvlink5"]);
+    assert!(nvlink < pcie, "NVLink5 {nvlink} ms vs PCIe {pcie} ms");
+    assert_eq!(
+        tpot(&["system.interconnect=nvlink5", "system.topology=nvswitch"]),
+        nvlink
+    );
+    for sets in [
+        vec!["system.topology=nvswitch"],
+        vec![
+            "system.interconnect=nvlink5",
+            "system.topology=root-complex",
+        ],
+    ] {
+        let mut args = vec!["predict"];
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        rooftop()
+            .args(&args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("field `topology`"));
+    }
+}
+
+/// A DSA model without its indexer's shape is refused: it was priced with 64 invented
+/// heads and no indexer cache.
+#[test]
+fn a_dsa_model_without_its_indexer_heads_is_refused() {
+    fails_with(
+        &[
+            "predict",
+            "--model",
+            &fixture("model-dsa-without-indexer-heads.toml"),
+            "--system",
+            "8x-b200-nvlink",
+        ],
+        &[
+            "model-dsa-without-indexer-heads.toml",
+            "index_n_heads",
+            "wherever index_topk is set",
+        ],
+    );
+}
+
+/// Output that cannot be written is an error, not a silent success (stdout) or a panic
+/// (stderr: `eprintln!` exited 101).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_or_stderr_exits_1() {
+    use std::process::{Command as Std, Stdio};
+    let bin = assert_cmd::cargo::cargo_bin("rooftop");
+    let full = || Stdio::from(std::fs::File::create("/dev/full").unwrap());
+    let out = Std::new(&bin)
+        .args(["list", "models"])
+        .stdout(full())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("writing the output failed"));
+    // An error message that cannot be written: still exit 1.
+    let out = Std::new(&bin)
+        .args(["predict", "--model", "gpt-5"])
+        .stdout(Stdio::null())
+        .stderr(full())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    // A note on stderr that cannot be written fails a run that otherwise succeeded.
+    let cal = format!(
+        "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Std::new(&bin)
+        .args([
+            "predict",
+            "--system",
+            "8x-h200-nvlink",
+            "--calibration",
+            &cal,
+        ])
+        .args(["--transfer-calibration"])
+        .stdout(Stdio::null())
+        .stderr(full())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -7,7 +7,8 @@
 //! step with chunked prefill mixed in; and one serving sweep per (model, system).
 //!
 //! The refactor contract is 1e-9 relative. A deliberate physics change regenerates the file
-//! in its own commit (`ROOFTOP_UPDATE_GOLDEN=1 cargo test --test golden`) and says why.
+//! in its own commit (`ROOFTOP_UPDATE_GOLDEN=1 cargo test --test golden`, which rewrites the
+//! file and then fails on purpose; rerun without the variable to check) and says why.
 
 use rooftop::cost::{Category, Parallel, Pass};
 use rooftop::predict::{predict, Scenario};
@@ -117,7 +118,12 @@ fn builtin_scenarios_match_the_golden_file() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let text = serde_json::to_string_pretty(&now).unwrap();
         std::fs::write(&path, text + "\n").unwrap();
-        return;
+        // Rewriting is not checking: the run that rewrites the file never passes.
+        panic!(
+            "golden file rewritten at {} ({} values); unset ROOFTOP_UPDATE_GOLDEN and rerun to check it",
+            path.display(),
+            now.len()
+        );
     }
     let text = std::fs::read_to_string(&path).expect("golden file missing");
     let want: BTreeMap<String, f64> = serde_json::from_str(&text).unwrap();

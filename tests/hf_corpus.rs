@@ -1,10 +1,12 @@
-//! The real-config corpus (`../shared/hf-configs`, one folder per published checkpoint, with
+//! The real-config corpus (`tests/data/hf-configs`, a copy of `shared/hf-configs`: one folder
+//! per published checkpoint, with
 //! ModelOpt's `hf_quant_config.json` where the publisher ships one): every config imports,
 //! predicts a decode step on 8x B200 at batch 1, and its parameter count matches the size
 //! its publisher states, in the name or the model card.
 //!
-//! Skipped, with a message, when the corpus folder is absent (a clean clone without
-//! `../shared`).
+//! The repository's copy is always checked; `../shared/hf-configs`, which may hold configs
+//! added since, is checked as well where it sits beside the checkout (a line on stderr says
+//! when it does not).
 
 use rooftop::cost::memory::count_params;
 use rooftop::cost::Parallel;
@@ -13,17 +15,11 @@ use rooftop::spec::registry::read_hf;
 use rooftop::spec::{ModelSpec, System};
 use std::path::PathBuf;
 
-fn corpus() -> Option<PathBuf> {
-    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/hf-configs");
-    if d.is_dir() {
-        Some(d)
-    } else {
-        eprintln!(
-            "skipped: {} is absent (the shared config corpus is not checked out)",
-            d.display()
-        );
-        None
-    }
+mod common;
+
+/// The corpus folders to check: the repository's copy, then the shared one when present.
+fn corpora() -> Vec<PathBuf> {
+    common::data_and_shared("hf-configs", "hf-configs")
 }
 
 fn folders(d: &PathBuf) -> Vec<PathBuf> {
@@ -57,28 +53,29 @@ fn layout(m: &ModelSpec, s: &System) -> Parallel {
 
 #[test]
 fn every_corpus_config_imports_and_predicts_on_8x_b200() {
-    let Some(d) = corpus() else { return };
-    let sys = System::load("8x-b200-nvlink").unwrap();
-    let dirs = folders(&d);
-    assert!(dirs.len() >= 36, "corpus has {} configs", dirs.len());
-    for dir in &dirs {
-        let m = import(dir);
-        let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
-        let p = predict(&sc, 1, 1024).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        assert!(
-            p.tpot_ms.is_finite() && p.tpot_ms > 0.0,
-            "{}",
-            dir.display()
-        );
-        assert!(p.sol_tpot_ms <= p.tpot_ms, "{}", dir.display());
-        let sum: f64 = p.breakdown_ms.values().sum();
-        assert!(
-            (sum - p.tpot_ms).abs() <= 1e-9 * p.tpot_ms,
-            "{}",
-            dir.display()
-        );
-        assert!(p.memory.kv_bytes_per_token_per_gpu >= 0.0);
-        assert!(p.model_params.total > p.model_params.active * 0.999);
+    for d in corpora() {
+        let sys = System::load("8x-b200-nvlink").unwrap();
+        let dirs = folders(&d);
+        assert!(dirs.len() >= 36, "corpus has {} configs", dirs.len());
+        for dir in &dirs {
+            let m = import(dir);
+            let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
+            let p = predict(&sc, 1, 1024).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            assert!(
+                p.tpot_ms.is_finite() && p.tpot_ms > 0.0,
+                "{}",
+                dir.display()
+            );
+            assert!(p.sol_tpot_ms <= p.tpot_ms, "{}", dir.display());
+            let sum: f64 = p.breakdown_ms.values().sum();
+            assert!(
+                (sum - p.tpot_ms).abs() <= 1e-9 * p.tpot_ms,
+                "{}",
+                dir.display()
+            );
+            assert!(p.memory.kv_bytes_per_token_per_gpu >= 0.0);
+            assert!(p.model_params.total > p.model_params.active * 0.999);
+        }
     }
 }
 
@@ -376,75 +373,81 @@ const STATED: &[Stated] = &[
 
 #[test]
 fn parameter_counts_match_publisher_stated_sizes() {
-    let Some(d) = corpus() else { return };
-    let mut failures = Vec::new();
-    for (folder, total, how, active, how_active, source) in STATED {
-        let dir = d.join(folder);
-        if !dir.is_dir() {
-            continue; // the held-out set may differ; only present folders are checked
-        }
-        let m = import(&dir);
-        let p = count_params(&m);
-        let computed = match how {
-            Count::Text => p.total,
-            Count::WithVision => p.total + p.vision,
-        };
-        let (want, tol) = stated(total);
-        let line = format!(
-            "{folder}: total {:.2}B vs stated {total} ({source})",
-            computed / 1e9
-        );
-        if (computed - want).abs() > tol {
-            failures.push(line);
-        }
-        if let Some(a) = active {
-            let computed = match how_active {
-                Active::WithEmbedding => p.active,
-                Active::WithoutEmbedding => p.active - p.embedding,
+    for d in corpora() {
+        let mut failures = Vec::new();
+        for (folder, total, how, active, how_active, source) in STATED {
+            let dir = d.join(folder);
+            assert!(
+                dir.is_dir() || !d.starts_with(common::data("hf-configs")),
+                "the repository's corpus lacks {folder}"
+            );
+            if !dir.is_dir() {
+                continue; // the held-out set may differ; only present folders are checked
+            }
+            let m = import(&dir);
+            let p = count_params(&m);
+            let computed = match how {
+                Count::Text => p.total,
+                Count::WithVision => p.total + p.vision,
             };
-            let (want, tol) = stated(a);
+            let (want, tol) = stated(total);
+            let line = format!(
+                "{folder}: total {:.2}B vs stated {total} ({source})",
+                computed / 1e9
+            );
             if (computed - want).abs() > tol {
-                failures.push(format!(
-                    "{folder}: active {:.2}B vs stated {a} ({source})",
-                    computed / 1e9
-                ));
+                failures.push(line);
+            }
+            if let Some(a) = active {
+                let computed = match how_active {
+                    Active::WithEmbedding => p.active,
+                    Active::WithoutEmbedding => p.active - p.embedding,
+                };
+                let (want, tol) = stated(a);
+                if (computed - want).abs() > tol {
+                    failures.push(format!(
+                        "{folder}: active {:.2}B vs stated {a} ({source})",
+                        computed / 1e9
+                    ));
+                }
             }
         }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn hybrid_models_hold_a_fixed_state_not_a_growing_cache() {
-    let Some(d) = corpus() else { return };
-    let sys = System::load("8x-b200-nvlink").unwrap();
-    for (folder, growing_layers) in [
-        ("Qwen--Qwen3.5-397B-A17B", 15.0),
-        ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 6.0),
-    ] {
-        let dir = d.join(folder);
-        if !dir.is_dir() {
-            continue;
+    for d in corpora() {
+        let sys = System::load("8x-b200-nvlink").unwrap();
+        for (folder, growing_layers) in [
+            ("Qwen--Qwen3.5-397B-A17B", 15.0),
+            ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 6.0),
+        ] {
+            let dir = d.join(folder);
+            if !dir.is_dir() {
+                continue;
+            }
+            let m = import(&dir);
+            let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
+            let short = sc.memory(1.0, 1024.0);
+            let long = sc.memory(1.0, 131_072.0);
+            assert!(short.state_bytes_per_sequence_per_gpu > 0.0, "{folder}");
+            // Only the full-attention layers grow with the context.
+            let (kv, d) = match m.attention() {
+                rooftop::spec::Attention::Gqa { kv_heads, head_dim } => (kv_heads, head_dim),
+                _ => unreachable!(),
+            };
+            let kv_local = (kv as f64 / sc.parallel.tp as f64).max(1.0);
+            let per_token =
+                growing_layers * 2.0 * kv_local * d as f64 * m.quantization.kv_cache.bytes();
+            assert_eq!(short.kv_bytes_per_token_per_gpu, per_token, "{folder}");
+            let grow = (long.kv_needed_gb - short.kv_needed_gb) * 1e9;
+            assert!(
+                (grow - per_token * (131_072.0 - 1024.0)).abs() < 1e-6 * grow,
+                "{folder}"
+            );
         }
-        let m = import(&dir);
-        let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
-        let short = sc.memory(1.0, 1024.0);
-        let long = sc.memory(1.0, 131_072.0);
-        assert!(short.state_bytes_per_sequence_per_gpu > 0.0, "{folder}");
-        // Only the full-attention layers grow with the context.
-        let (kv, d) = match m.attention() {
-            rooftop::spec::Attention::Gqa { kv_heads, head_dim } => (kv_heads, head_dim),
-            _ => unreachable!(),
-        };
-        let kv_local = (kv as f64 / sc.parallel.tp as f64).max(1.0);
-        let per_token =
-            growing_layers * 2.0 * kv_local * d as f64 * m.quantization.kv_cache.bytes();
-        assert_eq!(short.kv_bytes_per_token_per_gpu, per_token, "{folder}");
-        let grow = (long.kv_needed_gb - short.kv_needed_gb) * 1e9;
-        assert!(
-            (grow - per_token * (131_072.0 - 1024.0)).abs() < 1e-6 * grow,
-            "{folder}"
-        );
     }
 }
 
@@ -452,33 +455,34 @@ fn hybrid_models_hold_a_fixed_state_not_a_growing_cache() {
 /// its speed of light, and more for a larger encoder's work); text-only models report none.
 #[test]
 fn vision_language_models_report_their_encoder_per_image() {
-    let Some(d) = corpus() else { return };
-    let sys = System::load("8x-b200-nvlink").unwrap();
-    let mut seen = 0;
-    for dir in folders(&d) {
-        let m = import(&dir);
-        let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
-        let p = predict(&sc, 1, 1024).unwrap();
-        match (&m.vision, &p.vision) {
-            (Some(_), Some(v)) => {
-                seen += 1;
-                assert!(v.patches > 0.0 && v.gflops_per_image > 0.0, "{}", m.name);
-                assert!(
-                    v.ms_per_image >= v.sol_ms_per_image && v.sol_ms_per_image > 0.0,
-                    "{}: {} ms vs SOL {} ms",
-                    m.name,
-                    v.ms_per_image,
-                    v.sol_ms_per_image
-                );
+    for d in corpora() {
+        let sys = System::load("8x-b200-nvlink").unwrap();
+        let mut seen = 0;
+        for dir in folders(&d) {
+            let m = import(&dir);
+            let sc = Scenario::new(&m, &sys, layout(&m, &sys)).unwrap();
+            let p = predict(&sc, 1, 1024).unwrap();
+            match (&m.vision, &p.vision) {
+                (Some(_), Some(v)) => {
+                    seen += 1;
+                    assert!(v.patches > 0.0 && v.gflops_per_image > 0.0, "{}", m.name);
+                    assert!(
+                        v.ms_per_image >= v.sol_ms_per_image && v.sol_ms_per_image > 0.0,
+                        "{}: {} ms vs SOL {} ms",
+                        m.name,
+                        v.ms_per_image,
+                        v.sol_ms_per_image
+                    );
+                }
+                (None, None) => {}
+                (a, b) => panic!("{}: vision spec {a:?} but record {b:?}", m.name),
             }
-            (None, None) => {}
-            (a, b) => panic!("{}: vision spec {a:?} but record {b:?}", m.name),
         }
+        assert!(
+            seen >= 2,
+            "only {seen} vision-language configs in the corpus"
+        );
     }
-    assert!(
-        seen >= 2,
-        "only {seen} vision-language configs in the corpus"
-    );
 }
 
 /// The explorer's separable grid (context-free operators once per batch, attention per
@@ -486,19 +490,20 @@ fn vision_language_models_report_their_encoder_per_image() {
 #[test]
 fn context_grid_equals_full_evaluation_for_every_corpus_config() {
     use rooftop::cost::{CostParams, Evaluator, Pass};
-    let Some(d) = corpus() else { return };
-    let sys = System::load("8x-b200-nvlink").unwrap();
-    let contexts = [0.0, 100.0, 4096.0, 70000.0];
-    let mut out = Vec::new();
-    for dir in folders(&d) {
-        let m = import(&dir);
-        let par = layout(&m, &sys);
-        let ev = Evaluator::new(&m, &sys, par, CostParams::default_for(&sys)).unwrap();
-        for batch in [1.0, 64.0] {
-            ev.decode_times(batch, &contexts, &mut out);
-            for (c, t) in contexts.iter().zip(&out) {
-                let full = ev.step_time(&Pass::decode(batch, *c));
-                assert_eq!(*t, full, "{} batch {batch} context {c}", m.name);
+    for d in corpora() {
+        let sys = System::load("8x-b200-nvlink").unwrap();
+        let contexts = [0.0, 100.0, 4096.0, 70000.0];
+        let mut out = Vec::new();
+        for dir in folders(&d) {
+            let m = import(&dir);
+            let par = layout(&m, &sys);
+            let ev = Evaluator::new(&m, &sys, par, CostParams::default_for(&sys)).unwrap();
+            for batch in [1.0, 64.0] {
+                ev.decode_times(batch, &contexts, &mut out);
+                for (c, t) in contexts.iter().zip(&out) {
+                    let full = ev.step_time(&Pass::decode(batch, *c));
+                    assert_eq!(*t, full, "{} batch {batch} context {c}", m.name);
+                }
             }
         }
     }

@@ -352,7 +352,7 @@ fn read_files_merges_in_order() {
 /// No reader panics on a file cut at any point, or read as the wrong format.
 #[test]
 fn no_reader_panics_on_any_prefix_of_any_fixture() {
-    use rooftop::measured::{parse_text, FileFormat};
+    use rooftop::measured::{answer_problem, parse_text, FileFormat};
     let formats = [
         FileFormat::MacroLog,
         FileFormat::VllmJson,
@@ -372,11 +372,23 @@ fn no_reader_panics_on_any_prefix_of_any_fixture() {
         let own = rooftop::measured::FileFormat::detect(&path, &text);
         for (at, _) in text.char_indices().chain([(text.len(), ' ')]) {
             if let Some(f) = own {
-                let _ = parse_text(&text[..at], "f", f, &opts);
+                let answer = parse_text(&text[..at], "cut.file", f, &opts);
+                let problem = answer_problem(&answer, "cut.file");
+                assert!(
+                    problem.is_none(),
+                    "{} cut at {at}: {problem:?}",
+                    path.display()
+                );
             }
         }
         for f in formats {
-            let _ = parse_text(&text, "f", f, &opts);
+            let answer = parse_text(&text, "whole.file", f, &opts);
+            let problem = answer_problem(&answer, "whole.file");
+            assert!(
+                problem.is_none(),
+                "{} as {f:?}: {problem:?}",
+                path.display()
+            );
         }
     }
 }
@@ -399,7 +411,9 @@ mod fuzz {
                 FileFormat::Trace,
                 FileFormat::Toml,
             ];
-            let _ = parse_text(&text, "f", formats[format], &ReadOptions::default());
+            let answer = parse_text(&text, "fuzz.file", formats[format], &ReadOptions::default());
+            let problem = rooftop::measured::answer_problem(&answer, "fuzz.file");
+            prop_assert!(problem.is_none(), "{:?}: {:?}", text, problem);
         }
 
         #[test]
@@ -418,7 +432,10 @@ mod fuzz {
                 FileFormat::Trace,
                 FileFormat::Toml,
             ];
-            let _ = parse_text(&lines.join("\n"), "f", formats[format], &ReadOptions::default());
+            let text = lines.join("\n");
+            let answer = parse_text(&text, "lines.file", formats[format], &ReadOptions::default());
+            let problem = rooftop::measured::answer_problem(&answer, "lines.file");
+            prop_assert!(problem.is_none(), "{:?}: {:?}", text, problem);
         }
     }
 }

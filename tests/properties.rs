@@ -273,6 +273,7 @@ fn system() -> impl Strategy<Value = System> {
                 assert_eq!(gpu.validate(), Ok(()));
                 assert_eq!(link.validate(), Ok(()));
                 System {
+                    described_efficiency: spec.efficiency,
                     spec,
                     gpu,
                     link,

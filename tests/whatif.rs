@@ -346,3 +346,35 @@ fn explore_pareto_equals_the_front_of_all_points() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// An efficiency what-if moves the cost it names: the kernels' measured fractions scale by
+/// the override's ratio to the description's prior (they cancelled when the prior was read
+/// back from the overridden system, and `--set efficiency.gemm.bf16=0.05` changed nothing).
+#[test]
+fn efficiency_overrides_move_the_costs_they_name() {
+    use rooftop::spec::overrides::parse_all;
+    let m = load_model("llama-3.1-70b").unwrap();
+    let step = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let s = System::load_with("8x-h100-nvlink", &parse_all(&sets).unwrap()).unwrap();
+        let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+        let p = predict(&sc, 256, 1024).unwrap();
+        (p.tpot_ms, p.breakdown_ms.clone())
+    };
+    let (base, b) = step(&[]);
+    let (slow_gemm, g) = step(&["efficiency.gemm.bf16=0.05"]);
+    assert!(
+        g["gemm"] > 2.0 * b["gemm"],
+        "{} vs {} ms",
+        g["gemm"],
+        b["gemm"]
+    );
+    assert!(slow_gemm > base);
+    let (slow_mem, _) = step(&["efficiency.memory=0.4"]);
+    assert!(slow_mem > base * 1.2, "{slow_mem} vs {base}");
+    let (fast_mem, _) = step(&["efficiency.memory=0.95"]);
+    assert!(fast_mem < base, "{fast_mem} vs {base}");
+    // The description's own value, set explicitly, is the prediction itself.
+    let (same, _) = step(&["efficiency.memory=0.8"]);
+    assert_eq!(same, base);
+}

@@ -170,7 +170,8 @@ const MAX_SERVING_SECONDS: f64 = 600.0;
 /// Refuse serving measurements no run can produce: faster than the speed-of-light bound of
 /// this model on this system (with the assumed lengths), or slower than
 /// `MAX_SERVING_SECONDS`. The error names the row and the bound, instead of a fit that
-/// reports an error of +3e21 %. Kernel rows (GEMM, all-reduce) are checked by their readers.
+/// reports an error of +3e21 %. Kernel rows (GEMM, all-reduce) may not run below half their
+/// bound, nor over more GPUs than the system has.
 pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Result<()> {
     let sol = CostParams::speed_of_light();
     // Rounding in the files (TPOT printed to 0.1 ms) is not a violation.
@@ -196,6 +197,26 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
         let time = match o.quantity {
             Quantity::Tpot { .. } | Quantity::Ttft { .. } => true,
             Quantity::Throughput { .. } => false,
+            Quantity::AllReduce { gpus, .. } if gpus > s.system.spec.gpu_count => {
+                return Err(refuse(format!(
+                    "an all-reduce over {gpus} GPUs, but {} has {}; give --nccl-gpus (or the \
+                     file's -g) for a run on this system",
+                    s.system.spec.name, s.system.spec.gpu_count
+                )));
+            }
+            Quantity::AllReduce { .. } | Quantity::Gemm { .. } => {
+                // A kernel has no serving ceiling, but never beats its hardware bound by
+                // more than a factor two (the kernel tables' rule: caches can help, not more).
+                let bound = predict_observation(s, &sol, o, a)?;
+                if v < 0.5 * bound {
+                    return Err(refuse(format!(
+                        "below half the speed-of-light bound on {} ({:.4e} s); check the value \
+                         and its unit",
+                        s.system.spec.name, bound
+                    )));
+                }
+                continue;
+            }
             _ => continue,
         };
         if time && v > MAX_SERVING_SECONDS {
@@ -233,7 +254,15 @@ pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
     check_plausible(&s, &set, &assumptions(m)?)?;
     let c = calibrate(&s, &set, assumptions(m)?, sources)?;
     if let Some(path) = out {
-        std::fs::write(path, c.to_toml()).map_err(|error| Error::Io {
+        let text = c.to_toml();
+        // What this writes, `--calibration` must read: checked before the file exists.
+        Calibration::from_text(&text, &path.display().to_string()).map_err(|e| {
+            Error::Scenario(format!(
+                "the fit is not a usable calibration, so {} was not written: {e}",
+                path.display()
+            ))
+        })?;
+        std::fs::write(path, text).map_err(|error| Error::Io {
             path: path.to_path_buf(),
             error,
         })?;

@@ -15,7 +15,7 @@ pub fn run(a: &ImportHfArgs) -> Result<String> {
     );
     let imported = registry::read_hf(path, quant_config, name)?;
     for w in &imported.warnings {
-        eprintln!("warning: {w}");
+        crate::cli::stderr_line(&format!("warning: {w}"));
     }
     match out {
         Some(o) => {
@@ -23,7 +23,11 @@ pub fn run(a: &ImportHfArgs) -> Result<String> {
                 path: o.to_path_buf(),
                 error,
             })?;
-            eprintln!("wrote {} (model \"{}\")", o.display(), imported.model.name);
+            crate::cli::stderr_line(&format!(
+                "wrote {} (model \"{}\")",
+                o.display(),
+                imported.model.name
+            ));
             Ok(String::new())
         }
         None => Ok(imported.toml),

@@ -118,14 +118,14 @@ pub fn validation(
         let bad = implausible(&r);
         if !bad.is_empty() {
             return Err(Error::Scenario(format!(
-                "{} row(s) measured at less than half of what {} allows (its speed of light \
-                 with every byte that fits in L2 free), which no kernel can be (a wrong \
-                 unit, GPU or shape?): {}",
+                "{} row(s) measured at less than half of what {} allows (its speed of light, \
+                 with the bytes that fit in L2 read at L2's bandwidth), which no kernel can be \
+                 (a wrong unit, GPU or shape?): {}",
                 bad.len(),
                 sys.gpu.name,
                 bad.iter()
                     .take(5)
-                    .map(|(o, m, s)| format!("{o}: {m:.3} us < {s:.3} us"))
+                    .map(|(o, m, s)| format!("{o}: {m:.4e} us < {s:.4e} us"))
                     .collect::<Vec<_>>()
                     .join("; ")
             )));

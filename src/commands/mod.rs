@@ -78,7 +78,7 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
                 file,
             )?;
             if let Some(n) = note {
-                eprintln!("note: {n}");
+                crate::cli::stderr_line(&format!("note: {n}"));
             }
             Some(c)
         }

@@ -58,10 +58,12 @@ fn report(
     OpReport {
         op,
         context,
-        time_us: ops.iter().map(|o| o.total()).sum::<f64>() * 1e6,
-        sol_time_us: sol.iter().map(|o| o.total()).sum::<f64>() * 1e6,
-        flops: ops.iter().map(|o| o.flops).sum(),
-        bytes: ops.iter().map(|o| o.bytes).sum(),
+        // Folded from +0: an empty sum of floats is -0.0 in Rust, which prints as "-0.0"
+        // for a collective over one GPU (no operator at all).
+        time_us: ops.iter().fold(0.0, |t, o| t + o.total()) * 1e6,
+        sol_time_us: sol.iter().fold(0.0, |t, o| t + o.total()) * 1e6,
+        flops: ops.iter().fold(0.0, |t, o| t + o.flops),
+        bytes: ops.iter().fold(0.0, |t, o| t + o.bytes),
         bound: main
             .map(|o| o.bound.name().to_string())
             .unwrap_or_else(|| "none".into()),

@@ -308,7 +308,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     )?;
     written.push(path);
     let comparison = crate::cli::ComparisonArgs {
-        systems: "8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5;system.topology=nvswitch],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
+        systems: "8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe5],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 PCIe6;system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[label=RTX PRO 6000 NVLink5;system.interconnect=nvlink5],8x-h200-nvlink[label=8x H200 NVLink],8x-b200-nvlink[label=8x B200 NVLink]"
             .parse::<crate::options::Systems>()
             .map_err(Error::Scenario)?,
         parallel: vec![],

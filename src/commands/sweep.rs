@@ -18,6 +18,13 @@ pub fn request_shape(
             "--input-len and --output-len must be at least 1".into(),
         ));
     }
+    if output_len == 1 && tpot_def == crate::serve::TpotDef::Itl {
+        return Err(Error::Scenario(
+            "with --output-len 1 there is no second token, so no inter-token latency (--tpot-def itl); \
+             ask for --tpot-def e2e (end-to-end time per token) or an output of at least 2 tokens"
+                .into(),
+        ));
+    }
     Ok(Workload {
         input_len,
         output_len,

@@ -65,6 +65,25 @@ pub fn run(
         m.client.as_deref(),
         group_by,
     )?;
+    // Nothing evaluated is no validation: a table of NaN medians (or an empty CSV) with exit
+    // 0 read as a pass.
+    if v.overall_tpot.n == 0 {
+        let reasons: Vec<String> = v
+            .skipped
+            .iter()
+            .map(|s| format!("{} x {} (first at line {})", s.runs, s.reason, s.first_line))
+            .collect();
+        return Err(Error::Scenario(format!(
+            "{}: none of its {} runs could be evaluated; skipped: {}",
+            v.source,
+            v.total_runs,
+            if reasons.is_empty() {
+                "none (the file holds no runs)".to_string()
+            } else {
+                reasons.join("; ")
+            }
+        )));
+    }
     export::export(&v, format, text)
 }
 

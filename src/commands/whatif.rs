@@ -330,7 +330,9 @@ fn bounded_grid(
         )));
     }
     if eta > 10.0 {
-        eprintln!("explore: {total} design points, about {eta_text} at {rate:.0} points/s");
+        crate::cli::stderr_line(&format!(
+            "explore: {total} design points, about {eta_text} at {rate:.0} points/s"
+        ));
     }
     Ok(total)
 }
@@ -436,22 +438,22 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         }
         _ => {
             // streamed rows already written; the summary goes to stderr so stdout stays data
-            eprintln!(
+            crate::cli::stderr_line(&format!(
                 "points_evaluated {} seconds {:.3} ({:.0} points/s)",
                 summary.points_evaluated, summary.seconds, summary.points_per_second
-            );
+            ));
         }
     }
     for s in &summary.skipped {
-        eprintln!("skipped: {s}");
+        crate::cli::stderr_line(&format!("skipped: {s}"));
     }
     if summary.points_not_fitting > 0 {
-        eprintln!(
+        crate::cli::stderr_line(&format!(
             "not shown: {} of {} points do not fit in memory",
             summary.points_not_fitting, summary.points_evaluated
-        );
+        ));
         for s in &summary.not_fitting {
-            eprintln!("  {s}");
+            crate::cli::stderr_line(&format!("  {s}"));
         }
     }
     Ok(o)

@@ -86,7 +86,7 @@ impl<'a> Device<'a> {
         let gemm_math = PerFormat::from_fn(|f| native[f].0);
         let gemm_rate = PerFormat::from_fn(|f| native[f].1 * params.gemm(f));
         let gemm_peak = PerFormat::from_fn(|f| native[f].1);
-        let prior = CostParams::default_for(system);
+        let prior = CostParams::described_for(system);
         let mem_eff = (params.memory_efficiency, prior.memory_efficiency);
         let gemm_eff = PerFormat::from_fn(|f| (params.gemm(f), prior.gemm(f)));
         let kernels = Generation::of(g)?.kernels();

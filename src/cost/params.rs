@@ -61,9 +61,18 @@ pub struct CostParams {
 }
 
 impl CostParams {
-    /// The system file's defaults.
+    /// The system's defaults, `--set` overrides included.
     pub fn default_for(system: &System) -> CostParams {
-        let e = &system.spec.efficiency;
+        CostParams::from_efficiency(system, &system.spec.efficiency)
+    }
+
+    /// The system description's own priors, before any `--set`: what a generation's
+    /// measured kernel fractions are scaled against (see [`System::described_efficiency`]).
+    pub fn described_for(system: &System) -> CostParams {
+        CostParams::from_efficiency(system, &system.described_efficiency)
+    }
+
+    fn from_efficiency(system: &System, e: &crate::spec::system::EfficiencySpec) -> CostParams {
         let g = &e.gemm;
         let eng = &system.engine;
         CostParams {

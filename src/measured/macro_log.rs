@@ -361,7 +361,9 @@ Testing concurrency=128...
             "Trial 1: 1s, 0 tokens\nx",
             "é Trial 1: é",
         ] {
-            let _ = parse_macro_log(t, "f");
+            let answer = parse_macro_log(t, "odd.log");
+            let problem = crate::measured::answer_problem(&answer, "odd.log");
+            assert!(problem.is_none(), "{t:?}: {problem:?}");
         }
     }
 }

@@ -195,6 +195,81 @@ impl TraceCategory {
     }
 }
 
+impl Observation {
+    /// What is physically impossible about this observation as read (a time, rate or size
+    /// that is not a positive finite number, a share outside [0, 1], a zero concurrency or
+    /// GPU count), or `None`. Every reader's output passes this; the fuzz tests hold each
+    /// reader to it.
+    pub fn problem(&self) -> Option<String> {
+        let positive = |name: &str, v: f64| {
+            (!(v.is_finite() && v > 0.0))
+                .then(|| format!("{name} {v} is not a positive finite number"))
+        };
+        let count = |name: &str, v: u32| (v == 0).then(|| format!("{name} is 0"));
+        match &self.quantity {
+            Quantity::Tpot {
+                concurrency,
+                output_len,
+                seconds,
+                ..
+            } => count("concurrency", *concurrency)
+                .or_else(|| count("output length", *output_len))
+                .or_else(|| positive("TPOT (s)", *seconds)),
+            Quantity::Ttft {
+                concurrency,
+                seconds,
+                ..
+            } => count("concurrency", *concurrency).or_else(|| positive("TTFT (s)", *seconds)),
+            Quantity::Throughput {
+                concurrency,
+                tokens_per_second,
+                ..
+            } => count("concurrency", *concurrency)
+                .or_else(|| positive("throughput (tok/s)", *tokens_per_second)),
+            Quantity::CategoryShare {
+                concurrency, share, ..
+            } => count("concurrency", *concurrency).or_else(|| {
+                (!(share.is_finite() && (0.0..=1.0).contains(share)))
+                    .then(|| format!("share {share} is outside [0, 1]"))
+            }),
+            Quantity::AllReduce {
+                bytes,
+                gpus,
+                seconds,
+            } => count("GPU count", *gpus)
+                .or_else(|| positive("bytes", *bytes))
+                .or_else(|| positive("time (s)", *seconds)),
+            Quantity::Gemm {
+                m, n, k, seconds, ..
+            } => (*m == 0 || *n == 0 || *k == 0)
+                .then(|| format!("GEMM shape {m} x {n} x {k} has a zero dimension"))
+                .or_else(|| positive("time (s)", *seconds)),
+        }
+    }
+}
+
+/// What a reader's answer must look like, for the tests that feed readers odd input: `Ok`
+/// with every observation physically possible and from `file`, or an `Err` whose message
+/// names `file`. The problem otherwise, in words.
+pub fn answer_problem(answer: &Result<MeasuredSet>, file: &str) -> Option<String> {
+    match answer {
+        Ok(set) => set.observations.iter().find_map(|o| {
+            if o.origin.file != file {
+                return Some(format!(
+                    "observation from {:?}, read from {file:?}",
+                    o.origin.file
+                ));
+            }
+            o.problem()
+                .map(|p| format!("{}: {p} in {:?}", o.origin.label(), o.quantity))
+        }),
+        Err(e) => {
+            let msg = e.to_string();
+            (!msg.contains(file)).then(|| format!("error does not name {file:?}: {msg}"))
+        }
+    }
+}
+
 impl MeasuredSet {
     /// Every measured throughput as (concurrency, tok/s), in file order.
     pub fn throughputs(&self) -> Vec<(u32, f64)> {

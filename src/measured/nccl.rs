@@ -371,8 +371,11 @@ mod tests {
             "all_reduce_perf -g",
             "all_reduce_perf -g 99999999999 -t 99999",
         ] {
-            let _ = parse_nccl(t, "f", None);
-            let _ = parse_nccl(t, "f", Some(0));
+            for gpus in [None, Some(0)] {
+                let answer = parse_nccl(t, "odd.txt", gpus);
+                let problem = crate::measured::answer_problem(&answer, "odd.txt");
+                assert!(problem.is_none(), "{t:?} ({gpus:?}): {problem:?}");
+            }
         }
     }
 }

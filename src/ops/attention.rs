@@ -108,8 +108,11 @@ fn dsa_indexer(cx: &BuildContext, q_in: f64, ratio: f64, out: &mut Vec<Operator>
     };
     let k = k as f64;
     let (own, mixed, tokens, seqs) = (cx.own, cx.mixed, cx.tokens, cx.seqs);
-    let ih = c.index_n_heads.unwrap_or(64) as f64;
-    let id = c.index_head_dim.unwrap_or(128) as f64;
+    // Both present wherever index_topk is (ModelSpec::validate refuses a model without).
+    let (Some(ih), Some(id)) = (c.index_n_heads, c.index_head_dim) else {
+        return (cx.span, cx.cached);
+    };
+    let (ih, id) = (ih as f64, id as f64);
     let fmt = cx.model.quantization.attention();
     let u = cx.unfused;
     push_gemm(
@@ -145,10 +148,7 @@ fn dsa_indexer(cx: &BuildContext, q_in: f64, ratio: f64, out: &mut Vec<Operator>
     let cached = cx.cached / ratio;
     // FP8 keys plus one FP32 scale per token, whatever the KV dtype (vLLM's and SGLang's
     // DSA indexer cache).
-    let key_bytes = match c.index_head_dim {
-        None => 0.0,
-        Some(_) => id + 4.0,
-    };
+    let key_bytes = id + 4.0;
     let flops = 2.0 * own * ih * cached * id + 2.0 * mixed * ih * cx.mixed_span / ratio * id;
     let bytes = seqs * cached * key_bytes + mixed * key_bytes + tokens * ih * id * 2.0;
     out.push(attention_kernel(

@@ -101,8 +101,9 @@ impl GpuSpec {
 
     /// Upper bound on the rate the SMs read data resident in L2 (bytes/s): SMs x
     /// [`Self::L2_BYTES_PER_CLOCK_PER_SM`] x boost clock, never under the DRAM bandwidth;
-    /// `None` where the description lacks the L2, SM count or clock. Only `validate`'s
-    /// speed of light for a benchmark call that re-reads an L2-resident cache uses it.
+    /// `None` where the description lacks the L2, SM count or clock. Only `validate` uses
+    /// it: the speed of light of a benchmark call that re-reads an L2-resident cache, and
+    /// the floor below which a kernel-table row is refused.
     pub fn l2_bandwidth(&self) -> Option<f64> {
         self.l2_cache?;
         let rate = self.sm_count? as f64 * Self::L2_BYTES_PER_CLOCK_PER_SM * self.boost_clock?.0;

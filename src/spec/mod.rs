@@ -49,6 +49,11 @@ pub struct System {
     pub link: InterconnectSpec,
     /// The engine the system serves with, resolved for its GPUs.
     pub engine: EngineSpec,
+    /// The system description's efficiencies as written, before any `--set`: the priors a
+    /// generation's measured kernel fractions are scaled against. A what-if that sets
+    /// `efficiency.*` changes `spec.efficiency` (the default parameters), and the kernels
+    /// move by its ratio to these; rebuilt from the overridden spec, the two would cancel.
+    pub described_efficiency: system::EfficiencySpec,
 }
 
 /// A field error of a description after `--set` overrides, labelled with the description.
@@ -96,6 +101,7 @@ impl System {
                 }
             }
         }
+        let described_efficiency = file.efficiency;
         let mut spec: SystemSpec = apply(&file, Target::System, sets, name)?;
         spec.validate().map_err(|fe| after_set(name, fe))?;
         let gpu = registry::load_gpu(&spec.gpu)?;
@@ -104,6 +110,50 @@ impl System {
         let link = registry::load_interconnect(&spec.interconnect)?;
         let described = link.bandwidth_per_direction.0;
         let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;
+        // "Would NVLink help?" is one override, `--set system.interconnect=nvlink4|5`: a link
+        // swapped to another kind brings its own topology (NVLink boxes are NVSwitch ones;
+        // a PCIe link on an NVSwitch box means GPUs on root ports), unless the user set
+        // `system.topology` too. A link and a topology no machine pairs are refused below.
+        let topology_set = sets
+            .iter()
+            .any(|o| o.path.last().map(String::as_str) == Some("topology"));
+        if spec.interconnect != file.interconnect && !topology_set {
+            spec.topology = match (link.kind, spec.topology) {
+                (interconnect::LinkKind::Nvlink, _) => system::Topology::Nvswitch,
+                (interconnect::LinkKind::Pcie, system::Topology::Nvswitch) => {
+                    system::Topology::RootComplex
+                }
+                (interconnect::LinkKind::Pcie, t) => t,
+            };
+        }
+        let pairs = matches!(
+            (link.kind, spec.topology),
+            (interconnect::LinkKind::Nvlink, system::Topology::Nvswitch)
+                | (
+                    interconnect::LinkKind::Pcie,
+                    system::Topology::RootComplex | system::Topology::PcieSwitch
+                )
+        );
+        if !pairs {
+            return Err(crate::error::Error::Invalid {
+                file: format!("{name} (after --set)"),
+                line: None,
+                field: "topology".into(),
+                expected: format!(
+                    "a topology that a {} link ({}) runs in: {}; to ask what NVLink would \
+                     change, set only system.interconnect=nvlink4 or nvlink5",
+                    link.name,
+                    match link.kind {
+                        interconnect::LinkKind::Nvlink => "NVLink",
+                        interconnect::LinkKind::Pcie => "PCIe",
+                    },
+                    match link.kind {
+                        interconnect::LinkKind::Nvlink => "nvswitch",
+                        interconnect::LinkKind::Pcie => "root-complex or pcie-switch",
+                    }
+                ),
+            });
+        }
         // The system's path bandwidths were measured on its own link: a swapped link leaves
         // them behind (the new link's fractions apply), a faster or slower one scales them.
         spec.paths = if spec.interconnect != file.interconnect {
@@ -158,6 +208,7 @@ impl System {
             gpu,
             link,
             engine,
+            described_efficiency,
         })
     }
 }

@@ -1091,6 +1091,24 @@ impl ModelSpec {
                 ));
             }
         }
+        // A DSA indexer is priced from its heads and head size, and its key cache from the
+        // head size: a model that names the indexer gives both, or it would be priced with
+        // an invented indexer and no cache for it.
+        if c.index_topk.is_some() {
+            for (v, f) in [
+                (c.index_n_heads, "index_n_heads"),
+                (c.index_head_dim, "index_head_dim"),
+            ] {
+                if v.is_none() {
+                    return Err((
+                        format!("config.{f}"),
+                        "a value wherever index_topk is set (the DSA indexer's shape; \
+                         DeepSeek-V3.2 publishes 64 heads of 128, GLM-5 32 of 128)"
+                            .into(),
+                    ));
+                }
+            }
+        }
         // Zero-sized dimensions make every attention time zero or a division by zero.
         for (v, f) in [
             (c.head_dim, "head_dim"),

@@ -4,7 +4,7 @@
 
 use rooftop::calibrate::{calibrate, predict_observation, Assumptions, Calibration, ParamKind};
 use rooftop::cost::{CostParams, Parallel};
-use rooftop::measured::{self, MeasuredSet, Observation, Origin, Quantity, TpotDef, TraceCategory};
+use rooftop::measured::{self, MeasuredSet, Observation, Origin, Quantity, TpotDef};
 use rooftop::predict::Scenario;
 use rooftop::spec::registry::{builtin_text, load_model, Kind};
 use rooftop::spec::{ModelSpec, System};
@@ -87,7 +87,7 @@ fn team_trials_are_predicted_held_out_with_physical_parameters() {
     }
     // Something no point gives: the decode step alone (no prefill in it) is faster than the
     // measured end-to-end time per token, which spreads the prefill over 32 tokens.
-    let step = rooftop::predict::predict(&sc.with_params(p.clone()), 1, 32).unwrap();
+    let step = rooftop::predict::predict(&sc.with_params(p), 1, 32).unwrap();
     assert!(
         step.tpot_ms < tpots.0 / 3.0 * 1e3,
         "decode step {} ms vs e2e {} ms",

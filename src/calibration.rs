@@ -297,15 +297,14 @@ impl Calibration {
     /// what it is about to write through this, so it never writes a file `--calibration`
     /// would refuse.
     pub fn from_text(text: &str, path: &str) -> Result<Calibration> {
-        let text = text.to_string();
-        let c: Calibration = crate::spec::registry::parse_toml(&text, path)?;
+        let c: Calibration = crate::spec::registry::parse_toml(text, path)?;
         if c.covariance.len() != c.parameters.len()
             || c.covariance.iter().any(|r| r.len() != c.parameters.len())
             || c.covariance.iter().flatten().any(|x| !x.is_finite())
         {
             return Err(Error::Invalid {
                 file: path.into(),
-                line: crate::error::line_of_field(&text, "covariance"),
+                line: crate::error::line_of_field(text, "covariance"),
                 field: "covariance".into(),
                 expected: "a square matrix of finite numbers with one row per parameter".into(),
             });
@@ -325,7 +324,7 @@ impl Calibration {
             if !ok {
                 return Err(Error::Invalid {
                     file: path.into(),
-                    line: crate::error::line_of_field(&text, "covariance"),
+                    line: crate::error::line_of_field(text, "covariance"),
                     field: format!("covariance (row {}, {})", i + 1, f.name),
                     expected: format!(
                         "a variance from 0 to ({} − {})² and correlations within ±1",
@@ -342,7 +341,7 @@ impl Calibration {
             if !(f.value.is_finite() && f.value >= lo && f.value <= hi) {
                 return Err(Error::Invalid {
                     file: path.into(),
-                    line: crate::error::line_of_field(&text, "name"),
+                    line: crate::error::line_of_field(text, "name"),
                     field: format!("parameters.{}", f.name),
                     expected: format!("a value in [{lo}, {hi}]"),
                 });

@@ -28,25 +28,15 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String> {
         path: path.to_path_buf(),
         error,
     };
-    // A named pipe with no writer blocks `open` for ever: refused before opening. The pipe
-    // a shell hands over for `<(...)` (`/dev/fd/N`) is already open and reads like a file.
-    if let Some(kind) = special_kind(path) {
+    // Checked before opening: a named pipe with no writer blocks `open` for ever.
+    if let Some(message) = not_a_file(path) {
         return Err(Error::Measured {
             file: path.display().to_string(),
             line: None,
-            message: format!(
-                "is a {kind}, not a regular file; expected a file (a pipe from `<(...)` is read)"
-            ),
+            message,
         });
     }
     let file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        return Err(Error::Measured {
-            file: path.display().to_string(),
-            line: None,
-            message: "is a folder; expected a file".into(),
-        });
-    }
     let mut bytes = Vec::new();
     file.take(cap + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > cap {
@@ -70,15 +60,28 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String> {
     })
 }
 
-/// "named pipe (FIFO)" or "socket" for such a node outside the process's own open
-/// descriptors (`/dev/fd`, `/proc/self/fd`), else `None`.
+/// Why `path` is no file to read, or `None`: a folder, or a named pipe or socket outside
+/// the process's own open descriptors (the pipe a shell hands over for `<(...)`,
+/// `/dev/fd/N`, is already open and reads like a file).
+fn not_a_file(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_dir() {
+        return Some("is a folder; expected a file".into());
+    }
+    special_kind(path, &meta).map(|kind| {
+        format!("is a {kind}, not a regular file; expected a file (a pipe from `<(...)` is read)")
+    })
+}
+
+/// "named pipe (FIFO)" or "socket" for such a node that is not one of the process's own
+/// descriptors.
 #[cfg(unix)]
-fn special_kind(path: &Path) -> Option<&'static str> {
+fn special_kind(path: &Path, meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let own_descriptor = ["/dev/fd/", "/proc/self/fd/", "/dev/stdin"]
         .iter()
         .any(|p| path.to_string_lossy().starts_with(p));
-    let t = std::fs::metadata(path).ok()?.file_type();
+    let t = meta.file_type();
     match () {
         _ if own_descriptor => None,
         _ if t.is_fifo() => Some("named pipe (FIFO)"),
@@ -88,7 +91,7 @@ fn special_kind(path: &Path) -> Option<&'static str> {
 }
 
 #[cfg(not(unix))]
-fn special_kind(_: &Path) -> Option<&'static str> {
+fn special_kind(_: &Path, _: &std::fs::Metadata) -> Option<&'static str> {
     None
 }
 

@@ -487,24 +487,13 @@ fn kernels_file_replaces_a_generations_constants() {
 /// (it printed a 2,236 ms "ITL") and names what it can give instead.
 #[test]
 fn one_output_token_has_no_itl() {
+    fails_with(
+        &["sweep", "--output-len", "1", "--concurrency", "4"],
+        &["no inter-token latency", "--tpot-def e2e"],
+    );
     rooftop()
         .args(["sweep", "--output-len", "1", "--concurrency", "4"])
-        .assert()
-        .code(1)
-        .stderr(
-            predicate::str::contains("no inter-token latency")
-                .and(predicate::str::contains("--tpot-def e2e")),
-        );
-    rooftop()
-        .args([
-            "sweep",
-            "--output-len",
-            "1",
-            "--concurrency",
-            "4",
-            "--tpot-def",
-            "e2e",
-        ])
+        .args(["--tpot-def", "e2e"])
         .assert()
         .success();
 }
@@ -514,87 +503,53 @@ fn one_output_token_has_no_itl() {
 /// row; a validation with nothing evaluated fails; a collective over one GPU costs +0.
 #[test]
 fn measurements_faster_than_light_are_refused_naming_the_row() {
+    let h100 = ["--system", "8x-h100-nvlink", "--model", "llama-3.1-8b"];
     // A GEMM of 2^32 cubed in 10 us, which `calibrate` fitted and wrote.
-    rooftop()
-        .args([
-            "calibrate",
-            "--system",
-            "8x-h100-nvlink",
-            "--model",
-            "llama-3.1-8b",
-        ])
-        .args(["--measured", &fixture("gemm-faster-than-light.csv")])
-        .assert()
-        .failure()
-        .stderr(
-            predicate::str::contains("gemm-faster-than-light.csv:2")
-                .and(predicate::str::contains("speed-of-light bound")),
-        );
+    let gemm = fixture("gemm-faster-than-light.csv");
+    fails_with(
+        &[&["calibrate", "--measured", &gemm][..], &h100].concat(),
+        &["gemm-faster-than-light.csv:2", "speed-of-light bound"],
+    );
     // Kernel-table rows of 0.1 ns whose data fits in L2 (their floor was zero).
     for table in ["moe_h100-sxm.csv", "attention_decode_h100-sxm.csv"] {
-        rooftop()
-            .args([
-                "validate",
-                "--system",
-                "8x-h100-nvlink",
-                "--measured",
-                &fixture(table),
-            ])
-            .assert()
-            .failure()
-            .stderr(predicate::str::contains(format!("{table}:2")));
+        let f = fixture(table);
+        fails_with(
+            &["validate", "--system", "8x-h100-nvlink", "--measured", &f],
+            &[&format!("{table}:2")],
+        );
     }
     // An e2e run with a TPOT of 0.0001 ms.
-    rooftop()
-        .args([
-            "validate",
-            "--measured",
-            &fixture("e2e-tpot-faster-than-light.csv"),
-        ])
-        .assert()
-        .failure()
-        .stderr(
-            predicate::str::contains("e2e-tpot-faster-than-light.csv:2")
-                .and(predicate::str::contains("fastest decode step")),
-        );
+    let e2e = fixture("e2e-tpot-faster-than-light.csv");
+    fails_with(
+        &["validate", "--measured", &e2e],
+        &["e2e-tpot-faster-than-light.csv:2", "fastest decode step"],
+    );
     // An all-reduce over more GPUs than the system has.
     let nccl = format!(
         "{}/tests/fixtures/measured/nccl_no_gpu_count.log",
         env!("CARGO_MANIFEST_DIR")
     );
-    rooftop()
-        .args([
-            "validate",
-            "--system",
-            "8x-h100-nvlink",
-            "--model",
-            "llama-3.1-8b",
-        ])
-        .args(["--measured", &nccl, "--nccl-gpus", "64"])
-        .assert()
-        .failure()
-        .stderr(predicate::str::contains(
-            "over 64 GPUs, but 8x-h100-nvlink has 8",
-        ));
+    fails_with(
+        &[
+            &["validate", "--measured", &nccl, "--nccl-gpus", "64"][..],
+            &h100,
+        ]
+        .concat(),
+        &["over 64 GPUs, but 8x-h100-nvlink has 8"],
+    );
 }
 
 #[test]
 fn a_validation_that_evaluates_nothing_fails_and_says_why() {
+    let f = fixture("e2e-every-run-skipped.csv");
     for format in ["text", "csv", "json"] {
-        rooftop()
-            .args([
-                "validate",
-                "--measured",
-                &fixture("e2e-every-run-skipped.csv"),
-            ])
-            .args(["--format", format])
-            .assert()
-            .code(1)
-            .stdout(predicate::str::contains("NaN").not())
-            .stderr(
-                predicate::str::contains("none of its 1 runs could be evaluated")
-                    .and(predicate::str::contains("no description of nobody/none")),
-            );
+        fails_with(
+            &["validate", "--measured", &f, "--format", format],
+            &[
+                "none of its 1 runs could be evaluated",
+                "no description of nobody/none",
+            ],
+        );
     }
 }
 
@@ -625,10 +580,7 @@ fn a_collective_over_one_gpu_costs_nothing_without_a_minus_sign() {
 /// applied silently after `--set system.gpu=h200` (only a renamed system was refused).
 #[test]
 fn a_calibration_is_refused_when_set_swaps_the_gpu_or_the_link() {
-    let cal = format!(
-        "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let cal = team_calibration();
     rooftop()
         .args(["predict", "--calibration", &cal])
         .assert()
@@ -640,12 +592,16 @@ fn a_calibration_is_refused_when_set_swaps_the_gpu_or_the_link() {
             "interconnect pcie-gen5-x16",
         ),
     ] {
-        rooftop()
-            .args(["predict", "--calibration", &cal, "--set", set])
-            .assert()
-            .failure()
-            .stderr(predicate::str::contains(what));
+        fails_with(&["predict", "--calibration", &cal, "--set", set], &[what]);
     }
+}
+
+/// The team box's calibration fixture (fitted on its GPU and link).
+fn team_calibration() -> String {
+    format!(
+        "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 /// "Would NVLink help" is one override and never slows the box; a link paired with a
@@ -653,20 +609,17 @@ fn a_calibration_is_refused_when_set_swaps_the_gpu_or_the_link() {
 /// than PCIe, and an NVSwitch topology on PCIe gave NVLink-class numbers).
 #[test]
 fn nvlink_on_a_pcie_box_is_one_override_and_mismatched_topologies_are_refused() {
-    let tpot = |sets: &[&str]| -> f64 {
-        let mut args = vec!["predict", "--format", "json"];
+    let with = |sets: &[&str]| -> Vec<String> {
+        let mut args = vec!["predict".to_string()];
         for s in sets {
-            args.extend(["--set", s]);
+            args.extend(["--set".to_string(), s.to_string()]);
         }
-        let out = rooftop()
-            .args(&args)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        v["tpot_ms"].as_f64().unwrap()
+        args
+    };
+    let tpot = |sets: &[&str]| -> f64 {
+        let args = with(sets);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        json_of(&args)["tpot_ms"].as_f64().unwrap()
     };
     let pcie = tpot(&[]);
     let nvlink = tpot(&["system.interconnect=nvlink5"]);
@@ -676,21 +629,15 @@ fn nvlink_on_a_pcie_box_is_one_override_and_mismatched_topologies_are_refused() 
         nvlink
     );
     for sets in [
-        vec!["system.topology=nvswitch"],
-        vec![
+        &["system.topology=nvswitch"][..],
+        &[
             "system.interconnect=nvlink5",
             "system.topology=root-complex",
         ],
     ] {
-        let mut args = vec!["predict"];
-        for s in &sets {
-            args.extend(["--set", s]);
-        }
-        rooftop()
-            .args(&args)
-            .assert()
-            .failure()
-            .stderr(predicate::str::contains("field `topology`"));
+        let args = with(sets);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with(&args, &["field `topology`"]);
     }
 }
 
@@ -739,10 +686,7 @@ fn a_full_stdout_or_stderr_exits_1() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     // A note on stderr that cannot be written fails a run that otherwise succeeded.
-    let cal = format!(
-        "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let cal = team_calibration();
     let out = Std::new(&bin)
         .args([
             "predict",

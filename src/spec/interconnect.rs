@@ -18,6 +18,26 @@ pub enum LinkKind {
     Nvlink,
 }
 
+impl LinkKind {
+    /// How people write it.
+    pub fn label(self) -> &'static str {
+        match self {
+            LinkKind::Pcie => "PCIe",
+            LinkKind::Nvlink => "NVLink",
+        }
+    }
+
+    /// The topologies a machine with this link has, the one a swapped-in link brings first:
+    /// NVLink boxes are NVSwitch ones; PCIe GPUs sit on root ports or under switches.
+    pub fn topologies(self) -> &'static [super::system::Topology] {
+        use super::system::Topology;
+        match self {
+            LinkKind::Pcie => &[Topology::RootComplex, Topology::PcieSwitch],
+            LinkKind::Nvlink => &[Topology::Nvswitch],
+        }
+    }
+}
+
 /// Latency per NCCL protocol.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]

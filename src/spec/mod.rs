@@ -116,25 +116,14 @@ impl System {
         // `system.topology` too. A link and a topology no machine pairs are refused below.
         let topology_set = sets
             .iter()
-            .any(|o| o.path.last().map(String::as_str) == Some("topology"));
-        if spec.interconnect != file.interconnect && !topology_set {
-            spec.topology = match (link.kind, spec.topology) {
-                (interconnect::LinkKind::Nvlink, _) => system::Topology::Nvswitch,
-                (interconnect::LinkKind::Pcie, system::Topology::Nvswitch) => {
-                    system::Topology::RootComplex
-                }
-                (interconnect::LinkKind::Pcie, t) => t,
-            };
+            .any(|o| o.target == Target::System && o.path == ["topology"]);
+        let fits = link.kind.topologies();
+        if spec.interconnect != file.interconnect && !topology_set && !fits.contains(&spec.topology)
+        {
+            spec.topology = fits[0];
         }
-        let pairs = matches!(
-            (link.kind, spec.topology),
-            (interconnect::LinkKind::Nvlink, system::Topology::Nvswitch)
-                | (
-                    interconnect::LinkKind::Pcie,
-                    system::Topology::RootComplex | system::Topology::PcieSwitch
-                )
-        );
-        if !pairs {
+        if !fits.contains(&spec.topology) {
+            let names: Vec<&str> = fits.iter().map(|t| t.name()).collect();
             return Err(crate::error::Error::Invalid {
                 file: format!("{name} (after --set)"),
                 line: None,
@@ -143,14 +132,8 @@ impl System {
                     "a topology that a {} link ({}) runs in: {}; to ask what NVLink would \
                      change, set only system.interconnect=nvlink4 or nvlink5",
                     link.name,
-                    match link.kind {
-                        interconnect::LinkKind::Nvlink => "NVLink",
-                        interconnect::LinkKind::Pcie => "PCIe",
-                    },
-                    match link.kind {
-                        interconnect::LinkKind::Nvlink => "nvswitch",
-                        interconnect::LinkKind::Pcie => "root-complex or pcie-switch",
-                    }
+                    link.kind.label(),
+                    names.join(" or ")
                 ),
             });
         }

@@ -24,6 +24,17 @@ pub enum Topology {
     Nvswitch,
 }
 
+impl Topology {
+    /// As the system files write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::RootComplex => "root-complex",
+            Topology::PcieSwitch => "pcie-switch",
+            Topology::Nvswitch => "nvswitch",
+        }
+    }
+}
+
 /// Which all-reduce implementation the engine uses for tensor-parallel reductions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -24,13 +24,14 @@
 //!   running sequence): `max` of the two with overlap scheduling, their sum without. The API
 //!   server and the client handle one streamed chunk per token per request, pipelined beside
 //!   the engine: they bound the rate tokens are seen at.
-//! - TTFT: the prompt's own prefill (its chunks, each a step long, when chunked) plus an
+//! - TTFT: the prompt's own prefill (its chunks, each a step long, when chunked, and never
+//!   less than the prompt alone on an idle engine) plus an
 //!   M/D/1 wait behind other prefills, `ρ s / (2(1 − ρ))` with ρ the prefill utilisation,
 //!   plus the wait for a running slot when C exceeds `running`, plus half a step (a prompt
 //!   that arrives while a step runs is scheduled when it ends) and, with overlap scheduling,
 //!   one step (the first token leaves a step after the one that computed it). ρ is the
 //!   prompt tokens wanted per step over the token budget left (chunked), or prefill time per
-//!   step (separate passes), capped at 0.95 (beyond it the queue would grow without bound).
+//!   step (separate passes).
 //!   A client that starts with a burst sends every prompt at once: that first wave's TTFT is
 //!   its share of the whole wave's prefill. With fixed lengths the prompts one step prefills together
 //!   then decode in lockstep, finish together and return together, so every later wave
@@ -39,10 +40,15 @@
 //!   and later requests arrive desynchronized (steady state). The client's mean TTFT weights
 //!   the first wave by its share of the client's prompts (C / num_prompts, or 1/k for a run
 //!   of k × C prompts).
-//! - A request's decode steps carry the prompts of the other running requests, each of which
-//!   restarts once per `output` steps: `(running − 1) / output` prompts per step.
+//! - The closed loop: a running request cycles through its TTFT and `output − 1` decode
+//!   steps, and its client sends the next prompt when it finishes, so the other running
+//!   requests start `(running − 1) · step / cycle` prompts per step. Those prompts lengthen
+//!   the steps and the prefill queue, which lengthens the cycle: the prompt rate is the fixed
+//!   point of that loop (found bracketed), and the queue stays below saturation because a longer
+//!   wait means fewer prompts sent. With long outputs the rate is `(running − 1) / output`;
+//!   with short ones the prefill queue sets it.
 //! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput (Little's law over the running
-//!   requests) = running × output / (own prefill + (output − 1) × TPOT_itl).
+//!   requests) = running × output / cycle, which is C × output / E2E in steady state.
 //!   TPOT is reported under both harness definitions: `itl` = (E2E − TTFT)/(output − 1),
 //!   `e2e` = E2E / output (prefill included, as the team's macro benchmark computed it).
 
@@ -122,6 +128,9 @@ pub struct ServePoint {
     pub concurrency: u32,
     /// Requests running at once (KV cache and max_num_seqs permitting).
     pub running: u32,
+    /// Sequences in a decode step, mean: the running requests that are past their prefill
+    /// (the others wait for it in the closed loop).
+    pub decode_batch: f64,
     /// Requests waiting for a slot.
     pub queued: u32,
     /// TPOT under the sweep's definition, ms.
@@ -245,6 +254,47 @@ struct Server<'s, 'a> {
 /// (GPU, engine CPU, API server, client) time per step at a point, seconds.
 type StepParts = (f64, f64, f64, f64);
 
+/// The closed loop's prompt rate is solved to this fraction of its range (far below what
+/// any step or TTFT shows), in at most `CLOSED_LOOP_MAX_STEPS` evaluations.
+const CLOSED_LOOP_TOLERANCE: f64 = 1e-7;
+const CLOSED_LOOP_MAX_STEPS: u32 = 60;
+
+/// Prefill utilisation the M/D/1 wait is evaluated at most (a numerical guard: the closed
+/// loop settles below saturation on its own, the wait growing without bound toward 1).
+const MAX_PREFILL_UTILISATION: f64 = 0.999;
+
+/// One engine step at a prompt rate, seconds.
+struct Step {
+    /// Sequences in the decode batch.
+    decoding: f64,
+    /// The decode step without prompts, and its breakdown.
+    dec: f64,
+    breakdown: Breakdown,
+    /// The GPU's pass with the prompts mixed in (or run beside it).
+    with: f64,
+    /// Its GPU part (kernels, gaps), without the fixed CPU cost.
+    gpu: f64,
+    /// Engine CPU per step (fixed + per running sequence).
+    cpu_step: f64,
+    /// GPU and CPU together, as the engine schedules them.
+    engine: f64,
+    /// API-server and client time per step.
+    api: f64,
+    client_cpu: f64,
+    /// The step tokens are seen at.
+    step: f64,
+}
+
+/// TTFT in the closed loop, seconds.
+struct Ttft {
+    /// As the client measures it (the first wave of a burst weighted in).
+    mean: f64,
+    /// In the loop's steady state, with the wait for a slot.
+    steady: f64,
+    /// A running request's whole cycle: its TTFT once in flight and `output − 1` steps.
+    cycle: f64,
+}
+
 /// Evaluate the serving curve at each concurrency.
 pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
     let sv = Server::new(s, w)?;
@@ -366,40 +416,35 @@ impl<'s, 'a> Server<'s, 'a> {
         self.fitted_cap.map_or(r, |f| r.min(f.max(1.0)))
     }
 
-    /// The steady state at `c` concurrent requests, and its step's parts.
-    fn point(&self, c: u32) -> (ServePoint, StepParts) {
-        let (s, w, costs) = (self.s, self.w, &self.costs);
-        let (input, output, ctx, prefill_alone) =
-            (self.input, self.output, self.ctx, self.prefill_alone);
-        let cpu = &s.system.engine.cpu;
-        let c = c.max(1);
-        let running = self.running(c);
-        let (dec, b) = costs.decode(running, ctx);
-        // Other requests' prompts interleaved into one request's decode steps: in steady
-        // state each of the other running requests restarts once per `output` steps.
-        let p = (running - 1.0) / output;
-        let with_prompts = |p: f64| -> f64 {
-            if costs.chunked {
-                // A fraction p of steps carries one prompt; above one prompt per step,
-                // every step carries p prompts.
-                if p <= 1.0 {
-                    dec + p * (costs.mixed(running, ctx, input, input) - dec)
-                } else {
-                    costs.mixed(running, ctx, p * input, input)
-                }
+    /// The engine's step when `p` prompts of the other requests start per decode step.
+    fn step_at(&self, running: f64, p: f64) -> Step {
+        let (w, costs, input, ctx) = (self.w, &self.costs, self.input, self.ctx);
+        let cpu = &self.s.system.engine.cpu;
+        // Sequences that decode in a request's decode step: itself, and each of the others
+        // in the share of its cycle it spends decoding, `(output − 1) · step / cycle`, which
+        // the loop's prompt rate gives as `p · (output − 1) / (running − 1)`. The others
+        // wait for their prefill meanwhile and hold no place in the decode batch.
+        let decoding = (1.0 + p * (self.output - 1.0)).min(running);
+        let (dec, breakdown) = costs.decode(decoding, ctx);
+        let with = if costs.chunked {
+            // A fraction p of steps carries one prompt; above one prompt per step, every
+            // step carries p prompts.
+            if p <= 1.0 {
+                dec + p * (costs.mixed(decoding, ctx, input, input) - dec)
             } else {
-                dec + p * prefill_alone
+                costs.mixed(decoding, ctx, p * input, input)
             }
+        } else {
+            dec + p * self.prefill_alone
         };
-        let with = with_prompts(p);
         // A step with prompts never runs faster than without; a difference below zero is
         // rounding (prompts that add nothing measurable), not a negative time.
-        let prefill_per_step = (with - dec).max(0.0);
+        let with = with.max(dec);
         // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
         // behind the previous GPU step with overlap, added to it without.
         let gpu = with - costs.step_overhead;
         let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
-        let engine_step = if cpu.overlap {
+        let engine = if cpu.overlap {
             gpu.max(cpu_step)
         } else {
             gpu + cpu_step
@@ -408,30 +453,122 @@ impl<'s, 'a> Server<'s, 'a> {
         // pipelined beside the engine, they bound the rate tokens are seen at.
         let api = running * self.api_per_token;
         let client_cpu = running * w.client.per_chunk;
-        let step = engine_step.max(api).max(client_cpu);
-        let mut bm = breakdown_ms(&b);
+        Step {
+            decoding,
+            dec,
+            breakdown,
+            with,
+            gpu,
+            cpu_step,
+            engine,
+            api,
+            client_cpu,
+            step: engine.max(api).max(client_cpu),
+        }
+    }
+
+    /// The closed loop at `running` requests in flight: the rate `p` at which the other
+    /// requests' prompts start per decode step, with the step and the TTFT it gives.
+    ///
+    /// Each running request cycles through its TTFT and `output − 1` decode steps, and the
+    /// client sends the next prompt when one finishes, so the other `running − 1` start
+    /// `(running − 1) · step / cycle` prompts per step. Prompts make the steps and the
+    /// prefill queue longer, which lengthens the cycle and lowers the rate: `p` is the fixed
+    /// point of that loop, bracketed in `[0, (running − 1) / output]` (at most one
+    /// restart per `output` steps, a cycle with no TTFT). The prefill queue stays finite at
+    /// every load: a queue near saturation stretches the cycle until the prompts it admits
+    /// match what the steps can prefill.
+    fn closed_loop(&self, c: u32, running: f64) -> (Step, Ttft) {
+        let at = |p: f64| {
+            let st = self.step_at(running, p);
+            let t = self.ttft(c, running, &st, p);
+            (st, t)
+        };
+        let p_max = (running - 1.0) / self.output;
+        if p_max <= 0.0 {
+            return at(0.0);
+        }
+        // p − (running − 1)·step/cycle is at most 0 at p = 0 and at least 0 at p_max (a
+        // cycle is never shorter than `output` steps): a root lies between. Regula falsi
+        // with the Illinois correction finds it in a few evaluations where the loop is
+        // decode-bound (the root sits by p_max) and stays bracketed where prefill binds.
+        let excess = |p: f64| {
+            let (st, t) = at(p);
+            let e = p - (running - 1.0) * st.step / t.cycle;
+            (e, (st, t))
+        };
+        let (mut a, (mut fa, _)) = (0.0, excess(0.0));
+        let (mut b, (mut fb, mut best)) = (p_max, excess(p_max));
+        if fb <= 0.0 {
+            return best;
+        }
+        let tolerance = CLOSED_LOOP_TOLERANCE * p_max;
+        let mut side = 0i8;
+        for _ in 0..CLOSED_LOOP_MAX_STEPS {
+            if fa >= 0.0 || b - a <= tolerance {
+                break;
+            }
+            let x = (a * fb - b * fa) / (fb - fa);
+            let x = if x.is_finite() && x > a && x < b {
+                x
+            } else {
+                0.5 * (a + b)
+            };
+            let (fx, sx) = excess(x);
+            best = sx;
+            if fx.abs() <= tolerance {
+                break;
+            }
+            if fx > 0.0 {
+                (b, fb) = (x, fx);
+                if side == 1 {
+                    fa *= 0.5;
+                }
+                side = 1;
+            } else {
+                (a, fa) = (x, fx);
+                if side == -1 {
+                    fb *= 0.5;
+                }
+                side = -1;
+            }
+        }
+        best
+    }
+
+    /// The steady state at `c` concurrent requests, and its step's parts.
+    fn point(&self, c: u32) -> (ServePoint, StepParts) {
+        let (s, w, costs) = (self.s, self.w, &self.costs);
+        let (output, ctx) = (self.output, self.ctx);
+        let cpu = &s.system.engine.cpu;
+        let c = c.max(1);
+        let running = self.running(c);
+        let (st, t) = self.closed_loop(c, running);
+        let (step, dec) = (st.step, st.dec);
+        let prefill_per_step = st.with - dec;
+        let mut bm = breakdown_ms(&st.breakdown);
         bm.insert("prefill", prefill_per_step * 1e3);
         if cpu.overlap {
             // The fixed CPU cost is no longer in series; what CPU work exceeds the GPU is.
             if let Some(o) = bm.get_mut("overhead") {
                 *o -= costs.step_overhead * 1e3;
             }
-            bm.insert("engine_cpu", (cpu_step - gpu).max(0.0) * 1e3);
+            bm.insert("engine_cpu", (st.cpu_step - st.gpu).max(0.0) * 1e3);
         } else {
             bm.insert("engine_cpu", cpu.per_seq.0 * running * 1e3);
         }
-        bm.insert("token_stream", (step - engine_step) * 1e3);
-        let (own, ttft, steady) = self.ttft(c, running, step);
-        let e2e = ttft + (output - 1.0) * step;
+        bm.insert("token_stream", (step - st.engine) * 1e3);
+        let e2e = t.mean + (output - 1.0) * step;
         let itl = step;
         let e2e_tpot = e2e / output;
-        // Little's law over the running requests: each yields `output` tokens per
-        // (own prefill + output − 1 decode steps).
-        let throughput = running * output / (own + (output - 1.0) * step);
-        let sol_step = costs.sol.evaluate(&Pass::decode(running, ctx)).total;
+        // Little's law over the running requests: each yields `output` tokens per cycle
+        // (its TTFT in the loop and `output − 1` decode steps).
+        let throughput = running * output / t.cycle;
+        let sol_step = costs.sol.evaluate(&Pass::decode(st.decoding, ctx)).total;
         let point = ServePoint {
             concurrency: c,
             running: running as u32,
+            decode_batch: st.decoding,
             queued: c.saturating_sub(running as u32),
             tpot_ms: match w.tpot_def {
                 TpotDef::Itl => itl,
@@ -439,10 +576,10 @@ impl<'s, 'a> Server<'s, 'a> {
             } * 1e3,
             tpot_itl_ms: itl * 1e3,
             tpot_e2e_ms: e2e_tpot * 1e3,
-            ttft_ms: ttft * 1e3,
-            ttft_steady_ms: steady * 1e3,
-            gpu_step_ms: gpu * 1e3,
-            cpu_step_ms: cpu_step * 1e3,
+            ttft_ms: t.mean * 1e3,
+            ttft_steady_ms: t.steady * 1e3,
+            gpu_step_ms: st.gpu * 1e3,
+            cpu_step_ms: st.cpu_step * 1e3,
             e2e_ms: e2e * 1e3,
             throughput_tok_s: throughput,
             decode_step_ms: dec * 1e3,
@@ -452,41 +589,43 @@ impl<'s, 'a> Server<'s, 'a> {
             tpot_ci95_ms: None,
             throughput_ci95_tok_s: None,
         };
-        (point, (gpu, cpu_step, api, client_cpu))
+        (point, (st.gpu, st.cpu_step, st.api, st.client_cpu))
     }
 
-    /// (the prompt's own prefill, TTFT as the client measures it, TTFT in steady state) at
-    /// `c` requests, `running` of them in flight, with decode steps of `step`.
-    fn ttft(&self, c: u32, running: f64, step: f64) -> (f64, f64, f64) {
+    /// TTFT at `c` requests, `running` of them in flight, with the decode step `st` and
+    /// `p` of the other requests' prompts starting per step.
+    fn ttft(&self, c: u32, running: f64, st: &Step, p: f64) -> Ttft {
+        let step = st.step;
         let (w, costs) = (self.w, &self.costs);
         let (input, output, ctx, prefill_alone) =
             (self.input, self.output, self.ctx, self.prefill_alone);
         // TTFT: the prompt's own prefill plus M/D/1 queueing behind the other prompts
-        // competing for the same prefill capacity.
+        // competing for the same prefill capacity. The prompt's own prefill is never faster
+        // than that prompt alone on an idle engine (under pipeline parallelism a step of
+        // many sequences overlaps stages across them; one prompt still crosses every stage).
         let (own, rho) = if costs.chunked {
             // Chunks of the token budget left after the other decode tokens, one step each;
             // each is a decode step of the others with the chunk mixed in.
-            let others = running - 1.0;
+            let others = (st.decoding - 1.0).max(0.0);
             let room = (costs.budget - others).max(1.0);
             let chunks = (input / room).ceil();
             let chunk = (input / chunks).min(room);
-            // Prompt tokens the other requests want per step (this request's own prompt is
-            // not queue load ahead of itself).
-            let demand = others / output * input;
-            // The step that carries the prompt is at least a typical step of this load.
-            let carrier = costs.mixed(others, ctx, chunk, input).max(step);
-            (chunks * carrier, (demand / room).min(0.95))
+            // The step that carries the prompt is at least a typical step of this load, and
+            // under pipeline parallelism at least the chunk beside one decode: the evaluator
+            // splits a step's tokens evenly over its micro-batches, but a chunk is one
+            // sequence's and crosses every stage in one of them.
+            let carrier = costs
+                .mixed(others, ctx, chunk, input)
+                .max(costs.mixed(others.min(1.0), ctx, chunk, input))
+                .max(step);
+            // Prompt tokens the other requests start per step, over the budget's room.
+            ((chunks * carrier).max(prefill_alone), p * input / room)
         } else {
             let own = prefill_alone + costs.step_overhead;
-            ((own), ((running - 1.0) / output * own / step).min(0.95))
+            (own, p * own / step)
         };
+        let rho = rho.min(MAX_PREFILL_UTILISATION);
         let wait = rho * own / (2.0 * (1.0 - rho));
-        let e2e_busy = own + wait + (output - 1.0) * step;
-        let slot_wait = if (c as f64) > running {
-            (c as f64 - running) / running * e2e_busy
-        } else {
-            0.0
-        };
         // A prompt that arrives while the engine runs a step waits for that step to end
         // before it is scheduled: half a step on average (steps of equal length, arrivals
         // uniform over them); an idle engine takes it at once. With overlap scheduling the
@@ -498,14 +637,23 @@ impl<'s, 'a> Server<'s, 'a> {
         } else {
             0.0
         };
-        let steady = own + wait + slot_wait + admit + overlap;
+        let busy = own + wait + admit + overlap;
+        let cycle = busy + (output - 1.0) * step;
+        // Beyond the in-flight cap a request first waits for a slot: `c − running` wait
+        // ahead of it, `running` slots free one per cycle each.
+        let slot_wait = if (c as f64) > running {
+            (c as f64 - running) / running * cycle
+        } else {
+            0.0
+        };
+        let steady = busy + slot_wait;
         // A burst start sends every in-flight prompt at once: they share the prefill budget,
         // chunk j of K finishing at j/K of the whole wave's prefill. With fixed lengths the
         // prompts one step prefills together then decode in lockstep, finish together and
         // return together: every later wave arrives in such groups, each prefilled in one
         // step carrying the group's prompts beside the others' decodes. The first wave is the
         // client's first-wave share of the requests.
-        let ttft = if w.client.start == Start::Burst && running > 1.0 {
+        let mean = if w.client.start == Start::Burst && running > 1.0 {
             let wave = running * input;
             let k = (wave / costs.budget).ceil().max(1.0);
             let all = costs.prefill(running, input) + costs.step_overhead;
@@ -537,7 +685,11 @@ impl<'s, 'a> Server<'s, 'a> {
         } else {
             steady
         };
-        (own, ttft, steady)
+        Ttft {
+            mean,
+            steady,
+            cycle,
+        }
     }
 
     /// Cost per added sequence by category around the plateau, the terms over 5 % of it,

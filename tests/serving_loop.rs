@@ -248,3 +248,75 @@ fn a_configuration_that_does_not_fit_is_refused() {
         .to_string();
     assert!(e.starts_with("does not fit:"), "{e}");
 }
+
+#[test]
+fn a_closed_loop_obeys_littles_law() {
+    // C clients each with one request in flight: C × output tokens per end-to-end time,
+    // whatever the prefill queue does, short outputs (prefill-bound) included.
+    for (m, sys, tp) in [
+        ("llama-3.1-8b", "8x-h100-nvlink", 8),
+        ("kimi-k2.5-int4", "8x-rtx-pro-6000-pcie", 8),
+        ("qwen3-30b-a3b", "8x-l40s-pcie", 4),
+    ] {
+        let model = load_model(m).unwrap();
+        let s = System::load(sys).unwrap();
+        let sc = Scenario::new(&model, &s, Parallel::tp(tp)).unwrap();
+        for (i, o) in [(1000, 2), (1000, 32), (128, 512)] {
+            let r = sweep(&sc, &[1, 4, 16, 64, 256], w(i, o, ClientModel::IDEAL)).unwrap();
+            let alone = r.points[0].e2e_ms;
+            for p in &r.points {
+                let little = p.concurrency as f64 * o as f64 / p.throughput_tok_s * 1e3;
+                assert!(
+                    (little - p.e2e_ms).abs() <= 1e-9 * p.e2e_ms,
+                    "{m} {i}/{o} C={}: C·output/throughput {little} ms, e2e {} ms",
+                    p.concurrency,
+                    p.e2e_ms
+                );
+                // C requests served one after another is the slowest a loop can be: a
+                // queue of prompts never takes longer than running them in turn.
+                assert!(
+                    p.e2e_ms <= p.concurrency as f64 * alone * (1.0 + 1e-9),
+                    "{m} {i}/{o} C={}: e2e {} ms beyond {} requests in turn ({alone} ms each)",
+                    p.concurrency,
+                    p.e2e_ms,
+                    p.concurrency
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ttft_never_falls_as_load_rises() {
+    // Pipeline parallelism overlaps stages across the sequences of a step; one prompt still
+    // crosses every stage, so more load never makes its first token come sooner (it fell
+    // by 55 % from C = 2 to C = 8 before the prompt's chunk was priced as one sequence's).
+    let m = load_model("llama-3.1-8b").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    for layout in [
+        Parallel {
+            pp: 8,
+            ..Parallel::tp(1)
+        },
+        Parallel::tp(8),
+        Parallel {
+            pp: 4,
+            ..Parallel::tp(2)
+        },
+    ] {
+        let sc = Scenario::new(&m, &s, layout).unwrap();
+        for (i, o) in [(2000, 500), (128, 32)] {
+            let r = sweep(&sc, &[1, 2, 4, 8, 16, 64], w(i, o, ClientModel::IDEAL)).unwrap();
+            for pair in r.points.windows(2) {
+                assert!(
+                    pair[1].ttft_ms >= pair[0].ttft_ms * (1.0 - 1e-9),
+                    "{layout} {i}/{o}: TTFT fell from {} ms at C={} to {} ms at C={}",
+                    pair[0].ttft_ms,
+                    pair[0].concurrency,
+                    pair[1].ttft_ms,
+                    pair[1].concurrency
+                );
+            }
+        }
+    }
+}

@@ -186,11 +186,13 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The pass one micro-batch runs: with pipelining, up to `pp` micro-batches are in
-    /// flight, each with an equal share.
+    /// flight, each with an equal share. A mean (fractional) count of sequences, as the
+    /// serving loop's decode batch is, gives a fractional count of micro-batches, so the
+    /// step grows continuously with the batch (a floor made it fall between whole counts).
     fn micro_batch(&self, pass: &Pass) -> (f64, Pass) {
         let pp = self.par.pp.max(1);
         let micro = if pp > 1 {
-            (pass.sequences.floor().max(1.0)).min(pp as f64)
+            pass.sequences.clamp(1.0, pp as f64)
         } else {
             1.0
         };

@@ -201,9 +201,7 @@ pub fn explore(
                     Ok(ev) => {
                         let eng = &sys.engine;
                         let held = Residency::new(m, &par);
-                        let budget = sys.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0
-                            - held.weight_bytes()
-                            - eng.activation_reserve.0;
+                        let budget = eng.kv_budget(sys.gpu.memory_capacity.0, held.weight_bytes());
                         combos.push(Combo {
                             system: label.clone(),
                             parallel: par.to_string(),

@@ -21,6 +21,7 @@ pub use error::{Error, Result};
 pub mod export;
 pub mod import_hf;
 pub mod kernel_check;
+pub mod layouts;
 pub mod measured;
 pub mod ops;
 pub mod options;

@@ -97,7 +97,8 @@ pub fn breakdown_ms(b: &Breakdown) -> BTreeMap<&'static str, f64> {
 pub struct MemoryReport {
     /// GPU memory capacity, GB (1e9 bytes).
     pub capacity_gb: f64,
-    /// Memory the engine may use (capacity × gpu_memory_utilization), GB.
+    /// Memory the engine may use (capacity × gpu_memory_utilization, or the whole capacity
+    /// where the fraction is of the memory left after weights), GB.
     pub usable_gb: f64,
     /// Weights held by one GPU (the most loaded pipeline stage), GB.
     pub weights_per_gpu_gb: f64,
@@ -124,11 +125,11 @@ impl MemoryReport {
         let gpu = &s.system.gpu;
         let eng = &s.system.engine;
         let cap = gpu.memory_capacity.0;
-        let usable = cap * eng.gpu_memory_utilization.0;
+        let usable = eng.usable_memory(cap);
         let held = Residency::new(s.model, &s.parallel);
         let w = held.weight_bytes();
         let act = eng.activation_reserve.0;
-        let budget = usable - w - act;
+        let budget = eng.kv_budget(cap, w);
         let kv_tok = held.kv_bytes_per_token();
         // What one sequence of this context holds: growing caches, windows, fixed state.
         let cache = held.cache_footprint(context + 1.0);
@@ -322,7 +323,7 @@ pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
 /// fit in memory are refused with [`crate::serve::does_not_fit`]'s reason, never given a
 /// number. Every command that prints a prediction goes through here.
 pub fn predict_fitting(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
-    crate::serve::fits(s, batch as f64, context as f64)?;
+    crate::serve::fits_or_suggest(s, batch as f64, context as f64)?;
     predict(s, batch, context)
 }
 

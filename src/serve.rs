@@ -122,6 +122,14 @@ pub fn fits(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
     }
 }
 
+/// [`fits`], with the layouts on the same system that would hold it named in the refusal
+/// (what a user asking for one scenario wants to read next).
+pub fn fits_or_suggest(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
+    fits(s, batch, context).map_err(|e| {
+        crate::layouts::with_suggestions(e, s.model, s.system, &s.parallel, batch, context)
+    })
+}
+
 /// One concurrency of the sweep.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ServePoint {
@@ -380,7 +388,7 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         let input = w.input_len.max(1) as f64;
         let output = w.output_len.max(1) as f64;
-        let mem = fits(s, 1.0, input + output)?;
+        let mem = fits_or_suggest(s, 1.0, input + output)?;
         let block = eng.kv.block_size.max(1) as f64;
         let held = if eng.kv.on_demand {
             input + output / 2.0

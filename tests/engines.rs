@@ -301,3 +301,101 @@ fn the_engine_release_decides_the_kernel_path() {
     assert!(share(&old) >= 0.6, "cast share {}", share(&old));
     assert_eq!(share(&native), 0.0);
 }
+
+#[test]
+fn each_engine_sizes_its_kv_cache_and_splits_weight_blocks_by_its_own_rule() {
+    use rooftop::cost::Parallel;
+    use rooftop::predict::Scenario;
+    use rooftop::serve::does_not_fit;
+    use rooftop::spec::registry::load_model;
+    // TensorRT-LLM's free_gpu_memory_fraction is of what weights and activations leave;
+    // vLLM's gpu_memory_utilization is of the whole GPU. DeepSeek FP8 at TP4 on B200 holds
+    // ~169 GB of weights per GPU: past 0.9 of 180 GB, short of all of it.
+    let m = load_model("deepseek-v3-fp8").unwrap();
+    let trt = System::load_with_engine("8x-b200-nvlink", Some("trtllm"), &[]).unwrap();
+    let vllm = System::load_with_engine("8x-b200-nvlink", Some("vllm-v1"), &[]).unwrap();
+    let tp4 = Parallel::tp(4);
+    let on_trt = Scenario::new(&m, &trt, tp4).unwrap().memory(1.0, 1024.0);
+    let free = on_trt.capacity_gb - on_trt.weights_per_gpu_gb - on_trt.activation_reserve_gb;
+    let fraction = trt.engine.gpu_memory_utilization.0;
+    assert!(free > 0.0);
+    assert!((on_trt.kv_budget_gb - fraction * free).abs() < 1e-9 * free);
+    assert!(does_not_fit(&on_trt, 1.0, 1024.0).is_none());
+    let on_vllm = Scenario::new(&m, &vllm, tp4).unwrap().memory(1.0, 1024.0);
+    let why = does_not_fit(&on_vllm, 1.0, 1024.0).expect("vLLM cannot hold these weights");
+    assert!(why.contains("exceed"), "{why}");
+    // Where both fit, TensorRT-LLM keeps more room for KV: the tenth it withholds is a tenth
+    // of the remainder, where vLLM's is a tenth of the whole GPU.
+    let tp8 = Parallel::tp(8);
+    let kv = |s: &System| {
+        Scenario::new(&m, s, tp8)
+            .unwrap()
+            .memory(1.0, 1024.0)
+            .kv_budget_gb
+    };
+    assert!(kv(&trt) > kv(&vllm));
+
+    // TensorRT-LLM splits FP8 block scales as ceil(width / 128) with the weight: GLM's
+    // 1,536-wide shared expert over 8 ranks (192 each) runs there and not under vLLM.
+    let glm = load_model("glm-4.5-fp8").unwrap();
+    let lay = Parallel {
+        tp: 8,
+        ep: 8,
+        pp: 1,
+        dp: 1,
+    };
+    let h_trt = System::load_with_engine("8x-h100-nvlink", Some("trtllm"), &[]).unwrap();
+    let h_vllm = System::load_with_engine("8x-h100-nvlink", Some("vllm-v1"), &[]).unwrap();
+    assert!(Scenario::new(&glm, &h_trt, lay).is_ok());
+    let e = Scenario::new(&glm, &h_vllm, lay).err().unwrap().to_string();
+    assert!(e.contains("192 per rank") && e.contains("vllm-v1"), "{e}");
+}
+
+/// Stderr of a rooftop run that must exit 1.
+fn refusal(args: &[&str]) -> String {
+    let out = Command::cargo_bin("rooftop")
+        .unwrap()
+        .args(args)
+        .assert()
+        .code(1);
+    String::from_utf8(out.get_output().stderr.clone()).unwrap()
+}
+
+#[test]
+fn a_refused_layout_names_layouts_that_run() {
+    // Each suggested layout runs when given back on the command line.
+    let glm = [
+        "predict",
+        "--model",
+        "glm-4.5-fp8",
+        "--system",
+        "8x-h100-nvlink",
+    ];
+    let err = refusal(&[&glm[..], &["--tp", "8", "--ep", "8"]].concat());
+    let list = err
+        .split("layouts that run it on 8x-h100-nvlink: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no suggestion in: {err}"));
+    let suggested: Vec<&str> = list.trim().split(", ").collect();
+    assert!(!suggested.is_empty() && suggested.len() <= 3, "{err}");
+    for flags in suggested {
+        let args: Vec<&str> = glm.iter().copied().chain(flags.split(' ')).collect();
+        Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(&args)
+            .assert()
+            .success();
+    }
+    // Weights no layout of the system holds: the GPU count they need, at least.
+    let err = refusal(&[
+        "predict",
+        "--model",
+        "kimi-k2.5-int4",
+        "--system",
+        "4x-rtx-pro-6000-pcie",
+    ]);
+    assert!(
+        err.contains("no layout of 4x-rtx-pro-6000-pcie runs it") && err.contains("need at least"),
+        "{err}"
+    );
+}

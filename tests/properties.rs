@@ -192,6 +192,8 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 kernel_launch: launch,
                 step_overhead: step,
                 gpu_memory_utilization: util,
+                memory_fraction_of: Default::default(),
+                weight_block_split: Default::default(),
                 activation_reserve: Bytes(reserve),
                 max_num_seqs: seqs,
                 max_num_batched_tokens: tokens,

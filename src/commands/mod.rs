@@ -67,7 +67,9 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
     let model = load_model(args)?;
     let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
     let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
-    parallel.validate(&model, &system)?;
+    parallel
+        .validate(&model, &system)
+        .map_err(|e| crate::layouts::with_suggestions(e, &model, &system, &parallel, 1.0, 1.0))?;
     let calibration = match args.calibration.as_deref() {
         Some(file) => {
             let (c, note) = Calibration::load(file)?.for_run(

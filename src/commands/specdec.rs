@@ -102,9 +102,8 @@ fn check_draft_model(
     let target = weight_bytes_per_gpu(&l.model, &l.parallel);
     let draft = weight_bytes_per_gpu(spec, &Parallel::tp(tp));
     let eng = &l.system.engine;
-    let usable = l.system.gpu.memory_capacity.0 * eng.gpu_memory_utilization.0;
-    let need = target + draft + eng.activation_reserve.0;
-    if need > usable {
+    let usable = eng.usable_memory(l.system.gpu.memory_capacity.0);
+    if eng.kv_budget(l.system.gpu.memory_capacity.0, target + draft) <= 0.0 {
         return Err(Error::Scenario(format!(
             "draft model {name} does not fit beside {}: {:.1} GB target weights + {:.1} GB draft \
              weights + {:.1} GB reserve per GPU exceed the {:.1} GB the engine may use on {}",

@@ -1,6 +1,7 @@
 //! What is being evaluated: a parallel layout and the shape of one forward pass.
 
 use crate::error::{Error, Result};
+use crate::spec::engine::WeightBlockSplit;
 use crate::spec::{Attention, ModelSpec, System, WeightFormat};
 use serde::Serialize;
 use std::fmt;
@@ -122,7 +123,10 @@ impl Parallel {
             None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
             _ => {}
         }
-        self.check_weight_blocks(model)
+        match system.engine.weight_block_split {
+            WeightBlockSplit::WholeBlocks => self.check_weight_blocks(model, &system.engine.name),
+            WeightBlockSplit::PartialBlocks => self.check_even_split(model),
+        }
     }
 
     /// Block-scaled weights split across ranks must split into whole blocks: vLLM refuses
@@ -130,7 +134,19 @@ impl Parallel {
     /// multiple of 128 ("... is not divisible by weight quantization block_n = 128", the
     /// block-shape check of vLLM's FP8 linear method). Qwen3-235B-A22B-FP8 at TP8: experts of
     /// width 1,536 split 8 ways leave 192 per rank, so it cannot run (issue 13).
-    fn check_weight_blocks(&self, model: &ModelSpec) -> Result<()> {
+    fn check_weight_blocks(&self, model: &ModelSpec, engine: &str) -> Result<()> {
+        self.check_shards(model, engine, true)
+    }
+
+    /// An engine that takes partial blocks (its scales laid out `ceil(width / block)` and
+    /// split with the weight) still splits each weight evenly over its ranks.
+    fn check_even_split(&self, model: &ModelSpec) -> Result<()> {
+        self.check_shards(model, "", false)
+    }
+
+    /// Each split weight's width divides over its ranks, and with `whole_blocks` each
+    /// rank's shard is a whole number of blocks of a block-scaled format.
+    fn check_shards(&self, model: &ModelSpec, engine: &str, whole_blocks: bool) -> Result<()> {
         let q = &model.quantization;
         let c = &model.config;
         let mut shards: Vec<(&str, WeightFormat, u64, u32)> = Vec::new();
@@ -170,14 +186,19 @@ impl Parallel {
             };
             let ranks64 = ranks.max(1) as u64;
             let per_rank = width / ranks64;
-            if !width.is_multiple_of(ranks64) || !per_rank.is_multiple_of(b as u64) {
+            if !width.is_multiple_of(ranks64) {
+                return Err(Error::Scenario(format!(
+                    "layout {self} cannot run {}: its {what} {width} does not split evenly over \
+                     {ranks} ranks",
+                    model.name
+                )));
+            }
+            if whole_blocks && !per_rank.is_multiple_of(b as u64) {
                 return Err(Error::Scenario(format!(
                     "layout {self} cannot run {}: its {what} {width} split over {ranks} ranks \
-                     leaves {} per rank, not a multiple of the {b}-wide {w} weight blocks \
-                     (vLLM refuses it); use fewer tensor-parallel ranks for it or expert \
-                     parallelism",
+                     leaves {per_rank} per rank, not a multiple of the {b}-wide {w} weight \
+                     blocks (engine {engine} refuses it)",
                     model.name,
-                    width as f64 / ranks.max(1) as f64
                 )));
             }
         }

@@ -51,8 +51,16 @@ pub struct EngineSpec {
     /// Fixed cost of one decode step outside the GPU's kernels: scheduling, sampling,
     /// output processing.
     pub step_overhead: Seconds,
-    /// Fraction of each GPU's memory the engine takes (vLLM's `gpu_memory_utilization`).
+    /// Fraction of each GPU's memory the engine takes (vLLM's `gpu_memory_utilization`), or
+    /// of the memory left after weights and activations (TensorRT-LLM's
+    /// `free_gpu_memory_fraction`): `memory_fraction_of` says which.
     pub gpu_memory_utilization: Fraction,
+    /// What `gpu_memory_utilization` is a fraction of.
+    #[serde(default)]
+    pub memory_fraction_of: MemoryFractionOf,
+    /// Whether a block-scaled weight split across ranks must split into whole blocks.
+    #[serde(default)]
+    pub weight_block_split: WeightBlockSplit,
     /// Memory per GPU held for activations, CUDA graphs and workspace.
     pub activation_reserve: Bytes,
     /// Most sequences the scheduler runs at once.
@@ -84,6 +92,33 @@ pub struct EngineSpec {
 
 /// Operators the engine runs inside another operator's kernel rather than as kernels of
 /// their own (their work stays, their per-kernel fixed cost goes).
+/// What an engine's memory fraction is a fraction of: the rule that sizes its KV cache.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryFractionOf {
+    /// Of the GPU's whole memory, weights and activations included (vLLM's
+    /// `gpu_memory_utilization`, SGLang's `mem_fraction_static`): the KV cache gets what
+    /// that share leaves after them, and weights beyond it do not fit.
+    #[default]
+    Total,
+    /// Of the memory free once the weights are loaded and the activations measured
+    /// (TensorRT-LLM's `free_gpu_memory_fraction`): the KV cache gets that share of what is
+    /// left, and weights fit as long as anything is left.
+    Free,
+}
+
+/// How a block-scaled weight may be split across tensor-parallel ranks.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightBlockSplit {
+    /// Each rank's shard is a whole number of blocks (vLLM's and SGLang's FP8 block check).
+    #[default]
+    WholeBlocks,
+    /// A shard may end in a partial block: the scales are laid out `ceil(n / block)` and
+    /// split with the weight (TensorRT-LLM's FP8 block-scaled linear layers).
+    PartialBlocks,
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct EngineFusion {
@@ -289,6 +324,10 @@ pub struct EngineFile {
     pub kernel_launch: Seconds,
     pub step_overhead: Seconds,
     pub gpu_memory_utilization: Fraction,
+    #[serde(default)]
+    pub memory_fraction_of: MemoryFractionOf,
+    #[serde(default)]
+    pub weight_block_split: WeightBlockSplit,
     pub activation_reserve: Bytes,
     /// Scheduler defaults by GPU memory; the first rule the GPU reaches applies.
     pub batch_defaults: Vec<BatchRule>,
@@ -398,6 +437,8 @@ impl EngineFile {
             kernel_launch: self.kernel_launch,
             step_overhead: self.step_overhead,
             gpu_memory_utilization: self.gpu_memory_utilization,
+            memory_fraction_of: self.memory_fraction_of,
+            weight_block_split: self.weight_block_split,
             activation_reserve: self.activation_reserve,
             max_num_seqs: batch.max_num_seqs,
             max_num_batched_tokens: batch.max_num_batched_tokens,
@@ -415,6 +456,25 @@ impl EngineFile {
 }
 
 impl EngineSpec {
+    /// Memory per GPU the engine may use, bytes, on a GPU of `capacity` bytes.
+    pub fn usable_memory(&self, capacity: f64) -> f64 {
+        match self.memory_fraction_of {
+            MemoryFractionOf::Total => capacity * self.gpu_memory_utilization.0,
+            MemoryFractionOf::Free => capacity,
+        }
+    }
+
+    /// KV-cache budget per GPU, bytes, on a GPU of `capacity` bytes holding `weights`
+    /// bytes of weights (negative: the weights and the reserve do not fit).
+    pub fn kv_budget(&self, capacity: f64, weights: f64) -> f64 {
+        let left = self.usable_memory(capacity) - weights - self.activation_reserve.0;
+        match self.memory_fraction_of {
+            MemoryFractionOf::Total => left,
+            MemoryFractionOf::Free if left > 0.0 => left * self.gpu_memory_utilization.0,
+            MemoryFractionOf::Free => left,
+        }
+    }
+
     /// Field errors are named as `--set` and inline tables name them (`engine.<field>`).
     pub fn validate(&self) -> Result<(), (String, String)> {
         if self.max_num_seqs == 0 {

@@ -171,18 +171,24 @@ impl System {
         engine.validate().map_err(|fe| after_set(&label, fe))?;
         // The reserve comes out of the memory the engine may use: one as large leaves a
         // negative KV budget, which is no answer.
-        let usable = gpu.memory_capacity.0 * engine.gpu_memory_utilization.0;
+        let usable = engine.usable_memory(gpu.memory_capacity.0);
         if engine.activation_reserve.0 >= usable {
             return Err(crate::error::Error::Invalid {
                 file: name.into(),
                 line: None,
                 field: "engine.activation_reserve".into(),
                 expected: format!(
-                    "less than the memory the engine may use on {} ({} × {} = {})",
+                    "less than the memory the engine may use on {} ({})",
                     gpu.name,
-                    gpu.memory_capacity,
-                    engine.gpu_memory_utilization.0,
-                    crate::units::Bytes(usable)
+                    match engine.memory_fraction_of {
+                        engine::MemoryFractionOf::Total => format!(
+                            "{} × {} = {}",
+                            gpu.memory_capacity,
+                            engine.gpu_memory_utilization.0,
+                            crate::units::Bytes(usable)
+                        ),
+                        engine::MemoryFractionOf::Free => format!("{}", gpu.memory_capacity),
+                    }
                 ),
             });
         }

@@ -274,8 +274,10 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
 
 #[allow(clippy::too_many_arguments)]
 /// The grid's size, counted before anything runs, and refused past `max_points` with the
-/// time it would take at the rate measured on a sample of it; a long run says its estimate
-/// on stderr.
+/// time it would take (each combination's set-up and the cost per point, measured on slices
+/// of the grid, the points spread over the cores); a long run says its estimate on stderr.
+/// It was 10-100x too long when one sample's rate, the process's one-time set-up included,
+/// stood for the whole grid.
 fn bounded_grid(
     model: &crate::spec::ModelSpec,
     syss: &[(String, crate::spec::System)],
@@ -294,33 +296,55 @@ fn bounded_grid(
     ]
     .iter()
     .fold(1u64, |n, &k| n.saturating_mul(k as u64));
-    // The rate, measured on a slice of the grid (every combination, a few batches and
-    // contexts); a grid where nothing can run says why here, before any estimate.
-    let (_, s) = explore(
-        model,
-        syss,
-        lays,
-        quants,
-        &batches[..batches.len().min(4)],
-        &contexts[..contexts.len().min(256)],
-        Stream::None,
-        true,
-        &mut std::io::sink(),
-        false,
-    )?;
-    let rate = s.points_per_second.max(1.0);
-    let eta = total as f64 / rate;
-    let eta_text = if eta < 120.0 {
-        format!("{eta:.0} s")
+    // The time, measured on slices of the grid: every combination at one point (a first
+    // run pays the process's one-time set-up, parsing the kernel tables, and is discarded;
+    // the second is each combination's own set-up), then at a few batches and contexts (the
+    // cost per point, on as many threads as that slice used). A grid where nothing can run
+    // says why here, before any estimate.
+    let slice = |b: usize, c: usize| {
+        explore(
+            model,
+            syss,
+            lays,
+            quants,
+            &batches[..batches.len().min(b)],
+            &contexts[..contexts.len().min(c)],
+            Stream::None,
+            true,
+            &mut std::io::sink(),
+            false,
+        )
+        .map(|(_, s)| s)
+    };
+    slice(1, 1)?;
+    let setup = slice(1, 1)?;
+    let sample = slice(4, 256)?;
+    let combos = setup.points_evaluated.max(1);
+    let per_point = (sample.seconds - setup.seconds).max(0.0)
+        / (sample
+            .points_evaluated
+            .saturating_sub(setup.points_evaluated))
+        .max(1) as f64;
+    // The whole grid runs its chunks (16,384 points of whole context rows) on every core.
+    let rows_per_chunk = (16_384 / contexts.len().max(1)).max(1) as u64;
+    let chunks = combos * (batches.len() as u64).div_ceil(rows_per_chunk);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let speedup = cores.min(chunks).max(1) as f64 / sample.threads.max(1) as f64;
+    let eta = setup.seconds + per_point * total as f64 / speedup;
+    let rate = total as f64 / eta.max(1e-9);
+    let eta_text = if eta < 1.0 {
+        "under 1 s".to_string()
+    } else if eta < 120.0 {
+        format!("about {eta:.0} s")
     } else if eta < 2.0 * 3600.0 {
-        format!("{:.0} min", eta / 60.0)
+        format!("about {:.0} min", eta / 60.0)
     } else {
-        format!("{:.1e} h", eta / 3600.0)
+        format!("about {:.1e} h", eta / 3600.0)
     };
     if total > max_points {
         return Err(Error::Scenario(format!(
             "explore: {total} design points ({} systems × {} layouts × {} quantizations × {} batches × {} contexts), \
-             about {eta_text} at the {rate:.0} points/s measured here; more than --max-points {max_points}. \
+             {eta_text} at the {rate:.0} points/s measured here; more than --max-points {max_points}. \
              Narrow the ranges (a step 1024..131072:1024 or a factor 1..4096:x2) or raise --max-points",
             syss.len(),
             lays.len(),
@@ -331,7 +355,7 @@ fn bounded_grid(
     }
     if eta > 10.0 {
         crate::cli::stderr_line(&format!(
-            "explore: {total} design points, about {eta_text} at {rate:.0} points/s"
+            "explore: {total} design points, {eta_text} at {rate:.0} points/s"
         ));
     }
     Ok(total)

@@ -107,6 +107,14 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<f64, UnitError> {
         message: format!("{why}; expected {}", dim.expected()),
     };
     if num.is_empty() {
+        // "nan GB/s", "inf ms": a word Rust would read as a float, but no quantity.
+        let word = t
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("");
+        if !word.is_empty() && word.parse::<f64>().is_ok() {
+            return Err(err(format!("\"{text}\": {word} is not a finite number")));
+        }
         return Err(err(format!("\"{text}\" has no number")));
     }
     let value: f64 = num
@@ -120,7 +128,7 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<f64, UnitError> {
         .ok_or_else(|| err(format!("unknown unit \"{}\" in \"{text}\"", unit.trim())))?;
     // Finite before and after scaling: "1e300 TB" is finite as written but not in bytes.
     if !(value.is_finite() && (value * scale).is_finite()) {
-        return Err(err(format!("\"{text}\" is not finite")));
+        return Err(err(format!("\"{text}\" is not a finite number")));
     }
     if value < 0.0 {
         return Err(err(format!("\"{text}\" is negative")));

@@ -113,7 +113,7 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<f64, UnitError> {
             .next()
             .unwrap_or("");
         if !word.is_empty() && word.parse::<f64>().is_ok() {
-            return Err(err(format!("\"{text}\": {word} is not a finite number")));
+            return Err(err(format!("\"{text}\": {word} is not finite")));
         }
         return Err(err(format!("\"{text}\" has no number")));
     }
@@ -128,7 +128,7 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<f64, UnitError> {
         .ok_or_else(|| err(format!("unknown unit \"{}\" in \"{text}\"", unit.trim())))?;
     // Finite before and after scaling: "1e300 TB" is finite as written but not in bytes.
     if !(value.is_finite() && (value * scale).is_finite()) {
-        return Err(err(format!("\"{text}\" is not a finite number")));
+        return Err(err(format!("\"{text}\" is not finite")));
     }
     if value < 0.0 {
         return Err(err(format!("\"{text}\" is negative")));

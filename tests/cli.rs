@@ -988,16 +988,11 @@ fn nan_and_infinity_in_a_description_are_refused() {
         let p = dir.path().join(format!("gpu{i}.toml"));
         std::fs::write(&p, gpu.replace(bw, &format!("memory_bandwidth = \"{v}\""))).unwrap();
         let f = p.display().to_string();
-        let needles = [
-            f.as_str(),
-            "line ",
-            "is not a finite number",
-            "expected a bandwidth",
-        ];
+        let needles = [f.as_str(), "line ", "is not finite", "expected a bandwidth"];
         fails_with(&["predict", "--set", &format!("system.gpu={f}")], &needles);
         fails_with(
             &["predict", "--set", &format!("gpu.memory_bandwidth={v}")],
-            &["--set gpu.memory_bandwidth", "is not a finite number"],
+            &["--set gpu.memory_bandwidth", "is not finite"],
         );
     }
 }

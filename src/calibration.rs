@@ -4,6 +4,11 @@
 //! It sits below the records (predict, sweep, specdec, compare) so a scenario can carry one:
 //! the records apply its parameters and build their 95 % intervals from its covariance when
 //! they are made, never patched afterwards. Fitting lives in `calibrate.rs`, above.
+//!
+//! A file is read strictly: a key the record does not have is refused with its line, as in
+//! every description. A misspelt optional key (`loo_rms_eror`, `serving_limt`) would
+//! otherwise be dropped without a word, and a hand-edited file would predict with what its
+//! author thought was gone or changed.
 
 use crate::cost::{CostParams, Provenance};
 use crate::error::{Error, Result};
@@ -142,6 +147,7 @@ impl ParamKind {
 
 /// What the measurements do not say, stated so the user sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Assumptions {
     /// Prompt tokens where a measurement does not give them.
     pub input_len: u32,
@@ -164,6 +170,7 @@ impl Default for Assumptions {
 
 /// One fitted parameter.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct FitParam {
     pub name: String,
     pub kind: ParamKind,
@@ -183,6 +190,7 @@ pub struct FitParam {
 
 /// One measured point and how the fit does on it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Residual {
     pub point: String,
     pub origin: String,
@@ -201,6 +209,7 @@ pub struct Residual {
 
 /// One serving mechanism fitted to hold a flat measured throughput curve.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct MechanismFit {
     /// What it is: "in-flight cap" or "time per streamed token".
     pub mechanism: String,
@@ -224,6 +233,7 @@ pub struct MechanismFit {
 
 /// What calibration chose to hold a measured curve flat, and what else could have.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct ServingLimit {
     /// The chosen mechanism's `mechanism`, or "none" when none beats the GPU loop alone by
     /// more than 2 (Akaike's penalty for its added parameter).
@@ -239,6 +249,7 @@ pub struct ServingLimit {
 
 /// The calibration record, written as TOML and read back by `--calibration`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Calibration {
     pub model: String,
     pub system: String,
@@ -272,6 +283,22 @@ pub struct Calibration {
     pub serving_limit: Option<ServingLimit>,
 }
 
+/// Where the fields `Calibration::from_text` checks sit in the file, for its errors: read
+/// from the same text through the TOML reader's spans, so the line is right however a
+/// hand-edited file orders, repeats or inlines its tables (a search for the first `name =`
+/// pointed every bad parameter at the first one).
+#[derive(Debug, Default, Deserialize)]
+struct Lines {
+    covariance: Option<toml::Spanned<toml::Value>>,
+    #[serde(default)]
+    parameters: Vec<toml::Spanned<ParamLines>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ParamLines {
+    value: Option<toml::Spanned<toml::Value>>,
+}
+
 impl Calibration {
     /// The fitted parameters applied over `base`.
     pub fn params(&self, base: &CostParams) -> CostParams {
@@ -298,13 +325,19 @@ impl Calibration {
     /// would refuse.
     pub fn from_text(text: &str, path: &str) -> Result<Calibration> {
         let c: Calibration = crate::spec::registry::parse_toml(text, path)?;
+        // Parsed, so the text is TOML and this second read of its spans cannot fail.
+        let lines: Lines = toml::from_str(text).unwrap_or_default();
+        let line = |span: Option<std::ops::Range<usize>>| {
+            span.map(|s| crate::measured::line_at(text, s.start))
+        };
+        let covariance_line = line(lines.covariance.as_ref().map(|c| c.span()));
         if c.covariance.len() != c.parameters.len()
             || c.covariance.iter().any(|r| r.len() != c.parameters.len())
             || c.covariance.iter().flatten().any(|x| !x.is_finite())
         {
             return Err(Error::Invalid {
                 file: path.into(),
-                line: crate::error::line_of_field(text, "covariance"),
+                line: covariance_line,
                 field: "covariance".into(),
                 expected: "a square matrix of finite numbers with one row per parameter".into(),
             });
@@ -324,7 +357,7 @@ impl Calibration {
             if !ok {
                 return Err(Error::Invalid {
                     file: path.into(),
-                    line: crate::error::line_of_field(text, "covariance"),
+                    line: covariance_line,
                     field: format!("covariance (row {}, {})", i + 1, f.name),
                     expected: format!(
                         "a variance from 0 to ({} − {})² and correlations within ±1",
@@ -333,15 +366,20 @@ impl Calibration {
                 });
             }
         }
-        for f in &c.parameters {
+        for (i, f) in c.parameters.iter().enumerate() {
             // Within the file's bounds and the parameter's physical range: a hand-edited
             // bound cannot let an efficiency reach 0 (every time infinite).
             let (lo, hi) = f.kind.bounds();
             let (lo, hi) = (f.lower_bound.max(lo), f.upper_bound.min(hi));
             if !(f.value.is_finite() && f.value >= lo && f.value <= hi) {
+                // The line of its `value`, else of its table.
+                let at = lines
+                    .parameters
+                    .get(i)
+                    .map(|p| p.get_ref().value.as_ref().map_or(p.span(), |v| v.span()));
                 return Err(Error::Invalid {
                     file: path.into(),
-                    line: crate::error::line_of_field(text, "name"),
+                    line: line(at),
                     field: format!("parameters.{}", f.name),
                     expected: format!("a value in [{lo}, {hi}]"),
                 });

@@ -124,10 +124,10 @@ pub struct MeasuredArgs {
     pub measured: Vec<String>,
     /// Prompt length to assume where a measurement does not give it (the team's record does
     /// not: 32 tokens stands for a short chat prompt with its template).
-    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long, default_value_t = 32)]
     pub assume_input_len: u32,
     /// Output length to assume where a measurement does not give it.
-    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long, default_value_t = 32)]
     pub assume_output_len: u32,
     /// The client that took the measurements (see `rooftop list clients`), e.g. team-macro.
     #[arg(long)]
@@ -159,10 +159,10 @@ pub struct DraftArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RequestArgs {
     /// Prompt tokens per request.
-    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1000)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long, default_value_t = 1000)]
     pub input_len: u32,
     /// Output tokens per request.
-    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1000)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long, default_value_t = 1000)]
     pub output_len: u32,
 }
 
@@ -268,7 +268,7 @@ pub struct PredictArgs {
     #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
     /// Tokens already in each sequence's KV cache.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     /// Show every operator (text format).
     #[arg(long)]
@@ -349,7 +349,7 @@ pub struct SpecdecArgs {
     #[arg(value_parser = crate::options::positive_u32, long, value_delimiter = ',', default_value = "1,8,64")]
     pub concurrency: Vec<u32>,
     /// Tokens already in each sequence's KV cache.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
@@ -379,7 +379,7 @@ pub struct ComparisonArgs {
     #[arg(value_parser = crate::options::positive_u32, long, value_delimiter = ',', default_value = "1,128")]
     pub concurrency: Vec<u32>,
     /// Tokens in each sequence's KV cache for the TPOT columns.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     #[command(flatten)]
     pub request: RequestArgs,
@@ -428,7 +428,7 @@ pub struct ExploreArgs {
     pub pareto: bool,
     /// Most design points to evaluate: a larger grid is refused, with its estimated time,
     /// before it starts.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), default_value_t = 100_000_000)]
+    #[arg(long, value_parser = crate::options::points_u64, default_value_t = 100_000_000)]
     pub max_points: u64,
     /// csv or json (JSON lines); text prints the summary only.
     #[arg(long, value_enum, default_value = "csv")]
@@ -584,7 +584,7 @@ pub struct OpMoeArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     /// Tokens in the batch.
-    #[arg(value_parser = crate::options::positive_u32, long)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long)]
     pub tokens: u32,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
@@ -597,7 +597,7 @@ pub struct OpAttentionArgs {
     pub scenario: ScenarioArgs,
     #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
@@ -610,9 +610,9 @@ pub struct PlotMeasuredArgs {
     /// no --calibration is given).
     #[arg(long, num_args = 1..)]
     pub measured: Vec<String>,
-    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long, default_value_t = 32)]
     pub assume_input_len: u32,
-    #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 32)]
+    #[arg(value_parser = crate::options::positive_tokens_u32, long, default_value_t = 32)]
     pub assume_output_len: u32,
 }
 
@@ -663,7 +663,7 @@ pub struct PlotRooflineArgs {
     pub scenario: ScenarioArgs,
     #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     /// Output file, .png or .svg.
     #[arg(long)]
@@ -699,7 +699,7 @@ pub struct PlotBreakdownArgs {
     pub systems: Option<Systems>,
     #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub batch: u32,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     #[arg(long)]
     pub out: std::path::PathBuf,
@@ -733,7 +733,7 @@ pub struct PlotSpecdecArgs {
     pub acceptance: Vec<f64>,
     #[arg(value_parser = crate::options::positive_u32, long, default_value_t = 1)]
     pub concurrency: u32,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
     #[arg(long)]
     pub out: std::path::PathBuf,

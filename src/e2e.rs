@@ -140,12 +140,7 @@ fn with_user_sets(model: ModelSpec, user: &[Override]) -> Result<ModelSpec> {
     let label = model.name.clone();
     let m: ModelSpec = apply(&model, Target::Model, user, &label)?;
     m.validate()
-        .map_err(|(field, expected)| crate::error::Error::Invalid {
-            file: format!("{label} (after --set)"),
-            line: None,
-            field,
-            expected,
-        })?;
+        .map_err(|fe| crate::spec::after_set(&label, Target::Model, user, fe))?;
     Ok(m)
 }
 

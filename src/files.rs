@@ -66,7 +66,7 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String> {
 fn not_a_file(path: &Path) -> Option<String> {
     let meta = std::fs::metadata(path).ok()?;
     if meta.is_dir() {
-        return Some("is a folder; expected a file".into());
+        return Some("is a directory (folder); expected a file".into());
     }
     special_kind(path, &meta).map(|kind| {
         format!("is a {kind}, not a regular file; expected a file (a pipe from `<(...)` is read)")

@@ -81,11 +81,7 @@ impl Item {
 }
 
 fn parse_item(item: &str) -> Result<Item, String> {
-    let num = |x: &str, what: &str| {
-        x.trim()
-            .parse::<u64>()
-            .map_err(|_| format!("{what} \"{}\" is not a whole number", x.trim()))
-    };
+    let num = |x: &str, what: &str| whole_number(x).map_err(|why| format!("{what} {why}"));
     let Some((a, rest)) = item.split_once("..") else {
         return num(item, "value").map(Item::One);
     };
@@ -160,24 +156,76 @@ pub fn parse_values(s: &str) -> Result<Vec<u32>, String> {
     parse_values_within(s, 0, u32::MAX as u64)
 }
 
+/// Largest count written with an exponent that is read exactly: 2^53, below which every
+/// whole number is an `f64` (`1e8` is 100000000; `1e300` is no count).
+const EXACT_IN_F64: f64 = 9_007_199_254_740_992.0;
+
+/// A whole number as a count flag writes it: digits (`100000000`) or, because the README and
+/// users write counts that way, an exponent that comes out whole (`1e8`, `2.5e3`). A fraction
+/// (`1.5`) is refused, never rounded: a count of 1.5 tokens is a mistake, not a request. The
+/// error says what was written and why it is no whole number (without the "expected" part,
+/// which the caller adds with its range and unit).
+pub fn whole_number(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if let Ok(v) = t.parse::<u64>() {
+        return Ok(v);
+    }
+    // Only digits, a sign, a point and an exponent: `f64` would also read "inf" and "NaN".
+    let numeric = !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'));
+    match t.parse::<f64>() {
+        Ok(v) if numeric && v < 0.0 => Err(format!("\"{t}\" is negative")),
+        Ok(v) if numeric && v.fract() != 0.0 => Err(format!("\"{t}\" is not a whole number")),
+        Ok(v) if numeric && v <= EXACT_IN_F64 => Ok(v as u64),
+        Ok(_) if numeric => Err(format!("\"{t}\" is too large")),
+        _ => Err(format!("\"{t}\" is not a number")),
+    }
+}
+
+/// [`whole_number`] within `lo..=hi`; the error names what is counted (`noun`, plural, or
+/// empty) and the range, e.g. "expected a whole number of tokens from 0 to 4294967295".
+fn count_within(s: &str, lo: u64, hi: u64, noun: &str, example: &str) -> Result<u64, String> {
+    let of = if noun.is_empty() {
+        String::new()
+    } else {
+        format!(" of {noun}")
+    };
+    let expected = match hi {
+        u64::MAX => format!("expected a whole number{of} of at least {lo}, e.g. {example}"),
+        _ => format!("expected a whole number{of} from {lo} to {hi}, e.g. {example}"),
+    };
+    match whole_number(s) {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("{v} is outside {lo}..{hi}; {expected}")),
+        Err(why) => Err(format!("{why}; {expected}")),
+    }
+}
+
 /// A whole number of at least 1 (a batch, a degree of parallelism, a concurrency): zero is
 /// bad usage, refused when the flag is read, the same way in every command.
 pub fn positive_u32(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u64>() {
-        Ok(v) if (1..=u32::MAX as u64).contains(&v) => Ok(v as u32),
-        _ => Err(format!(
-            "expected a whole number from 1 to {}, e.g. 8",
-            u32::MAX
-        )),
-    }
+    count_within(s, 1, u32::MAX as u64, "", "8").map(|v| v as u32)
 }
 
 /// [`positive_u32`] for 64-bit sizes (GEMM dimensions).
 pub fn positive_u64(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(v) if v >= 1 => Ok(v),
-        _ => Err("expected a whole number of at least 1, e.g. 4096".into()),
-    }
+    count_within(s, 1, u64::MAX, "", "4096")
+}
+
+/// Tokens in a KV cache (`--context`): zero or more.
+pub fn tokens_u32(s: &str) -> Result<u32, String> {
+    count_within(s, 0, u32::MAX as u64, "tokens", "4096").map(|v| v as u32)
+}
+
+/// Tokens of a request or a batch (`--input-len`, `--output-len`, `--tokens`): at least 1.
+pub fn positive_tokens_u32(s: &str) -> Result<u32, String> {
+    count_within(s, 1, u32::MAX as u64, "tokens", "1000").map(|v| v as u32)
+}
+
+/// Design points of an `explore` grid (`--max-points`): at least 1.
+pub fn points_u64(s: &str) -> Result<u64, String> {
+    count_within(s, 1, u64::MAX, "design points", "1e8")
 }
 
 impl FromStr for Values {
@@ -256,6 +304,9 @@ impl FromStr for AcceptanceArg {
             return Ok(AcceptanceArg::File(p));
         }
         let expected = "expected a rate such as 0.8, rates such as 0.85,0.6,0.4, or a file of accepted lengths";
+        if p.is_dir() {
+            return Err(format!("\"{s}\" is a directory; {expected}"));
+        }
         let not_rates = || {
             let looks_like_path = s.contains('/')
                 || s.contains('\\')
@@ -355,6 +406,34 @@ mod tests {
         assert_eq!(parse_values("1,8..9").unwrap(), vec![1, 8, 9]);
         assert!(parse_values("1..4294967295").is_err());
         assert!("0..3".parse::<DraftLengths>().is_err());
+        assert_eq!(
+            parse_values("1e3..4e3:1e3").unwrap(),
+            vec![1000, 2000, 3000, 4000]
+        );
+    }
+
+    /// Counts: digits or a whole exponent; a fraction, a sign, NaN or infinity refused with
+    /// the value and what was expected.
+    #[test]
+    fn whole_numbers_with_and_without_exponent() {
+        assert_eq!(whole_number("100000000"), Ok(100_000_000));
+        assert_eq!(whole_number("1e8"), Ok(100_000_000));
+        assert_eq!(whole_number("2.5E3"), Ok(2500));
+        assert_eq!(whole_number("4096.0"), Ok(4096));
+        for bad in ["1.5", "-3", "nan", "inf", "1e300", "", "8k"] {
+            assert!(whole_number(bad).is_err(), "{bad}");
+        }
+        let e = tokens_u32("1.5").unwrap_err();
+        assert!(
+            e.contains("\"1.5\" is not a whole number") && e.contains("of tokens"),
+            "{e}"
+        );
+        assert_eq!(tokens_u32("0"), Ok(0));
+        assert_eq!(points_u64("1e8"), Ok(100_000_000));
+        assert!(points_u64("0").unwrap_err().contains("design points"));
+        assert!(positive_u32("0").is_err());
+        assert!(positive_u32("4294967296").unwrap_err().contains("outside"));
+        assert_eq!(positive_u32("6.4e1"), Ok(64));
     }
 
     #[test]

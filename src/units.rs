@@ -107,6 +107,14 @@ pub fn parse_quantity(text: &str, dim: Dimension) -> Result<f64, UnitError> {
         message: format!("{why}; expected {}", dim.expected()),
     };
     if num.is_empty() {
+        // "nan GB/s", "inf ms": a word Rust would read as a float, but no quantity.
+        let word = t
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("");
+        if !word.is_empty() && word.parse::<f64>().is_ok() {
+            return Err(err(format!("\"{text}\": {word} is not finite")));
+        }
         return Err(err(format!("\"{text}\" has no number")));
     }
     let value: f64 = num

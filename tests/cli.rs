@@ -203,10 +203,15 @@ fn bad_usage_exits_2() {
 }
 
 fn fails_with(args: &[&str], needles: &[&str]) {
+    exits_with(1, args, needles)
+}
+
+/// Exit `code` with nothing on stdout, no panic, and each needle on stderr.
+fn exits_with(code: i32, args: &[&str], needles: &[&str]) {
     let a = rooftop()
         .args(args)
         .assert()
-        .code(1)
+        .code(code)
         .stdout(predicate::str::is_empty());
     let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
     assert!(!err.contains("panicked"), "{err}");
@@ -701,4 +706,293 @@ fn a_full_stdout_or_stderr_exits_1() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// A bad flag value is usage (exit 2) with nothing on stdout and a message naming the flag,
+/// the value and what was expected.
+fn usage_with(args: &[&str], needles: &[&str]) {
+    exits_with(2, args, needles)
+}
+
+/// Counts take digits or an exponent that comes out whole (`1e8`, as the README writes the
+/// `--max-points` default); a fraction of a token is refused, never rounded, by every count
+/// flag alike.
+#[test]
+fn counts_take_whole_exponents_and_refuse_fractions() {
+    usage_with(
+        &["predict", "--context", "1.5"],
+        &[
+            "--context",
+            "\"1.5\" is not a whole number",
+            "whole number of tokens",
+        ],
+    );
+    for args in [
+        vec!["sweep", "--input-len", "2.5"],
+        vec!["op", "moe", "--tokens", "0.5"],
+        vec!["specdec", "--context=-1"],
+        vec!["explore", "--max-points", "1.5"],
+        vec!["predict", "--batch", "nan"],
+        vec!["explore", "--context", "1.5..8"],
+    ] {
+        let flag = args.iter().find(|a| a.starts_with("--")).unwrap();
+        let flag = flag.split('=').next().unwrap();
+        usage_with(&args, &[flag, "whole number"]);
+    }
+    let v = json_of(&["predict", "--context", "1e3", "--batch", "6.4e1"]);
+    assert_eq!(
+        (v["context"].as_u64(), v["batch"].as_u64()),
+        (Some(1000), Some(64))
+    );
+    assert_eq!(
+        json_of(&["predict", "--context", "1000", "--batch", "64"])["tpot_ms"],
+        v["tpot_ms"]
+    );
+    rooftop()
+        .args([
+            "explore",
+            "--max-points",
+            "1e8",
+            "--batch",
+            "1",
+            "--format",
+            "csv",
+        ])
+        .assert()
+        .success();
+    rooftop()
+        .args([
+            "explore",
+            "--max-points",
+            "1e0",
+            "--batch",
+            "1,2",
+            "--format",
+            "csv",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--max-points 1"));
+}
+
+/// A GPU rule holds for a `--set` exactly as for a file: each edit is refused both ways,
+/// naming the field (a host link that is no interconnect and a clock of 0 MHz passed as
+/// overrides), and a plausible one is accepted both ways.
+#[test]
+fn a_gpu_set_is_checked_by_the_rules_a_file_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = include_str!("../configs/gpus/rtx-pro-6000.toml");
+    for (key, value, ok) in [
+        ("host_link", "\"nonexist\"", false),
+        ("boost_clock", "\"0 MHz\"", false),
+        ("boost_clock", "\"20 GHz\"", false),
+        ("l2_cache", "\"0 MB\"", false),
+        ("sm_count", "0", false),
+        ("boost_clock", "\"2000 MHz\"", true),
+        ("host_link", "\"pcie-gen4-x16\"", true),
+    ] {
+        let line = base
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("rtx-pro-6000 has {key}"));
+        let file = dir.path().join(format!("{key}-{ok}.toml"));
+        std::fs::write(&file, base.replace(line, &format!("{key} = {value}"))).unwrap();
+        let set = format!("gpu.{key}={value}");
+        let swapped = format!("system.gpu={}", file.display());
+        for args in [["predict", "--set", &set], ["predict", "--set", &swapped]] {
+            if ok {
+                rooftop().args(args).assert().success();
+            } else {
+                fails_with(&args, &[&format!("field `{key}`"), "expected"]);
+            }
+        }
+        if !ok {
+            fails_with(&["predict", "--set", &set], &[&set]);
+        }
+    }
+}
+
+/// A folder where a file is expected says so, for every kind of file.
+#[test]
+fn a_directory_for_a_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [
+        vec!["predict", "--model", d],
+        vec!["predict", "--system", d],
+        vec!["predict", "--engine", d],
+        vec!["predict", "--calibration", d],
+        vec!["import-hf", d],
+    ] {
+        fails_with(&args, &[d, "is a directory", "expected a file"]);
+    }
+    usage_with(
+        &["specdec", "--acceptance", d],
+        &["--acceptance", "is a directory"],
+    );
+}
+
+/// A calibration file is read strictly: an unknown key is refused with its line, and a bad
+/// value names the line of that parameter's `value`, not the first parameter's.
+#[test]
+fn calibration_errors_name_the_line_and_unknown_keys_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(team_calibration()).unwrap();
+    let write = |name: &str, t: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, t).unwrap();
+        p.display().to_string()
+    };
+    let run = |cal: &str| ["predict", "--calibration", cal].map(str::to_string);
+    // The third parameter's value, on its own line.
+    let third = text
+        .match_indices("\nvalue = ")
+        .nth(2)
+        .map(|(i, _)| i + 1)
+        .unwrap();
+    let line = text[..third].matches('\n').count() + 1;
+    let end = third + text[third..].find('\n').unwrap();
+    let bad = format!("{}value = 7.5{}", &text[..third], &text[end..]);
+    let f = write("bad-value.toml", &bad);
+    let args = run(&f);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fails_with(&args, &[&format!("{f}:{line}:"), "expected a value in"]);
+    for (name, t, key) in [
+        (
+            "top.toml",
+            text.replacen("rms_error = ", "rms_eror = 1\nrms_error = ", 1),
+            "rms_eror",
+        ),
+        (
+            "param.toml",
+            text.replacen("\nprior = ", "\npriro = 1\nprior = ", 1),
+            "priro",
+        ),
+    ] {
+        let f = write(name, &t);
+        let args = run(&f);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with(&args, &[&f, "line ", &format!("unknown field `{key}`")]);
+    }
+}
+
+/// `import-hf` refuses sizes no model has and quantization it cannot mean, naming the field
+/// and what was expected, instead of importing them (hidden_size 1e15, 4294967295 wide;
+/// blocks and groups of 0 weights; more leading dense layers than layers).
+#[test]
+fn import_hf_refuses_implausible_sizes_and_empty_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("{}/tests/data/hf-configs", env!("CARGO_MANIFEST_DIR"));
+    let read = |m: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{data}/{m}/config.json")).unwrap())
+            .unwrap()
+    };
+    let llama = read("meta-llama--Meta-Llama-3.1-8B");
+    let dsv3 = read("deepseek-ai--DeepSeek-V3");
+    let edit = |base: &serde_json::Value, ptr: &str, v: serde_json::Value| {
+        let mut c = base.clone();
+        *c.pointer_mut(ptr).unwrap_or_else(|| panic!("{ptr}")) = v;
+        c
+    };
+    let gptq = |g: serde_json::Value| {
+        let mut c = llama.clone();
+        c["quantization_config"] =
+            serde_json::json!({"quant_method": "gptq", "bits": 4, "group_size": g});
+        c
+    };
+    for (name, config, needles) in [
+        (
+            "wide",
+            edit(&llama, "/hidden_size", serde_json::json!(1e15)),
+            vec!["`hidden_size`", "from 1 to 1048576"],
+        ),
+        (
+            "u32max",
+            edit(&llama, "/hidden_size", serde_json::json!(4294967295u64)),
+            vec!["`hidden_size`", "from 1 to 1048576"],
+        ),
+        (
+            "block0",
+            edit(
+                &dsv3,
+                "/quantization_config/weight_block_size",
+                serde_json::json!([0, 0]),
+            ),
+            vec![
+                "quantization_config.weight_block_size",
+                "two positive block dimensions",
+            ],
+        ),
+        (
+            "group0",
+            gptq(serde_json::json!(0)),
+            vec!["quantization_config.group_size", "a positive group size"],
+        ),
+        (
+            "firstk",
+            edit(&dsv3, "/first_k_dense_replace", serde_json::json!(100)),
+            vec![
+                "first_k_dense_replace",
+                "at most num_hidden_layers (61), got 100",
+            ],
+        ),
+    ] {
+        let p = dir.path().join(format!("{name}.json"));
+        std::fs::write(&p, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        let f = p.display().to_string();
+        let mut n = needles.clone();
+        n.push(&f);
+        fails_with(&["import-hf", &f], &n);
+    }
+    // -1 (one scale per output channel) is a group size.
+    let p = dir.path().join("channel.json");
+    std::fs::write(&p, gptq(serde_json::json!(-1)).to_string()).unwrap();
+    rooftop()
+        .args(["import-hf", p.to_str().unwrap()])
+        .assert()
+        .success();
+}
+
+/// NaN and infinity are no value in a description, as a float literal or in a unit string,
+/// in a file or a `--set`: refused with the line, the field and what was expected.
+#[test]
+fn nan_and_infinity_in_a_description_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = include_str!("../configs/systems/8x-rtx-pro-6000-pcie.toml");
+    let gpu = include_str!("../configs/gpus/rtx-pro-6000.toml");
+    let bw = gpu
+        .lines()
+        .find(|l| l.starts_with("memory_bandwidth ="))
+        .unwrap();
+    for (i, literal) in ["nan", "inf", "-nan"].iter().enumerate() {
+        let p = dir.path().join(format!("sys{i}.toml"));
+        std::fs::write(
+            &p,
+            sys.replacen("memory = 0.", &format!("memory = {literal} # 0."), 1),
+        )
+        .unwrap();
+        let f = p.display().to_string();
+        fails_with(
+            &["predict", "--system", &f],
+            &[&f, "line ", "expected a fraction"],
+        );
+        fails_with(
+            &["predict", "--set", &format!("efficiency.memory={literal}")],
+            &["--set efficiency.memory", "expected a fraction"],
+        );
+    }
+    for (i, v) in ["nan GB/s", "NaN GB/s", "inf GB/s", "1e400 GB/s"]
+        .iter()
+        .enumerate()
+    {
+        let p = dir.path().join(format!("gpu{i}.toml"));
+        std::fs::write(&p, gpu.replace(bw, &format!("memory_bandwidth = \"{v}\""))).unwrap();
+        let f = p.display().to_string();
+        let needles = [f.as_str(), "line ", "is not finite", "expected a bandwidth"];
+        fails_with(&["predict", "--set", &format!("system.gpu={f}")], &needles);
+        fails_with(
+            &["predict", "--set", &format!("gpu.memory_bandwidth={v}")],
+            &["--set gpu.memory_bandwidth", "is not finite"],
+        );
+    }
 }

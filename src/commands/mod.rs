@@ -51,14 +51,14 @@ pub fn load_model(args: &ScenarioArgs) -> Result<ModelSpec> {
         &sets,
         &args.model,
     )?;
-    model
-        .validate()
-        .map_err(|(f, e)| crate::error::Error::Invalid {
-            file: format!("{} (after --set)", args.model),
-            line: None,
-            field: f,
-            expected: e,
-        })?;
+    model.validate().map_err(|fe| {
+        crate::spec::after_set(
+            &args.model,
+            crate::spec::overrides::Target::Model,
+            &sets,
+            fe,
+        )
+    })?;
     Ok(model)
 }
 

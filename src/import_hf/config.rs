@@ -420,7 +420,15 @@ impl<'a> Obj<'a> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => as_u32(v).map(Some).ok_or_else(|| {
-                cx.invalid(&self.field(key), format!("a non-negative integer, got {v}"))
+                // A whole number past 32 bits (1e15) is no typo for a negative one: say what
+                // range the field has, as the model's own check would.
+                let whole = v.as_f64().is_some_and(|f| f.fract() == 0.0 && f >= 0.0);
+                let expected = match crate::spec::model::plausible_text(key) {
+                    Some(range) if whole => range,
+                    _ if whole => format!("a whole number up to {}", u32::MAX),
+                    _ => "a non-negative integer".into(),
+                };
+                cx.invalid(&self.field(key), format!("{expected}, got {v}"))
             }),
         }
     }
@@ -1019,6 +1027,13 @@ fn moe_layers(
             .collect(),
         (Family::DeepSeek | Family::GlmMoe | Family::Step, Some(_)) => {
             first_k = t.u32(cx, "first_k_dense_replace")?;
+            // More leading dense layers than layers is a wrong count, not "all dense".
+            if let Some(k) = first_k.filter(|&k| k > layers) {
+                return Err(cx.invalid(
+                    &t.field("first_k_dense_replace"),
+                    format!("at most num_hidden_layers ({layers}), got {k}"),
+                ));
+            }
             let freq = t.u32(cx, "moe_layer_freq")?.unwrap_or(1).max(1);
             let k = first_k.unwrap_or(0);
             (0..layers).map(|i| i >= k && i % freq == 0).collect()

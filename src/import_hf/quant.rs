@@ -390,7 +390,24 @@ fn parse_scheme(cx: &Ctx, v: &Value, path: &str, warnings: &mut Vec<String>) -> 
         "compressed-tensors" => compressed_tensors(cx, m, path, warnings),
         "fp8" | "fbgemm_fp8" => {
             let block = m.get("weight_block_size").filter(|b| !b.is_null());
-            let format = match block.and_then(Value::as_array).map(|a| a.iter().map(as_u32).collect::<Vec<_>>()) {
+            let dims = block.map(|b| {
+                b.as_array()
+                    .map(|a| a.iter().map(as_u32).collect::<Vec<_>>())
+                    .unwrap_or_default()
+            });
+            // A block of 0 (or no two dimensions) is no block size: one scale per no weights.
+            if let Some(d) = &dims {
+                if d.len() != 2 || d.iter().any(|x| x.is_none_or(|x| x == 0)) {
+                    return Err(cx.invalid(
+                        &f("weight_block_size"),
+                        format!(
+                            "two positive block dimensions, e.g. [128, 128], got {}",
+                            preview(block.unwrap_or(&Value::Null))
+                        ),
+                    ));
+                }
+            }
+            let format = match dims {
                 None => parse_fmt("fp8"),
                 Some(b) if b == [Some(128), Some(128)] => parse_fmt("fp8-block128"),
                 Some(_) => {
@@ -465,11 +482,27 @@ fn gptq_awq(
         .or_else(|| m.get("w_bit"))
         .and_then(as_u32)
         .ok_or_else(|| cx.invalid(&f("bits"), "the weight bit width (4 or 8)"))?;
-    let group = m
-        .get("group_size")
-        .or_else(|| m.get("q_group_size"))
-        .and_then(Value::as_i64)
-        .unwrap_or(128);
+    let group_key = if m.contains_key("group_size") {
+        "group_size"
+    } else {
+        "q_group_size"
+    };
+    let group = match m.get(group_key).filter(|g| !g.is_null()) {
+        None => 128,
+        // -1 is one scale per output channel; 0 or another negative is no group size.
+        Some(g) => match g.as_i64() {
+            Some(g) if g > 0 || g == -1 => g,
+            _ => {
+                return Err(cx.invalid(
+                    &f(group_key),
+                    format!(
+                        "a positive group size (e.g. 128), or -1 for one scale per output channel, got {}",
+                        preview(g)
+                    ),
+                ))
+            }
+        },
+    };
     let zero = match method {
         "awq" => m.get("zero_point").and_then(Value::as_bool).unwrap_or(true),
         _ => !m.get("sym").and_then(Value::as_bool).unwrap_or(true),
@@ -535,6 +568,14 @@ fn modelopt(
     })?;
     let format = match algo.to_ascii_uppercase().as_str() {
         "NVFP4" => {
+            if let Some(g) = q.get("group_size").filter(|g| !g.is_null()) {
+                if as_u32(g).is_none_or(|g| g == 0) {
+                    return Err(cx.invalid(
+                        &f("group_size"),
+                        format!("a positive group size (NVFP4's is 16), got {}", preview(g)),
+                    ));
+                }
+            }
             if let Some(g) = q.get("group_size").and_then(as_u32) {
                 if g != 16 {
                     warnings.push(format!(
@@ -694,6 +735,17 @@ fn ct_weight_format(
                 .map(|a| a.iter().map(as_u32).collect::<Vec<_>>());
             match (strategy, block) {
                 ("block", Some(b)) if b == [Some(128), Some(128)] => parse_fmt("fp8-block128"),
+                ("block", Some(b))
+                    if b.len() != 2 || b.iter().any(|x| x.is_none_or(|x| x == 0)) =>
+                {
+                    return Err(cx.invalid(
+                        &format!("{field}.block_structure"),
+                        format!(
+                            "two positive block dimensions, e.g. [128, 128], got {}",
+                            preview(w.get("block_structure").unwrap_or(&Value::Null))
+                        ),
+                    ))
+                }
                 ("block", _) => {
                     warnings.push(format!(
                         "{field}: FP8 block structure other than 128x128; used fp8 without scale bytes"

@@ -110,10 +110,6 @@ impl GpuSpec {
         Some(rate.max(self.memory_bandwidth.0))
     }
 
-    /// Check the physical constraints serde cannot: a BF16 peak (every GPU the cost model
-    /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
-    /// 1 GFLOPS at the bottom; 1 PB of memory at the top), so no time or capacity the model
-    /// derives from them can overflow.
     /// The compute capability `architecture` names as `SMnn` (e.g. 90 for "Hopper GH100, SM90").
     pub fn compute_capability(&self) -> Option<u32> {
         self.architecture
@@ -125,6 +121,13 @@ impl GpuSpec {
     /// Compute capabilities with kernel constants under `configs/kernels/`.
     pub const SUPPORTED_CAPABILITIES: [u32; 4] = [89, 90, 100, 120];
 
+    /// Check the physical constraints serde cannot: a BF16 peak (every GPU the cost model
+    /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
+    /// 1 GFLOPS at the bottom; 1 PB of memory at the top; a clock from 100 MHz to 10 GHz), so
+    /// no time or capacity the model derives from them can overflow, and a `host_link` that
+    /// names an interconnect. A file and a `--set` are checked here alike (the loader reads a
+    /// file, `--set` rewrites the loaded description, and both end in this one function), so
+    /// no rule holds for one and not the other.
     pub fn validate(&self) -> Result<(), (String, String)> {
         if !self
             .compute_capability()
@@ -154,6 +157,40 @@ impl GpuSpec {
                 "memory_capacity".into(),
                 "a capacity between 1 MB and 1 PB".into(),
             ));
+        }
+        if let Some(c) = self.boost_clock {
+            if !(c.0 >= 1e8 && c.0 <= 1e10) {
+                return Err((
+                    "boost_clock".into(),
+                    format!("a clock between 100 MHz and 10 GHz, got {c}"),
+                ));
+            }
+        }
+        if let Some(l2) = self.l2_cache {
+            if !(l2.0 >= 1e3 && l2.0 <= self.memory_capacity.0) {
+                return Err((
+                    "l2_cache".into(),
+                    format!(
+                        "a cache between 1 KB and the memory capacity ({}), got {l2}",
+                        self.memory_capacity
+                    ),
+                ));
+            }
+        }
+        // `host_link` names an interconnect: a name that is none is a typo, not a fact.
+        if let Some(h) = &self.host_link {
+            use crate::spec::registry::{builtin_names, builtin_text, Kind};
+            if builtin_text(Kind::Interconnect, h).is_none()
+                && !crate::files::is_readable(std::path::Path::new(h))
+            {
+                return Err((
+                    "host_link".into(),
+                    format!(
+                        "an interconnect (built-ins: {}), not \"{h}\"",
+                        builtin_names(Kind::Interconnect).join(", ")
+                    ),
+                ));
+            }
         }
         match self.dense_peak.bf16 {
             Some(p) if p.0 >= 1e9 => {}

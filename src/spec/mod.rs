@@ -56,10 +56,35 @@ pub struct System {
     pub described_efficiency: system::EfficiencySpec,
 }
 
-/// A field error of a description after `--set` overrides, labelled with the description.
-fn after_set(label: &str, (field, expected): (String, String)) -> crate::error::Error {
+/// A field error of a description after `--set` overrides, labelled with the description
+/// and the `--set` that reaches the field (or every `--set` of that description, when none
+/// names it: a swapped part, `system.gpu=...`, is checked here too).
+pub(crate) fn after_set(
+    label: &str,
+    target: overrides::Target,
+    sets: &[overrides::Override],
+    (field, expected): (String, String),
+) -> crate::error::Error {
+    let mine: Vec<&overrides::Override> = sets.iter().filter(|o| o.target == target).collect();
+    let reaching: Vec<&str> = mine
+        .iter()
+        .filter(|o| {
+            let path = o.path.join(".");
+            field == path || field.starts_with(&format!("{path}.")) || path.starts_with(&field)
+        })
+        .map(|o| o.raw.as_str())
+        .collect();
+    let named = if reaching.is_empty() {
+        mine.iter().map(|o| o.raw.as_str()).collect()
+    } else {
+        reaching
+    };
+    let after = match named.as_slice() {
+        [] => "(after --set)".to_string(),
+        n => format!("(after --set {})", n.join(", --set ")),
+    };
     crate::error::Error::Invalid {
-        file: format!("{label} (after --set)"),
+        file: format!("{label} {after}"),
         line: None,
         field,
         expected,
@@ -103,10 +128,12 @@ impl System {
         }
         let described_efficiency = file.efficiency;
         let mut spec: SystemSpec = apply(&file, Target::System, sets, name)?;
-        spec.validate().map_err(|fe| after_set(name, fe))?;
+        spec.validate()
+            .map_err(|fe| after_set(name, Target::System, sets, fe))?;
         let gpu = registry::load_gpu(&spec.gpu)?;
         let gpu: GpuSpec = apply(&gpu, Target::Gpu, sets, &spec.gpu)?;
-        gpu.validate().map_err(|fe| after_set(&spec.gpu, fe))?;
+        gpu.validate()
+            .map_err(|fe| after_set(&spec.gpu, Target::Gpu, sets, fe))?;
         let link = registry::load_interconnect(&spec.interconnect)?;
         let described = link.bandwidth_per_direction.0;
         let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;
@@ -146,7 +173,7 @@ impl System {
                 .map(|p| p.scaled(link.bandwidth_per_direction.0 / described))
         };
         link.validate()
-            .map_err(|fe| after_set(&spec.interconnect, fe))?;
+            .map_err(|fe| after_set(&spec.interconnect, Target::Interconnect, sets, fe))?;
         let resolved = match (engine, &spec.engine) {
             (Some(e), _) => resolve_engine(e, &gpu, spec.gpu_count)?,
             (None, EngineRef::Name(e)) => resolve_engine(e, &gpu, spec.gpu_count)?,
@@ -168,7 +195,9 @@ impl System {
         }
         let label = resolved.name.clone();
         let engine: EngineSpec = apply(&resolved, Target::Engine, sets, &label)?;
-        engine.validate().map_err(|fe| after_set(&label, fe))?;
+        engine
+            .validate()
+            .map_err(|fe| after_set(&label, Target::Engine, sets, fe))?;
         // The reserve comes out of the memory the engine may use: one as large leaves a
         // negative KV budget, which is no answer.
         let usable = engine.usable_memory(gpu.memory_capacity.0);

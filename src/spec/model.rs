@@ -451,6 +451,40 @@ pub const LAYER_TYPES: &[&str] = &[
 /// Most decoder layers a description may have (see [`ModelSpec::validate`]).
 pub const MAX_LAYERS: u32 = 10_000;
 
+/// Plausible range of a model dimension, and why: the widest published models are 16,384 to
+/// 25,600 wide, with MLPs under 100,000, 128 query heads, head sizes of 256 and vocabularies
+/// under 300,000 tokens. The ranges leave an order of magnitude and more of room, and refuse
+/// only what is a typo or a unit slip (`hidden_size` 1e15): such a width is accepted by the
+/// arithmetic and predicts petabytes per token without a word. `None` for a field with no
+/// such range. Files, `--set` and `import-hf` are checked against the same table.
+pub fn plausible_range(field: &str) -> Option<(u32, u32, &'static str)> {
+    const WIDTH: &str = "published models are under 30,000 wide";
+    Some(match field.trim_start_matches("config.") {
+        "hidden_size" => (1, 1 << 20, WIDTH),
+        "intermediate_size" | "moe_intermediate_size" => {
+            // 0: no MLP of that kind (checked against the layers that need one below).
+            (0, 1 << 22, "published MLPs are under 100,000 wide")
+        }
+        "num_attention_heads" | "num_key_value_heads" => (
+            1,
+            1 << 16,
+            "published models have at most a few hundred heads",
+        ),
+        "head_dim" => (1, 1 << 16, "published head sizes are at most 512"),
+        "vocab_size" => (
+            1,
+            1 << 24,
+            "published vocabularies are under 300,000 tokens",
+        ),
+        _ => return None,
+    })
+}
+
+/// What [`plausible_range`] expects of `field`, for messages.
+pub fn plausible_text(field: &str) -> Option<String> {
+    plausible_range(field).map(|(lo, hi, why)| format!("a value from {lo} to {hi} ({why})"))
+}
+
 /// One model, read 1:1 from `configs/models/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -915,6 +949,21 @@ impl ModelSpec {
         pos(c.hidden_size, "hidden_size")?;
         pos(c.num_attention_heads, "num_attention_heads")?;
         pos(c.vocab_size, "vocab_size")?;
+        for (v, f) in [
+            (Some(c.hidden_size), "hidden_size"),
+            (c.intermediate_size, "intermediate_size"),
+            (c.moe_intermediate_size, "moe_intermediate_size"),
+            (Some(c.num_attention_heads), "num_attention_heads"),
+            (c.num_key_value_heads, "num_key_value_heads"),
+            (c.head_dim, "head_dim"),
+            (Some(c.vocab_size), "vocab_size"),
+        ] {
+            let (lo, hi, _) = plausible_range(f).expect("a ranged field");
+            if let Some(v) = v.filter(|v| !(lo..=hi).contains(v)) {
+                let expected = plausible_text(f).expect("a ranged field");
+                return Err((format!("config.{f}"), format!("{expected}, got {v}")));
+            }
+        }
         if let Some(kv) = c.num_key_value_heads {
             pos(kv, "num_key_value_heads")?;
             if !c.num_attention_heads.is_multiple_of(kv) {

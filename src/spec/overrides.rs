@@ -146,6 +146,16 @@ fn set(
             .as_table_mut()
             .ok_or_else(|| format!("\"{}\" is not a table", path[..i].join(".")))?;
         if i + 1 == path.len() {
+            // A count written with an exponent (`1e6`) for a field that holds a whole number
+            // is that number, as on the command line; a fraction stays a float and is refused.
+            let value = match (table.get(p), value) {
+                (Some(toml::Value::Integer(_)), toml::Value::Float(f))
+                    if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 =>
+                {
+                    toml::Value::Integer(f as i64)
+                }
+                (_, v) => v,
+            };
             table.insert(p.clone(), value);
             return Ok(());
         }

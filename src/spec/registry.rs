@@ -73,7 +73,11 @@ pub fn load_text(kind: Kind, name_or_path: &str) -> Result<(String, String)> {
     let looks_like_path = name_or_path.contains('/')
         || name_or_path.ends_with(".toml")
         || name_or_path.ends_with(".json");
+    // A folder is read too (and refused there, saying so): "unknown model" would send the
+    // user looking for a typo in a name they gave right.
+    let folder = p.is_dir() && builtin_text(kind, name_or_path).is_none();
     if crate::files::is_readable(p)
+        || folder
         || (looks_like_path && !p.exists() && builtin_text(kind, name_or_path).is_none())
     {
         let text = crate::files::read_text(p)?;
@@ -113,23 +117,6 @@ pub fn load_gpu(name: &str) -> Result<GpuSpec> {
     let (text, label) = load_text(Kind::Gpu, name)?;
     let g: GpuSpec = parse_toml(&text, &label)?;
     g.validate().map_err(|e| invalid(&label, &text, e))?;
-    // `host_link` names an interconnect: a name that is none is a typo, not a fact.
-    if let Some(h) = &g.host_link {
-        if builtin_text(Kind::Interconnect, h).is_none() && !crate::files::is_readable(Path::new(h))
-        {
-            return Err(invalid(
-                &label,
-                &text,
-                (
-                    "host_link".into(),
-                    format!(
-                        "an interconnect (built-ins: {}), not \"{h}\"",
-                        builtin_names(Kind::Interconnect).join(", ")
-                    ),
-                ),
-            ));
-        }
-    }
     Ok(g)
 }
 

@@ -362,6 +362,14 @@ const STATED: &[Stated] = &[
         "card (name 30B-A3B)",
     ),
     (
+        "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+        "120B",
+        Count::Text,
+        Some("12B"),
+        Active::WithoutEmbedding,
+        "name and card (120B total, 12B active); with its 0.54B input embedding the active count is 12.8B",
+    ),
+    (
         "google--gemma-4-26B-A4B",
         "26B",
         Count::WithVision,

@@ -282,6 +282,14 @@ const STATED: &[Stated] = &[
         "card (685B with the 14B MTP module)",
     ),
     (
+        "deepseek-ai--DeepSeek-V4-Flash",
+        "284B",
+        Count::Text,
+        Some("13B"),
+        Active::WithoutEmbedding,
+        "card (284B parameters, 13B activated)",
+    ),
+    (
         "moonshotai--Kimi-K2.5",
         "1.03T",
         Count::Text,

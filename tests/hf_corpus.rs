@@ -282,6 +282,14 @@ const STATED: &[Stated] = &[
         "card (685B with the 14B MTP module)",
     ),
     (
+        "deepseek-ai--DeepSeek-V4-Flash",
+        "284B",
+        Count::Text,
+        Some("13B"),
+        Active::WithoutEmbedding,
+        "card (284B parameters, 13B activated)",
+    ),
+    (
         "moonshotai--Kimi-K2.5",
         "1.03T",
         Count::Text,
@@ -360,6 +368,14 @@ const STATED: &[Stated] = &[
         Some("3.6B"),
         Active::WithEmbedding,
         "card (name 30B-A3B)",
+    ),
+    (
+        "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+        "120B",
+        Count::Text,
+        Some("12B"),
+        Active::WithoutEmbedding,
+        "name and card (120B total, 12B active); with its 0.54B input embedding the active count is 12.8B",
     ),
     (
         "google--gemma-4-26B-A4B",

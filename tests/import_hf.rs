@@ -333,3 +333,221 @@ fn cli_import_of_an_unsupported_model_fails_with_its_name() {
         .code(1)
         .stderr(predicate::str::contains("MambaForCausalLM"));
 }
+
+/// The corpus copy of a published config.json.
+fn corpus_config(folder: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/hf-configs")
+        .join(folder)
+        .join("config.json")
+}
+
+/// Nemotron-3 Super is LatentMoE: its 512 experts per MoE layer work on a 1,024-wide latent
+/// (moe_latent_size), not the 4,096-wide hidden state. Read as hidden-wide experts it
+/// counted 458.6 B total / 27.0 B active against the 120 B / 12 B of its name.
+#[test]
+fn nemotron_3_super_counts_its_latent_experts() {
+    use rooftop::cost::memory::count_params;
+    let i = read_hf(
+        &corpus_config("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"),
+        None,
+        None,
+    )
+    .unwrap();
+    assert_eq!(i.model.config.moe_latent_size, Some(1024));
+    assert!(
+        !i.warnings.iter().any(|w| w.contains("moe_latent_size")),
+        "{:?}",
+        i.warnings
+    );
+    let p = count_params(&i.model);
+    assert!(
+        (p.total / 1e9 - 120.0).abs() < 2.4,
+        "total {}",
+        p.total / 1e9
+    );
+    // NVIDIA's 12 B leaves out the 0.54 B input embedding a token reads one row of.
+    let active = (p.active - p.embedding) / 1e9;
+    assert!((active - 12.0).abs() < 0.5, "active {active}");
+    // The TOML carries the latent width and reads back to the same spec.
+    assert!(i.toml.contains("moe_latent_size = 1024"), "{}", i.toml);
+    assert_eq!(parse_toml::<ModelSpec>(&i.toml, "t").unwrap(), i.model);
+}
+
+/// transformers 5 writes Nemotron-H's pattern as `layers_block_type` and may leave
+/// `num_hidden_layers` out; the layer count and the MoE layers come from the list.
+#[test]
+fn nemotron_h_layers_block_type_and_a_missing_layer_count() {
+    let text =
+        std::fs::read_to_string(corpus_config("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
+            .unwrap();
+    let base = import(&text, "nano.json", None, None).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pattern = v["hybrid_override_pattern"].as_str().unwrap().to_string();
+    let names: Vec<&str> = pattern
+        .chars()
+        .map(|c| match c {
+            'M' => "mamba",
+            '*' => "attention",
+            'E' => "moe",
+            _ => "mlp",
+        })
+        .collect();
+    let o = v.as_object_mut().unwrap();
+    o.remove("hybrid_override_pattern");
+    o.insert("num_hidden_layers".into(), serde_json::Value::Null);
+    o.insert("layers_block_type".into(), serde_json::json!(names));
+    let listed = import(&v.to_string(), "nano.json", None, None).unwrap();
+    assert_eq!(listed.model.config, base.model.config);
+    assert!(
+        listed
+            .warnings
+            .iter()
+            .any(|w| w.contains("num_hidden_layers is absent: 52 layers")),
+        "{:?}",
+        listed.warnings
+    );
+    // A list that disagrees with the pattern is an error naming both fields.
+    let mut both = v.clone();
+    both["hybrid_override_pattern"] = serde_json::json!(pattern.replacen('E', "-", 1));
+    let e = import(&both.to_string(), "nano.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nano.json")
+            && e.contains("layers_block_type")
+            && e.contains("hybrid_override_pattern"),
+        "{e}"
+    );
+    // MoE layers without an expert count: refused, naming n_routed_experts.
+    let mut no_experts = v.clone();
+    no_experts
+        .as_object_mut()
+        .unwrap()
+        .remove("n_routed_experts");
+    let e = import(&no_experts.to_string(), "nano.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("n_routed_experts"), "{e}");
+    // A dense Nemotron-H (no E in its pattern) needs none.
+    let mut dense = v;
+    let o = dense.as_object_mut().unwrap();
+    o.remove("n_routed_experts");
+    o.insert(
+        "layers_block_type".into(),
+        serde_json::json!(names
+            .iter()
+            .map(|n| if *n == "moe" { "mlp" } else { n })
+            .collect::<Vec<_>>()),
+    );
+    let d = import(&dense.to_string(), "dense.json", None, None).unwrap();
+    assert!(d.model.moe().is_none());
+    assert_eq!(
+        d.model.dense_layers(),
+        names.iter().filter(|n| **n == "moe").count() as u32
+    );
+}
+
+/// ModelOpt MIXED_PRECISION (the Nemotron-3 Super, DeepSeek-V4 and Qwen3.6 NVFP4 releases):
+/// each module's format comes from `quantized_layers`; a module not listed is BF16, and a
+/// key may name a fused parent (`mlp.experts`).
+#[test]
+fn modelopt_mixed_precision_reads_each_layers_format() {
+    use rooftop::spec::FormatKind;
+    let text = std::fs::read_to_string(corpus_config(
+        "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+    ))
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pattern = v["hybrid_override_pattern"].as_str().unwrap();
+    // As the release writes it: every routed expert NVFP4, the shared experts and most
+    // Mamba projections FP8, attention and the latent projections mostly BF16.
+    let mut layers = serde_json::Map::new();
+    for (l, c) in pattern.chars().enumerate() {
+        let p = format!("backbone.layers.{l}.mixer");
+        match c {
+            'E' => {
+                for e in 0..512 {
+                    for m in ["up_proj", "down_proj"] {
+                        layers.insert(
+                            format!("{p}.experts.{e}.{m}"),
+                            serde_json::json!({"quant_algo": "NVFP4", "group_size": 16}),
+                        );
+                    }
+                }
+                for m in ["up_proj", "down_proj"] {
+                    layers.insert(
+                        format!("{p}.shared_experts.{m}"),
+                        serde_json::json!({"quant_algo": "FP8"}),
+                    );
+                }
+            }
+            'M' => {
+                layers.insert(
+                    format!("{p}.in_proj"),
+                    serde_json::json!({"quant_algo": "FP8"}),
+                );
+                layers.insert(
+                    format!("{p}.out_proj"),
+                    serde_json::json!({"quant_algo": "FP8"}),
+                );
+            }
+            _ => {}
+        }
+    }
+    let hf_quant = serde_json::json!({
+        "producer": {"name": "modelopt", "version": "0.43.0"},
+        "quantization": {"quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": "FP8",
+                         "quantized_layers": layers}
+    })
+    .to_string();
+    let i = import(
+        &text,
+        "super.json",
+        Some((&hf_quant, "hf_quant_config.json")),
+        None,
+    )
+    .unwrap();
+    let q = &i.model.quantization;
+    assert_eq!(q.routed_experts().kind, FormatKind::Nvfp4);
+    // Mamba projections (FP8, 80 modules) outnumber the attention ones (BF16, 32): the
+    // group takes the majority and says so.
+    assert_eq!(q.attention().kind, FormatKind::Fp8, "{:?}", i.warnings);
+    assert!(
+        i.warnings
+            .iter()
+            .any(|w| w
+                .starts_with("attention: its Linear layers are stored in more than one format")),
+        "{:?}",
+        i.warnings
+    );
+    assert_eq!(q.kv_cache, rooftop::spec::KvDtype::Fp8);
+    assert!(i.model.sources["quantization"].contains("MIXED_PRECISION"));
+    // Unlisted fused experts by parent name; an unknown per-layer algorithm names its module.
+    let qwen = serde_json::json!({"quantization": {"quant_algo": "MIXED_PRECISION",
+        "quantized_layers": {"model.layers.0.mlp.experts": {"quant_algo": "W4A16_NVFP4"},
+                             "model.layers.0.self_attn.q_proj": {"quant_algo": "FROB8"}}}})
+    .to_string();
+    let e = import(
+        &std::fs::read_to_string(fixture_config("qwen3-30b-a3b")).unwrap(),
+        "q.json",
+        Some((&qwen, "hf_quant_config.json")),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("hf_quant_config.json") && e.contains("FROB8") && e.contains("q_proj"),
+        "{e}"
+    );
+    let missing = r#"{"quantization": {"quant_algo": "MIXED_PRECISION"}}"#;
+    let e = import(
+        &text,
+        "super.json",
+        Some((missing, "hf_quant_config.json")),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("quantized_layers"), "{e}");
+}

@@ -49,6 +49,31 @@ pub const SUPPORTED: &[&str] = &[
     "DeciLMForCausalLM",
 ];
 
+/// Architectures known by name whose config rooftop cannot yet cost, with the reason: the
+/// refusal says what is missing instead of only listing the supported classes.
+const UNMODELLED: &[(&str, &str)] = &[
+    (
+        "MiMoV2FlashForCausalLM",
+        "MiMo-V2-Flash's layers differ by attention kind (hybrid_layer_pattern: sliding-window layers with swa_num_key_value_heads / swa_head_dim / swa_v_head_dim, global layers with num_key_value_heads / head_dim / v_head_dim) and its value heads are narrower than its query/key heads (v_head_dim 128 vs head_dim 192); rooftop's GQA has one head width for Q, K and V and per-layer K/V heads only for global layers, so the projections and the KV cache would be miscounted",
+    ),
+    (
+        "MiMoV2ForCausalLM",
+        "MiMo-V2's layers differ by attention kind (hybrid_layer_pattern with swa_* head shapes) and its value heads are narrower than its query/key heads (v_head_dim < head_dim); rooftop's GQA has one head width for Q, K and V",
+    ),
+    (
+        "MiniMaxM3ForCausalLM",
+        "MiniMax-M3's attention (MSA, a sparse attention with its own indexer) has no description in rooftop and no public config.json was found to build one from",
+    ),
+    (
+        "KimiK3ForConditionalGeneration",
+        "Kimi-K3's layer structure (attention residuals) has no description in rooftop and no public config.json was found to build one from",
+    ),
+    (
+        "NemotronHPuzzleForCausalLM",
+        "the Puzzle exports of Nemotron-H give each MoE layer its own moe_intermediate_size and num_experts_per_tok (block_configs); rooftop's MoE has one expert width and top-k for every layer",
+    ),
+];
+
 /// `config.json` fields that do not change the shapes or bytes of a decode step: numerics
 /// (norm epsilons, activation, dtype of the training run), positional encoding (RoPE),
 /// routing decisions (rooftop assumes balanced routing), token ids, training-only settings
@@ -210,6 +235,9 @@ pub const IRRELEVANT: &[&str] = &[
     "full_attention_interval",
     "num_hash_layers",
     "moe_layers",
+    // Nemotron-3: whether the shared expert's GEMMs overlap the experts' all-to-all (a
+    // schedule, not a shape)
+    "moe_shared_expert_overlap",
 ];
 
 /// Architecture families: which field names carry the experts, and how layers are named.
@@ -294,8 +322,11 @@ impl Family {
     }
 
     /// Families with dense and MoE members under one class: the expert count may be absent.
+    /// Nemotron-H: the dense members (Nemotron-H 8B/56B, Nano-9B-v2, whose pattern has no
+    /// `E`) ship no `n_routed_experts`; a pattern with `E` layers then needs it (checked in
+    /// [`read_config`]).
     fn experts_optional(self) -> bool {
-        matches!(self, Family::Qwen35 | Family::Gemma4)
+        matches!(self, Family::Qwen35 | Family::Gemma4 | Family::NemotronH)
     }
 
     /// Families whose expert width is `moe_intermediate_size` (else `intermediate_size`).
@@ -590,6 +621,12 @@ pub(super) fn read_architecture(
             archs.len()
         ));
     }
+    if let Some((_, why)) = UNMODELLED.iter().find(|(a, _)| *a == arch) {
+        return Err(cx.invalid(
+            "architectures",
+            format!("an architecture rooftop can cost; \"{arch}\" is not yet: {why}"),
+        ));
+    }
     let family = Family::of(&arch).ok_or_else(|| {
         cx.invalid(
             "architectures",
@@ -684,6 +721,8 @@ pub(super) struct Layout {
     shared: bool,
     mla: bool,
     q_lora: bool,
+    /// LatentMoE: each MoE layer has `fc1_latent_proj` and `fc2_latent_proj`.
+    latent: bool,
 }
 
 /// The architecture fields, the `config.json` names the TOML should keep, and the module
@@ -695,7 +734,26 @@ pub(super) fn read_config(
     top: &mut Obj,
     warnings: &mut Vec<String>,
 ) -> Result<(ModelConfig, Keys, Layout)> {
-    let layers = t.req_u32(cx, "num_hidden_layers", "the number of decoder layers")?;
+    let layers = match t.u32(cx, "num_hidden_layers")? {
+        Some(n) => n,
+        // Nemotron-H (transformers 5 and the Puzzle exports) may leave the count out: the
+        // config class takes it from the per-layer pattern.
+        None if family == Family::NemotronH => {
+            let (blocks, field) = super::layers::nemotron_blocks(cx, t)?;
+            warnings.push(format!(
+                "{}num_hidden_layers is absent: {} layers, the length of {field}",
+                t.path,
+                blocks.len()
+            ));
+            u32::try_from(blocks.len()).unwrap_or(u32::MAX)
+        }
+        None => {
+            return Err(cx.missing(
+                &t.field("num_hidden_layers"),
+                "the number of decoder layers",
+            ))
+        }
+    };
     // Checked before the per-layer tables below are built from it (the quantization of a
     // group is read from its layers' modules, so a model needs at least one).
     if !(1..=crate::spec::model::MAX_LAYERS).contains(&layers) {
@@ -717,6 +775,16 @@ pub(super) fn read_config(
     };
     let mlp = read_mlp(cx, family, t, &mut keys, warnings)?;
     let kinds = super::layers::read_layer_kinds(cx, family, t, layers, warnings)?;
+    let sparse_layers = kinds
+        .ffn_pattern
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == "sparse"));
+    if sparse_layers && mlp.experts.is_none() {
+        return Err(cx.missing(
+            &t.field(keys.experts),
+            "the number of routed experts (the layer pattern has MoE layers)",
+        ));
+    }
     let (moe, first_k, mlp_types) =
         moe_layers(cx, family, t, layers, &mlp, &kinds, &mut keys, warnings)?;
     let tie = read_tie(cx, t, top, warnings)?;
@@ -746,6 +814,7 @@ pub(super) fn read_config(
         num_experts_per_tok: mlp.top_k.filter(|_| experts.is_some()),
         n_shared_experts: mlp.shared,
         shared_expert_intermediate_size: mlp.shared_width.filter(|_| experts.is_some()),
+        moe_latent_size: mlp.latent,
         first_k_dense_replace: first_k,
         vocab_size: vocab,
         tie_word_embeddings: tie,
@@ -804,6 +873,7 @@ pub(super) fn read_config(
         shared: mlp.shared.unwrap_or(0) > 0 || mlp.shared_width.unwrap_or(0) > 0,
         mla: mla.kv_lora.is_some(),
         q_lora: mla.q_lora.is_some(),
+        latent: mlp.latent.is_some(),
     };
     Ok((config, keys, layout))
 }
@@ -869,6 +939,8 @@ struct Mlp {
     shared: Option<u32>,
     /// Width of the shared expert path where the family states it as a width.
     shared_width: Option<u32>,
+    /// LatentMoE width (Nemotron-3 Super `moe_latent_size`).
+    latent: Option<u32>,
 }
 
 fn read_mlp(
@@ -976,6 +1048,11 @@ fn read_mlp(
     if experts.is_some() && !family.has_moe_intermediate() && intermediate.is_none() {
         return Err(cx.missing(&t.field("intermediate_size"), "the expert MLP width"));
     }
+    // LatentMoE: vLLM's NemotronHMoE uses it whenever the key is present (not null).
+    let latent = match family {
+        Family::NemotronH => t.u32(cx, "moe_latent_size")?.filter(|_| experts.is_some()),
+        _ => None,
+    };
     Ok(Mlp {
         intermediate,
         moe_intermediate,
@@ -983,6 +1060,7 @@ fn read_mlp(
         top_k,
         shared,
         shared_width,
+        latent,
     })
 }
 
@@ -1328,19 +1406,29 @@ impl Layout {
                     };
                     out.extend(mats.iter().map(|x| format!("{l}.{sub}.{x}")));
                 }
-                Group::SharedExperts if ffn == LayerFfn::Moe && self.shared => {
-                    let e = &n.expert;
-                    let mats: &[&str] = if e[0] == e[1] { &e[1..] } else { e };
-                    let mats: Vec<&str> =
-                        if matches!(self.family, Family::Mixtral | Family::MiniMax) {
-                            vec!["gate_proj", "up_proj", "down_proj"]
-                        } else {
-                            mats.to_vec()
-                        };
-                    out.extend(
-                        mats.iter()
-                            .map(|x| format!("{l}.{}.{}.{x}", n.mlp, n.shared)),
-                    );
+                Group::SharedExperts if ffn == LayerFfn::Moe => {
+                    if self.shared {
+                        let e = &n.expert;
+                        let mats: &[&str] = if e[0] == e[1] { &e[1..] } else { e };
+                        let mats: Vec<&str> =
+                            if matches!(self.family, Family::Mixtral | Family::MiniMax) {
+                                vec!["gate_proj", "up_proj", "down_proj"]
+                            } else {
+                                mats.to_vec()
+                            };
+                        out.extend(
+                            mats.iter()
+                                .map(|x| format!("{l}.{}.{}.{x}", n.mlp, n.shared)),
+                        );
+                    }
+                    // The latent projections are stored as this group (see ops::moe).
+                    if self.latent {
+                        out.extend(
+                            ["fc1_latent_proj", "fc2_latent_proj"]
+                                .iter()
+                                .map(|x| format!("{l}.{}.{x}", n.mlp)),
+                        );
+                    }
                 }
                 Group::RoutedExperts if ffn == LayerFfn::Moe => {
                     let ends = [0, self.experts.saturating_sub(1)];
@@ -1458,6 +1546,29 @@ mod tests {
         assert_eq!(i.warnings.len(), 1);
         assert!(i.warnings[0].contains("frobnication"));
         assert!(i.model.sources["notes"].contains("frobnication"));
+    }
+
+    #[test]
+    fn known_unmodelled_architectures_say_why() {
+        for (arch, what) in [
+            ("MiMoV2FlashForCausalLM", "v_head_dim"),
+            ("MiniMaxM3ForCausalLM", "MSA"),
+            ("KimiK3ForConditionalGeneration", "no public config.json"),
+            ("NemotronHPuzzleForCausalLM", "block_configs"),
+        ] {
+            let e = import(
+                &format!(r#"{{"architectures": ["{arch}"], "hidden_size": 8}}"#),
+                "x.json",
+                None,
+                None,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("x.json") && e.contains(arch) && e.contains(what),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -36,42 +36,28 @@ pub(super) fn read_layer_kinds(
     let mut k = LayerKinds::default();
     match family {
         Family::NemotronH => {
-            let field = t.field("hybrid_override_pattern");
-            let pat = match t.get("hybrid_override_pattern") {
-                Some(Value::String(p)) => p.clone(),
-                _ => {
-                    return Err(cx.missing(
-                        &field,
-                        "the per-layer pattern (M Mamba-2, * attention, E MoE, - MLP)",
-                    ))
-                }
-            };
-            if pat.chars().count() != layers as usize {
+            let (blocks, field) = nemotron_blocks(cx, t)?;
+            if blocks.len() != layers as usize {
                 return Err(cx.invalid(
                     &field,
-                    format!(
-                        "one character per layer ({layers}), got {}",
-                        pat.chars().count()
-                    ),
+                    format!("one entry per layer ({layers}), got {}", blocks.len()),
                 ));
             }
-            let mut mix = Vec::new();
-            let mut ffn = Vec::new();
-            for c in pat.chars() {
-                let (m, f) = match c {
-                    'M' => ("mamba", "none"),
-                    '*' => ("full_attention", "none"),
-                    'E' => ("none", "sparse"),
-                    '-' => ("none", "dense"),
-                    _ => {
-                        return Err(cx.invalid(&field, format!("M, *, E or - per layer, got '{c}'")))
-                    }
-                };
-                mix.push(m.to_string());
-                ffn.push(f.to_string());
-            }
+            let (mix, ffn) = blocks
+                .iter()
+                .map(|b| {
+                    let (m, f) = match b {
+                        'M' => ("mamba", "none"),
+                        '*' => ("full_attention", "none"),
+                        'E' => ("none", "sparse"),
+                        _ => ("none", "dense"),
+                    };
+                    (m.to_string(), f.to_string())
+                })
+                .unzip();
             k.layer_types = Some(mix);
             k.ffn_pattern = Some(ffn);
+            read_nemotron_mtp(cx, t, &blocks, warnings)?;
         }
         Family::Llama4 => {
             k.chunk = t.u32(cx, "attention_chunk_size")?;
@@ -109,6 +95,110 @@ pub(super) fn read_layer_kinds(
         _ => {}
     }
     Ok(k)
+}
+
+/// Nemotron-H's block kinds, one a layer, as pattern characters (M Mamba-2, * attention,
+/// E MoE, - MLP), and the field they were read from. The modelling code states them as
+/// `hybrid_override_pattern` (a string, the released configs) or, since transformers 5, as
+/// `layers_block_type` (a list of `mamba`, `attention`, `moe`, `mlp`); the config class
+/// converts one into the other, so a file with both must agree.
+pub(super) fn nemotron_blocks(cx: &Ctx, t: &mut Obj) -> Result<(Vec<char>, String)> {
+    blocks_of(cx, t, "hybrid_override_pattern", "layers_block_type")?.ok_or_else(|| {
+        cx.missing(
+            &t.field("hybrid_override_pattern"),
+            "the per-layer pattern (M Mamba-2, * attention, E MoE, - MLP), or layers_block_type",
+        )
+    })
+}
+
+/// The block kinds under a pattern key or a list key (None: neither is given).
+fn blocks_of(
+    cx: &Ctx,
+    t: &mut Obj,
+    pattern_key: &str,
+    list_key: &str,
+) -> Result<Option<(Vec<char>, String)>> {
+    let pf = t.field(pattern_key);
+    let lf = t.field(list_key);
+    let from_pattern = match t.get(pattern_key) {
+        None => None,
+        Some(Value::String(p)) => {
+            if let Some(c) = p.chars().find(|c| !matches!(c, 'M' | '*' | 'E' | '-')) {
+                return Err(cx.invalid(&pf, format!("M, *, E or - per layer, got '{c}'")));
+            }
+            Some(p.chars().collect::<Vec<char>>())
+        }
+        Some(v) => {
+            return Err(cx.invalid(
+                &pf,
+                format!("a string, one character per layer, got {}", preview(v)),
+            ))
+        }
+    };
+    let from_list = match t.strings(cx, list_key)? {
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|n| match n.as_str() {
+                    "mamba" => Ok('M'),
+                    "attention" => Ok('*'),
+                    "moe" => Ok('E'),
+                    "mlp" => Ok('-'),
+                    other => Err(cx.invalid(
+                        &lf,
+                        format!("mamba, attention, moe or mlp per layer, got \"{other}\""),
+                    )),
+                })
+                .collect::<Result<Vec<char>>>()?,
+        ),
+    };
+    Ok(match (from_pattern, from_list) {
+        (Some(p), Some(l)) if p != l => {
+            return Err(cx.invalid(
+                &lf,
+                format!(
+                    "the same layers as {pf} ({}), got {}",
+                    p.iter().collect::<String>(),
+                    l.iter().collect::<String>()
+                ),
+            ))
+        }
+        (Some(p), _) => Some((p, pf)),
+        (None, Some(l)) => Some((l, lf)),
+        (None, None) => None,
+    })
+}
+
+/// Nemotron-3's MTP layers (`mtp_hybrid_override_pattern`, or `mtp_layers_block_type`):
+/// rooftop counts each `num_nextn_predict_layers` layer as one full-attention layer with
+/// the last decoder layer's feed-forward (`cost::memory::count_params`); Super's `*E`
+/// (attention, then MoE, after an MoE last layer) is that shape. Another pattern is a
+/// warning: the MTP weights are then approximate.
+fn read_nemotron_mtp(
+    cx: &Ctx,
+    t: &mut Obj,
+    blocks: &[char],
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let Some((mtp, field)) = blocks_of(
+        cx,
+        t,
+        "mtp_hybrid_override_pattern",
+        "mtp_layers_block_type",
+    )?
+    else {
+        return Ok(());
+    };
+    let last_ffn = blocks.iter().rev().find(|c| matches!(c, 'E' | '-'));
+    let modelled = mtp.len() == 2 && mtp[0] == '*' && Some(&mtp[1]) == last_ffn;
+    if !modelled {
+        warnings.push(format!(
+            "{field} = \"{}\": rooftop counts an MTP layer as one attention block plus the last decoder layer's feed-forward; the MTP weights are approximate",
+            mtp.iter().collect::<String>()
+        ));
+    }
+    Ok(())
 }
 
 /// DeciLM `block_configs`: per layer, attention (`no_op`, `replace_with_linear`,

@@ -17,7 +17,9 @@
 //!   `modules_to_not_convert` → `fp8-block128` (with `weight_block_size` [128, 128]) or `fp8`;
 //!   embedding and lm_head BF16.
 //! - ModelOpt (`hf_quant_config.json`, or `quant_method: "modelopt"`): `quant_algo` NVFP4 →
-//!   `nvfp4`, FP8 → `fp8`, on every Linear not matched by `exclude_modules` (glob patterns).
+//!   `nvfp4`, FP8 → `fp8`, on every Linear not matched by `exclude_modules` (glob patterns);
+//!   `MIXED_PRECISION` → each module's own `quant_algo` from `quantized_layers` (a module
+//!   not listed is BF16), which rooftop then resolves per weight group like any other rule.
 //! - `mxfp4` (gpt-oss): the routed experts → `mxfp4` unless in `modules_to_not_convert`.
 //!
 //! Routers and embeddings stay BF16 (rooftop's schema default); a group whose modules
@@ -260,6 +262,13 @@ enum Rule {
         format: WeightFormat,
         exclude: Vec<Pattern>,
     },
+    /// ModelOpt `MIXED_PRECISION`: each module's own format from `quantized_layers`, keyed
+    /// by module name (a key may name the module or a module holding it, e.g. a fused
+    /// `mlp.experts`); a module not listed, or matched by `exclude`, stays BF16.
+    PerModule {
+        layers: BTreeMap<String, WeightFormat>,
+        exclude: Vec<Pattern>,
+    },
     /// compressed-tensors: the first group whose targets match, unless ignored.
     Groups {
         groups: Vec<(Vec<Pattern>, WeightFormat)>,
@@ -297,6 +306,17 @@ impl Scheme {
                 } else {
                     WeightFormat::BF16
                 }
+            }
+            Rule::PerModule { layers, exclude } => {
+                if excluded(exclude) {
+                    return WeightFormat::BF16;
+                }
+                // The module itself, then the modules holding it, nearest first.
+                let parents = module.rmatch_indices('.').map(|(i, _)| &module[..i]);
+                std::iter::once(module)
+                    .chain(parents)
+                    .find_map(|m| layers.get(m).copied())
+                    .unwrap_or(WeightFormat::BF16)
             }
             Rule::Groups { groups, ignore } => {
                 if excluded(ignore) {
@@ -552,7 +572,8 @@ fn gptq_awq(
     })
 }
 
-/// ModelOpt: `quant_algo` on every Linear not in `exclude_modules` (or `ignore`).
+/// ModelOpt: `quant_algo` on every Linear not in `exclude_modules` (or `ignore`); for
+/// `MIXED_PRECISION`, each module's own `quant_algo` from `quantized_layers`.
 fn modelopt(
     cx: &Ctx,
     q: &Map<String, Value>,
@@ -563,37 +584,9 @@ fn modelopt(
     let algo = q.get("quant_algo").and_then(Value::as_str).ok_or_else(|| {
         cx.invalid(
             &f("quant_algo"),
-            "ModelOpt's quantization algorithm (NVFP4 or FP8)",
+            "ModelOpt's quantization algorithm (NVFP4, FP8, MIXED_PRECISION, ...)",
         )
     })?;
-    let format = match algo.to_ascii_uppercase().as_str() {
-        "NVFP4" => {
-            if let Some(g) = q.get("group_size").filter(|g| !g.is_null()) {
-                if as_u32(g).is_none_or(|g| g == 0) {
-                    return Err(cx.invalid(
-                        &f("group_size"),
-                        format!("a positive group size (NVFP4's is 16), got {}", preview(g)),
-                    ));
-                }
-            }
-            if let Some(g) = q.get("group_size").and_then(as_u32) {
-                if g != 16 {
-                    warnings.push(format!(
-                        "{} = {g}: NVFP4 in rooftop has one scale per 16 weights",
-                        f("group_size")
-                    ));
-                }
-            }
-            parse_fmt("nvfp4")
-        }
-        "FP8" => parse_fmt("fp8"),
-        _ => {
-            return Err(cx.invalid(
-                &f("quant_algo"),
-                format!("a ModelOpt algorithm rooftop can import (NVFP4, FP8); got \"{algo}\""),
-            ))
-        }
-    };
     let mut exclude = patterns(cx, q.get("exclude_modules"), &f("exclude_modules"))?;
     exclude.extend(patterns(cx, q.get("ignore"), &f("ignore"))?);
     let kv_cache = match (q.get("kv_cache_quant_algo"), q.get("kv_cache_scheme")) {
@@ -601,6 +594,10 @@ fn modelopt(
         (_, Some(s)) if !s.is_null() => kv_scheme(s, warnings),
         _ => KvDtype::Bf16,
     };
+    if algo.eq_ignore_ascii_case("MIXED_PRECISION") {
+        return modelopt_mixed(cx, q, path, exclude, kv_cache, warnings);
+    }
+    let format = modelopt_format(cx, algo, q.get("group_size"), &f("quant_algo"), warnings)?;
     Ok(Scheme {
         rule: Rule::AllLinear {
             format,
@@ -611,6 +608,144 @@ fn modelopt(
         summary: format!(
             "{} ModelOpt quant_algo \"{algo}\": {format} on every Linear layer not matched by exclude_modules",
             cx.label
+        ),
+    })
+}
+
+/// ModelOpt's per-layer algorithm names (`modelopt.torch.export`'s `QUANTIZATION_*`) as
+/// rooftop formats: the bytes of a stored weight, whatever the activations run in.
+/// `NVFP4` and its weight-only / AWQ forms are e2m1 + one FP8 scale per 16; the FP8 forms
+/// are e4m3 (`FP8_PB_WO`, per block, with a 128 x 128 block when `group_size` says 128);
+/// `W4A16_AWQ` / `W4A8_AWQ` are INT4 with a scale per `group_size` (default 128); the
+/// 8-bit SmoothQuant forms are INT8; `UNQUANTIZED` stays BF16.
+fn modelopt_format(
+    cx: &Ctx,
+    algo: &str,
+    group: Option<&Value>,
+    field: &str,
+    warnings: &mut Vec<String>,
+) -> Result<WeightFormat> {
+    // A group of no weights is no scale layout: refused, never read as per-channel (-1 is
+    // the per-channel spelling).
+    if let Some(g) = group.filter(|g| !g.is_null() && g.as_i64() != Some(-1)) {
+        if as_u32(g).is_none_or(|g| g == 0) {
+            let group_field = match field.rsplit_once('.') {
+                Some((parent, _)) => format!("{parent}.group_size"),
+                None => "group_size".to_string(),
+            };
+            return Err(cx.invalid(
+                &group_field,
+                format!("a positive group size (NVFP4's is 16), got {}", preview(g)),
+            ));
+        }
+    }
+    let group = group.and_then(as_u32);
+    let a = algo.to_ascii_uppercase();
+    Ok(match a.as_str() {
+        "NVFP4" | "W4A16_NVFP4" | "NVFP4_AWQ" | "W4A8_NVFP4_FP8" => {
+            if let Some(g) = group.filter(|g| *g != 16) {
+                warnings.push(format!(
+                    "{field} \"{algo}\" with group_size {g}: NVFP4 in rooftop has one scale per 16 weights"
+                ));
+            }
+            parse_fmt("nvfp4")
+        }
+        "FP8" | "FP8_PER_CHANNEL_PER_TOKEN" | "W8A8_FP8" | "FP8_PB_WO" | "FP8_PB" => {
+            if a.starts_with("FP8_PB") && group == Some(128) {
+                parse_fmt("fp8-block128")
+            } else {
+                parse_fmt("fp8")
+            }
+        }
+        "MXFP4" | "W4A16_MXFP4" | "W4A8_MXFP4_FP8" => parse_fmt("mxfp4"),
+        "W4A16_AWQ" | "W4A8_AWQ" | "INT4_AWQ" => {
+            parse_fmt(&format!("int4-g{}", group.filter(|g| *g > 0).unwrap_or(128)))
+        }
+        "INT8_SQ" | "W8A8_SQ_PER_CHANNEL" | "W8A8_SQ_PER_CHANNEL_PER_TOKEN_DYNAMIC" | "INT8_WO" => {
+            parse_fmt("int8")
+        }
+        "UNQUANTIZED" | "NONE" => WeightFormat::BF16,
+        _ => {
+            return Err(cx.invalid(
+                field,
+                format!(
+                    "a ModelOpt algorithm rooftop can import (NVFP4, W4A16_NVFP4, FP8, FP8_PB_WO, MXFP4, W4A16_AWQ, W4A8_AWQ, INT8_SQ, UNQUANTIZED, or MIXED_PRECISION with quantized_layers); got \"{algo}\""
+                ),
+            ))
+        }
+    })
+}
+
+/// ModelOpt `MIXED_PRECISION` (the DeepSeek-V4, Qwen3.6 and Nemotron-3 Super NVFP4
+/// releases): `quantized_layers` maps module names to `{"quant_algo", "group_size"}`, and
+/// every Linear it does not name is unquantized (vLLM's `ModelOptMixedPrecisionConfig`).
+/// A config.json without the map but with compressed-tensors style `config_groups` (the
+/// same modules as target lists) is read through those.
+fn modelopt_mixed(
+    cx: &Ctx,
+    q: &Map<String, Value>,
+    path: &str,
+    exclude: Vec<Pattern>,
+    kv_cache: KvDtype,
+    warnings: &mut Vec<String>,
+) -> Result<Scheme> {
+    let field = field_in(path, "quantized_layers");
+    let map = match q.get("quantized_layers") {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) if q.contains_key("config_groups") => {
+            let mut s = compressed_tensors(cx, q, path, warnings)?;
+            s.kv_cache = kv_cache;
+            s.summary = format!(
+                "{} ModelOpt quant_algo \"MIXED_PRECISION\" without quantized_layers, read from its config_groups: {}",
+                cx.label, s.summary
+            );
+            return Ok(s);
+        }
+        Some(v) => {
+            return Err(cx.invalid(
+                &field,
+                format!(
+                    "an object mapping module names to {{\"quant_algo\": ...}}, got {}",
+                    preview(v)
+                ),
+            ))
+        }
+        None => {
+            return Err(cx.missing(
+                &field,
+                "the per-module formats of a MIXED_PRECISION checkpoint",
+            ))
+        }
+    };
+    let mut layers = BTreeMap::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for (module, entry) in map {
+        let ef = format!("{field}.{module}");
+        let algo = entry
+            .get("quant_algo")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                cx.invalid(
+                    &ef,
+                    format!(
+                        "an object with the module's quant_algo, got {}",
+                        preview(entry)
+                    ),
+                )
+            })?;
+        let fmt = modelopt_format(cx, algo, entry.get("group_size"), &ef, warnings)?;
+        *counts.entry(fmt.to_string()).or_default() += 1;
+        layers.insert(module.clone(), fmt);
+    }
+    let listed: Vec<String> = counts.iter().map(|(f, n)| format!("{n} {f}")).collect();
+    Ok(Scheme {
+        rule: Rule::PerModule { layers, exclude },
+        kv_cache,
+        summary: format!(
+            "{} ModelOpt quant_algo \"MIXED_PRECISION\": each module's format from quantized_layers ({} modules: {}); modules not listed, or matched by exclude_modules, BF16",
+            cx.label,
+            map.len(),
+            listed.join(", ")
         ),
     })
 }

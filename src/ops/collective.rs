@@ -32,11 +32,16 @@ pub fn tp_allreduce(cx: &BuildContext, name: &'static str, out: &mut Vec<Operato
 }
 
 /// Expert-parallel dispatch and combine over all `tp × dp` GPUs of a stage: each token's
-/// hidden state goes to (at most) `min(top_k, ep)` expert groups and comes back.
+/// hidden state goes to (at most) `min(top_k, ep)` expert groups and comes back. Under
+/// LatentMoE (`moe_latent_size`) the token crosses in its latent form: the down-projection
+/// runs before the dispatch and the up-projection after the combine, which is the point of
+/// the design as the Nemotron-3 Super report states it (all-to-all traffic scales with the
+/// latent width) [assumption: read from the report, not from an engine's dispatch code].
 pub fn ep_all_to_all(cx: &BuildContext, top_k: f64, out: &mut Vec<Operator>) {
     let par = cx.par;
     let n = par.tp * par.dp;
-    let bytes = cx.tokens * top_k.min(par.ep as f64) * cx.hidden * 2.0;
+    let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
+    let bytes = cx.tokens * top_k.min(par.ep as f64) * width * 2.0;
     for name in ["moe_dispatch", "moe_combine"] {
         out.extend(collective(
             name,

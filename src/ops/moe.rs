@@ -45,6 +45,12 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let e = moe.experts as f64;
     let k = moe.top_k as f64;
     let ie = moe.expert_intermediate as f64;
+    // LatentMoE: the experts' input and output width. The two latent projections are
+    // replicated Linear layers in vLLM's NemotronHMoE (`ReplicatedLinear`), so every rank
+    // holds and runs them whole, and they are stored as the shared-expert group is (they
+    // are the always-on matrices of the MoE block beside the shared expert).
+    let latent = cx.model.config.moe_latent_size.map(f64::from);
+    let eh = latent.unwrap_or(h);
     push_gemm(
         out,
         cx.unfused,
@@ -74,7 +80,19 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let fmt = q.routed_experts();
     let matrices = cx.model.mlp_matrices() as f64;
     let width = ie / moe_tp;
-    let expert_elems = expert_elems(matrices, h, width);
+    let expert_elems = expert_elems(matrices, eh, width);
+    if let Some(l) = latent {
+        push_gemm(
+            out,
+            cx.unfused,
+            "fc1_latent_proj",
+            Category::Moe,
+            tokens,
+            l,
+            h,
+            q.shared_experts(),
+        );
+    }
     let after_cast = casts(cx.unfused, fmt);
     let touched = touched.min(local_experts);
     // An engine that does not fuse the format's dequantization casts the layer's expert
@@ -108,13 +126,25 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
             top_k: k,
             matrices,
             routed_tokens: all_tokens * k / ep,
-            hidden: h,
+            hidden: eh,
             width,
             weights: fmt,
             after_cast,
             backend: None,
         },
     ));
+    if let Some(l) = latent {
+        push_gemm(
+            out,
+            cx.unfused,
+            "fc2_latent_proj",
+            Category::Moe,
+            tokens,
+            h,
+            l,
+            q.shared_experts(),
+        );
+    }
     let shared = cx.model.shared_expert_width() as f64;
     if shared > 0.0 {
         let si = shared / par.tp as f64;

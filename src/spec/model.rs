@@ -96,6 +96,14 @@ pub struct ModelConfig {
     /// dense MLP beside its experts). Absent: `n_shared_experts × moe_intermediate_size`.
     #[serde(default)]
     pub shared_expert_intermediate_size: Option<u32>,
+    /// LatentMoE (Nemotron-3 Super `moe_latent_size`): the routed experts work in a latent
+    /// space of this width. Each MoE layer projects the hidden state down
+    /// (`fc1_latent_proj`, hidden x latent), runs the experts on it (latent x
+    /// `moe_intermediate_size` matrices), and projects their sum back up
+    /// (`fc2_latent_proj`); the router and the shared expert stay at the hidden width.
+    /// Absent: the experts read and write the hidden state itself.
+    #[serde(default)]
+    pub moe_latent_size: Option<u32>,
     /// Chunked-attention length of `chunked_attention` layers (Llama-4 `attention_chunk_size`).
     #[serde(default)]
     pub attention_chunk_size: Option<u32>,
@@ -990,6 +998,9 @@ impl ModelSpec {
                     "config.num_experts_per_tok".into(),
                     format!("at most n_routed_experts ({e}), got {k}"),
                 ));
+            }
+            if let Some(l) = c.moe_latent_size {
+                pos(l, "moe_latent_size")?;
             }
             if c.moe_intermediate_size.or(c.intermediate_size).unwrap_or(0) == 0 {
                 return Err((

@@ -46,6 +46,83 @@ impl Draft {
 /// Longest draft length (and so accepted length) rooftop evaluates.
 pub const MAX_DRAFT_LENGTH: u32 = 64;
 
+/// Which acceptance statistic `--acceptance` gives, as an engine prints it
+/// (`--acceptance-stat`). Every one is converted to per-position conditional rates
+/// p₁…p_k (rooftop's own form, [`Acceptance`]); with L the drafts accepted in one step, of k
+/// drafted:
+///
+/// | statistic | what it is | conversion |
+/// |---|---|---|
+/// | `conditional` | pᵢ = P(L ≥ i \| L ≥ i−1), per position | as given |
+/// | `unconditional` (vLLM's per-position acceptance rate: accepted at position i / drafts) | uᵢ = P(L ≥ i) | pᵢ = uᵢ / uᵢ₋₁, u₀ = 1; a rise in uᵢ is refused |
+/// | `vllm-mean-length` (vLLM's mean acceptance length, bonus counted) | τ = 1 + E[L] | constant p with (1 − p^{k+1}) / (1 − p) = τ |
+/// | `mean-accepted` (the same length without the bonus token) | E[L] | τ = 1 + E[L], then as above |
+/// | `sglang-accept-length` (SGLang's average accept length, bonus counted) | τ = 1 + E[L] | as `vllm-mean-length` |
+/// | `trtllm-acceptance-rate` (accepted draft tokens / drafted tokens; vLLM's draft acceptance rate) | r = E[L] / k | τ = 1 + r·k, then as above |
+///
+/// A single figure (a length or a rate) fixes the expected tokens per step only at the draft
+/// length it was measured at (`--acceptance-k`): it is turned into the one constant rate that
+/// gives exactly that τ at that k, and other draft lengths follow that constant rate (an
+/// assumption; acceptance usually falls with position, so longer drafts are then
+/// optimistic). `tests/specdec.rs` checks each conversion against a seeded Monte-Carlo run
+/// of the acceptance process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcceptanceStat {
+    /// Per-position conditional rates (0..1; the last repeats).
+    #[default]
+    Conditional,
+    /// Per-position unconditional rates P(at least i drafts accepted), as vLLM prints them.
+    Unconditional,
+    /// vLLM's mean acceptance length, counting the bonus token (1..k+1).
+    VllmMeanLength,
+    /// Mean accepted drafts per step, without the bonus token (0..k).
+    MeanAccepted,
+    /// SGLang's average accept length, counting the bonus token (1..k+1).
+    SglangAcceptLength,
+    /// TensorRT-LLM's acceptance rate: accepted draft tokens over drafted tokens (0..1).
+    TrtllmAcceptanceRate,
+}
+
+impl AcceptanceStat {
+    /// The name on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceptanceStat::Conditional => "conditional",
+            AcceptanceStat::Unconditional => "unconditional",
+            AcceptanceStat::VllmMeanLength => "vllm-mean-length",
+            AcceptanceStat::MeanAccepted => "mean-accepted",
+            AcceptanceStat::SglangAcceptLength => "sglang-accept-length",
+            AcceptanceStat::TrtllmAcceptanceRate => "trtllm-acceptance-rate",
+        }
+    }
+
+    /// A single figure measured at one draft length (not a list of rates).
+    pub fn is_scalar(self) -> bool {
+        !matches!(
+            self,
+            AcceptanceStat::Conditional | AcceptanceStat::Unconditional
+        )
+    }
+}
+
+/// The constant conditional rate p whose chain of `k` drafts gives `tau` expected tokens per
+/// step: `(1 − p^{k+1}) / (1 − p) = tau`, for 1 ≤ tau ≤ k + 1 (bisection; the left side
+/// rises with p).
+fn constant_rate_for(tau: f64, k: usize) -> f64 {
+    let e = |p: f64| Acceptance(vec![p]).expected_tokens(k);
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if e(mid) < tau {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 /// Per-position acceptance probabilities; position i beyond the list uses the last value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Acceptance(pub Vec<f64>);
@@ -91,6 +168,82 @@ impl Acceptance {
         // Beyond the longest observed run nothing was accepted.
         p.push(0.0);
         Ok(Acceptance(p))
+    }
+
+    /// Per-position conditional rates from a statistic as an engine prints it (see
+    /// [`AcceptanceStat`]); `k` is the draft length a single figure was measured at.
+    pub fn from_stat(stat: AcceptanceStat, values: &[f64], k: Option<u32>) -> Result<Acceptance> {
+        let bad = |why: String| {
+            Err(Error::Scenario(format!(
+                "--acceptance-stat {}: {why}",
+                stat.name()
+            )))
+        };
+        if values.is_empty() || values.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return bad("acceptance figures must be finite numbers at or above 0".into());
+        }
+        if !stat.is_scalar() {
+            if values.iter().any(|v| *v > 1.0) {
+                return bad(format!(
+                    "per-position rates must be in 0..1, got {values:?}"
+                ));
+            }
+            if values.len() > MAX_DRAFT_LENGTH as usize {
+                return bad(format!("more than {MAX_DRAFT_LENGTH} positions"));
+            }
+        }
+        match stat {
+            AcceptanceStat::Conditional => Ok(Acceptance(values.to_vec())),
+            AcceptanceStat::Unconditional => {
+                let mut p = Vec::with_capacity(values.len());
+                let mut prev = 1.0;
+                for (i, &u) in values.iter().enumerate() {
+                    // A rate may not rise with position: a draft counts only if every earlier
+                    // one did (a rounding slack of 1e-9 aside).
+                    if u > prev + 1e-9 {
+                        return bad(format!(
+                            "unconditional rates cannot rise with position: position {} has {u} after {prev}",
+                            i + 1
+                        ));
+                    }
+                    p.push(if prev > 0.0 { (u / prev).min(1.0) } else { 0.0 });
+                    prev = u;
+                }
+                Ok(Acceptance(p))
+            }
+            _ => {
+                if values.len() != 1 {
+                    return bad(format!("one figure, not {}", values.len()));
+                }
+                let k = match k {
+                    Some(k) if (1..=MAX_DRAFT_LENGTH).contains(&k) => k as usize,
+                    Some(k) => return bad(format!("--acceptance-k {k} is outside 1..{MAX_DRAFT_LENGTH}")),
+                    None => return bad("a single figure holds at the draft length it was measured at: give --acceptance-k (or one --k)".into()),
+                };
+                let v = values[0];
+                let tau = match stat {
+                    AcceptanceStat::VllmMeanLength | AcceptanceStat::SglangAcceptLength => v,
+                    AcceptanceStat::MeanAccepted => 1.0 + v,
+                    AcceptanceStat::TrtllmAcceptanceRate => {
+                        if v > 1.0 {
+                            return bad(format!("a rate is in 0..1, got {v}"));
+                        }
+                        1.0 + v * k as f64
+                    }
+                    AcceptanceStat::Conditional | AcceptanceStat::Unconditional => unreachable!(),
+                };
+                if !(1.0..=k as f64 + 1.0 + 1e-9).contains(&tau) {
+                    return bad(format!(
+                        "{v} means {tau:.3} tokens per step, outside 1..{} for {k} drafts (the bonus token plus at most k accepted)",
+                        k + 1
+                    ));
+                }
+                Ok(Acceptance(vec![constant_rate_for(
+                    tau.min(k as f64 + 1.0),
+                    k,
+                )]))
+            }
+        }
     }
 
     pub fn validate(&self) -> Result<()> {

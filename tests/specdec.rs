@@ -152,3 +152,112 @@ fn concurrency_beyond_the_engines_caps_runs_at_the_cap() {
     let one = r.points.iter().find(|p| p.concurrency == 1).unwrap();
     assert_eq!(one.running, 1);
 }
+
+/// A seeded xorshift generator: the same draws every run.
+fn uniform(state: &mut u64) -> f64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What engines print after `steps` simulated verify steps of `k` drafts under the true
+/// conditional rates `truth`: (accepted drafts per step, one count per step).
+fn simulate(truth: &Acceptance, k: usize, steps: usize, seed: u64) -> Vec<usize> {
+    let mut s = seed;
+    (0..steps)
+        .map(|_| {
+            let mut l = 0;
+            while l < k && uniform(&mut s) < truth.at(l) {
+                l += 1;
+            }
+            l
+        })
+        .collect()
+}
+
+/// Each engine's statistic, computed from a Monte-Carlo run of the acceptance process the way
+/// the engine computes it, converts back to rates whose expected tokens per step are the
+/// simulated ones (and, for per-position statistics, to the true rates).
+#[test]
+fn acceptance_statistics_convert_as_a_monte_carlo_run_says() {
+    use rooftop::specdec::AcceptanceStat as S;
+    let n = 400_000;
+    for (truth, seed) in [
+        (
+            Acceptance(vec![0.8, 0.65, 0.5, 0.4]),
+            0x2545F4914F6CDD1D_u64,
+        ),
+        (Acceptance(vec![0.7]), 0x9E3779B97F4A7C15),
+    ] {
+        for k in [1usize, 3, 4] {
+            let l = simulate(&truth, k, n, seed);
+            let mean_l = l.iter().sum::<usize>() as f64 / n as f64;
+            let tokens = 1.0 + mean_l;
+            // per position i = 1..k: the share of steps with at least i accepted
+            let uncond: Vec<f64> = (1..=k)
+                .map(|i| l.iter().filter(|x| **x >= i).count() as f64 / n as f64)
+                .collect();
+            let cond: Vec<f64> = (0..k)
+                .map(|i| {
+                    let before = if i == 0 { 1.0 } else { uncond[i - 1] };
+                    uncond[i] / before
+                })
+                .collect();
+            let printed: [(S, Vec<f64>); 6] = [
+                (S::Conditional, cond.clone()),
+                (S::Unconditional, uncond.clone()),
+                (S::VllmMeanLength, vec![tokens]),
+                (S::SglangAcceptLength, vec![tokens]),
+                (S::MeanAccepted, vec![mean_l]),
+                (S::TrtllmAcceptanceRate, vec![mean_l / k as f64]),
+            ];
+            for (stat, v) in printed {
+                let a = Acceptance::from_stat(stat, &v, Some(k as u32)).unwrap();
+                let e = a.expected_tokens(k);
+                assert!(
+                    (e - tokens).abs() < 1e-6 * tokens,
+                    "{stat:?} k={k}: {e} tokens/step from {v:?}, Monte Carlo {tokens}"
+                );
+                // The formula for the true rates agrees with the simulation.
+                assert!((truth.expected_tokens(k) - tokens).abs() < 0.01);
+                // Per-position statistics recover the true rates; a single figure recovers a
+                // constant rate exactly.
+                let recovers = !stat.is_scalar() || truth.0.len() == 1;
+                if recovers {
+                    for i in 0..k {
+                        assert!(
+                            (a.at(i) - truth.at(i)).abs() < 0.01,
+                            "{stat:?} k={k} position {}: {} vs true {}",
+                            i + 1,
+                            a.at(i),
+                            truth.at(i)
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn impossible_acceptance_figures_are_refused() {
+    use rooftop::specdec::AcceptanceStat as S;
+    for (stat, v, k) in [
+        // more tokens per step than the bonus plus k drafts
+        (S::SglangAcceptLength, vec![4.5], Some(3)),
+        (S::VllmMeanLength, vec![0.5], Some(3)),
+        (S::MeanAccepted, vec![3.5], Some(3)),
+        (S::TrtllmAcceptanceRate, vec![1.2], Some(3)),
+        // a single figure needs its draft length
+        (S::SglangAcceptLength, vec![2.0], None),
+        // unconditional rates cannot rise
+        (S::Unconditional, vec![0.5, 0.6], None),
+        (S::Conditional, vec![1.5], None),
+    ] {
+        assert!(
+            Acceptance::from_stat(stat, &v, k).is_err(),
+            "{stat:?} {v:?} at {k:?} accepted"
+        );
+    }
+}

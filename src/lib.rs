@@ -28,3 +28,4 @@ pub mod plot;
 pub mod predict;
 pub mod serve;
 pub mod specdec;
+pub mod specdec_runs;

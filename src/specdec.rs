@@ -409,6 +409,27 @@ fn speculative_step(
     Ok((draft_time(s, draft, k, batch, ctx)?, verify))
 }
 
+/// How a step drafts: `k` tokens along each path (a chain, or SGLang's tree depth
+/// `speculative_num_steps`), `topk` branches per draft step, and the tokens per sequence the
+/// verify pass checks (`k + 1` for a chain; SGLang's `speculative_num_draft_tokens` for a tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DraftShape {
+    pub k: u32,
+    pub topk: u32,
+    pub verify_tokens: u32,
+}
+
+impl DraftShape {
+    /// A chain of `k` drafts.
+    pub fn chain(k: u32) -> DraftShape {
+        DraftShape {
+            k,
+            topk: 1,
+            verify_tokens: k + 1,
+        }
+    }
+}
+
 pub fn specdec(
     s: &Scenario,
     draft: &Draft,
@@ -417,10 +438,23 @@ pub fn specdec(
     concurrency: &[u32],
     context: u32,
 ) -> Result<SpecDec> {
+    let shapes: Vec<DraftShape> = ks.iter().map(|&k| DraftShape::chain(k)).collect();
+    specdec_shaped(s, draft, acceptance, &shapes, concurrency, context)
+}
+
+/// [`specdec`] over draft shapes (chains or trees).
+pub fn specdec_shaped(
+    s: &Scenario,
+    draft: &Draft,
+    acceptance: &Acceptance,
+    shapes: &[DraftShape],
+    concurrency: &[u32],
+    context: u32,
+) -> Result<SpecDec> {
     acceptance.validate()?;
     let ev = s.evaluator()?;
     let ctx = context as f64;
-    let longest = ks.iter().copied().max().unwrap_or(0) as f64;
+    let longest = shapes.iter().map(|d| d.k).max().unwrap_or(0) as f64;
     let mut points = Vec::new();
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
@@ -448,7 +482,8 @@ pub fn specdec(
             k: 0,
             speedup: 1.0,
         };
-        for &k in ks {
+        for shape in shapes {
+            let k = shape.k;
             let (draft_s, verify) = speculative_step(s, &ev, draft, k, cf, ctx)?;
             let step = draft_s + verify;
             let e = acceptance.expected_tokens(k as usize);

@@ -115,7 +115,7 @@ fn drafts_that_the_model_lacks_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no MTP layer"), "{e}");
-    let q = load_model("qwen3-30b-a3b").unwrap();
+    let q = load_model("qwen3-32b").unwrap();
     let sc = Scenario::new(&q, &sys, Parallel::tp(4)).unwrap();
     let e = specdec(&sc, &Draft::Eagle, &Acceptance(vec![0.8]), &[1], &[1], 1024)
         .unwrap_err()
@@ -259,5 +259,68 @@ fn impossible_acceptance_figures_are_refused() {
             Acceptance::from_stat(stat, &v, k).is_err(),
             "{stat:?} {v:?} at {k:?} accepted"
         );
+    }
+}
+
+mod common;
+
+/// `validate` reads a speculative-decoding runs CSV: rows without an acceptance figure are
+/// counted, not evaluated; every evaluated row keeps the speedup below the tokens per step.
+#[test]
+fn validate_reads_specdec_runs() {
+    use rooftop::measured::specdec_csv::{is_specdec_csv, parse_specdec_csv};
+    for path in common::data_and_shared("dev/specdec_runs.csv", "measured/dev/specdec_runs.csv") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(is_specdec_csv(&text));
+        let runs = parse_specdec_csv(&text, "specdec_runs.csv").unwrap();
+        let v = rooftop::specdec_runs::evaluate(&runs, "specdec_runs.csv").unwrap();
+        assert_eq!(v.total_rows, runs.len());
+        assert_eq!(v.rows.len() + v.not_evaluated.len(), runs.len());
+        assert!(v.without_acceptance > 0 && !v.rows.is_empty());
+        for r in &v.rows {
+            assert!(
+                r.predicted_speedup <= r.expected_tokens_per_step * (1.0 + 1e-9),
+                "line {}: {} > {}",
+                r.line,
+                r.predicted_speedup,
+                r.expected_tokens_per_step
+            );
+        }
+    }
+}
+
+#[test]
+fn malformed_specdec_rows_are_refused_naming_the_row() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let head = "gpu,num_gpus,engine,model_id,precision,tp,method,spec_tokens,input_len,output_len,concurrency_or_batch,metric,baseline_value,spec_value,acceptance_metric,acceptance_value";
+    for bad in ["-3", "nan", "fast", "0"] {
+        let t = format!(
+            "{head}\nH100,1,SGLang,m/x,bf16,1,eagle3,3,1,1,1,tok/s,100,{bad},accept_length,2.0\n"
+        );
+        let e = parse_specdec_csv(&t, "runs.csv").unwrap_err().to_string();
+        assert!(e.contains("runs.csv:2") && e.contains("spec_value"), "{e}");
+    }
+    let e = parse_specdec_csv("gpu,spec_value\n", "runs.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing column"), "{e}");
+}
+
+#[test]
+fn impossible_specdec_rows_are_refused_naming_the_row() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let head = "gpu,num_gpus,engine,model_id,precision,tp,method,spec_tokens,input_len,output_len,concurrency_or_batch,metric,baseline_value,spec_value,acceptance_metric,acceptance_value";
+    for row in [
+        // an accept length beyond the bonus token plus 3 drafts
+        "H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,bf16,1,eagle3,3,MT-Bench,MT-Bench,1,throughput (tok/s),100,150,accept_length,4.5",
+        // a speedup beyond what 3 drafts can emit
+        "H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,bf16,1,eagle3,3,MT-Bench,MT-Bench,1,throughput (tok/s),100,900,accept_length,2.5",
+    ] {
+        let t = format!("{head}\n{row}\n");
+        let runs = parse_specdec_csv(&t, "runs.csv").unwrap();
+        let e = rooftop::specdec_runs::evaluate(&runs, "runs.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("runs.csv:2"), "{e}");
     }
 }

@@ -345,21 +345,42 @@ fn head_model(
 }
 
 /// Time of the k draft passes at `c` sequences, seconds.
-fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f64> {
+/// The draft passes of one step on `ev`: the first runs over the tokens the last verify
+/// accepted (`first` per sequence: the draft catches up on them, as vLLM's and SGLang's
+/// EAGLE workers do), each later one over `topk` tokens per sequence (a tree's branches; 1 for
+/// a chain), `k` passes in all.
+fn draft_passes(ev: &Evaluator, shape: DraftShape, first: f64, c: f64, ctx: f64) -> f64 {
+    let at = |t: f64| {
+        ev.step_time(&Pass {
+            tokens_per_sequence: t,
+            ..Pass::decode(c, ctx)
+        })
+    };
+    at(first.max(1.0)) + (shape.k.saturating_sub(1)) as f64 * at(shape.topk.max(1) as f64)
+}
+
+fn draft_time(
+    s: &Scenario,
+    draft: &Draft,
+    shape: DraftShape,
+    first: f64,
+    c: f64,
+    ctx: f64,
+) -> Result<f64> {
+    let k = shape.k;
     if k == 0 {
         return Ok(0.0);
     }
     // Drafts run inside the engine's step: no second per-step overhead.
     let mut p: CostParams = s.params;
     p.step_overhead = 0.0;
-    let pass = Pass::decode(c, ctx);
     // A draft head runs on the last pipeline stage's GPUs only: evaluate its one or two
     // layers without the target's pipeline split (which they could not fill).
     let stage = Parallel {
         pp: 1,
         ..s.parallel
     };
-    let per = match draft {
+    let t = match draft {
         Draft::Ngram { cpu_seconds } => return Ok(*cpu_seconds),
         Draft::Mtp => {
             let n = s.model.config.num_nextn_predict_layers.unwrap_or(0);
@@ -367,7 +388,13 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
                 return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle, ngram or model:NAME", s.model.name)));
             }
             let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None);
-            Evaluator::new(&head, s.system, stage, p)?.step_time(&pass)
+            draft_passes(
+                &Evaluator::new(&head, s.system, stage, p)?,
+                shape,
+                first,
+                c,
+                ctx,
+            )
         }
         Draft::Eagle => {
             let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
@@ -381,32 +408,46 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
             );
             // The head is dense: no experts to spread over expert-parallel groups.
             let dense = Parallel { ep: 1, ..stage };
-            Evaluator::new(&head, s.system, dense, p)?.step_time(&pass)
+            draft_passes(
+                &Evaluator::new(&head, s.system, dense, p)?,
+                shape,
+                first,
+                c,
+                ctx,
+            )
         }
         Draft::Model { spec, tp } => {
             let par = Parallel::tp(*tp);
-            Evaluator::new(spec, s.system, par, p)?.step_time(&pass)
+            draft_passes(
+                &Evaluator::new(spec, s.system, par, p)?,
+                shape,
+                first,
+                c,
+                ctx,
+            )
         }
     };
-    Ok(per * k as f64)
+    Ok(t)
 }
 
-/// Evaluate every (k, C).
-/// One speculative step at `k` draft tokens for `batch` sequences at `ctx`: the draft's
-/// time and the verify pass's (k + 1 tokens per sequence), seconds.
+/// One speculative step of `shape` for `batch` sequences at `ctx`, `e` tokens accepted per
+/// step: the draft's time and the verify pass's, seconds. The verify pass checks every token
+/// the draft proposed: `k + 1` per sequence for a chain, the whole tree (its draft-token
+/// budget) for a tree, through the target's attention and MoE at the real batch.
 fn speculative_step(
     s: &Scenario,
     ev: &Evaluator,
     draft: &Draft,
-    k: u32,
+    shape: DraftShape,
+    e: f64,
     batch: f64,
     ctx: f64,
 ) -> Result<(f64, f64)> {
     let verify = ev.step_time(&Pass {
-        tokens_per_sequence: k as f64 + 1.0,
+        tokens_per_sequence: shape.verify_tokens.max(shape.k + 1) as f64,
         ..Pass::decode(batch, ctx)
     });
-    Ok((draft_time(s, draft, k, batch, ctx)?, verify))
+    Ok((draft_time(s, draft, shape, e, batch, ctx)?, verify))
 }
 
 /// How a step drafts: `k` tokens along each path (a chain, or SGLang's tree depth
@@ -430,6 +471,7 @@ impl DraftShape {
     }
 }
 
+/// Evaluate every (k, C) of chains of `ks` drafts.
 pub fn specdec(
     s: &Scenario,
     draft: &Draft,
@@ -484,13 +526,13 @@ pub fn specdec_shaped(
         };
         for shape in shapes {
             let k = shape.k;
-            let (draft_s, verify) = speculative_step(s, &ev, draft, k, cf, ctx)?;
-            let step = draft_s + verify;
             let e = acceptance.expected_tokens(k as usize);
+            let (draft_s, verify) = speculative_step(s, &ev, draft, *shape, e, cf, ctx)?;
+            let step = draft_s + verify;
             let tpot = step / e;
             let tpot_ci95_ms = s.interval(|q| {
                 q.evaluator()
-                    .and_then(|qe| speculative_step(q, &qe, draft, k, cf, ctx))
+                    .and_then(|qe| speculative_step(q, &qe, draft, *shape, e, cf, ctx))
                     .map_or(f64::NAN, |(d, v)| (d + v) / e * 1e3)
             });
             let speedup = base / tpot;

@@ -324,3 +324,28 @@ fn impossible_specdec_rows_are_refused_naming_the_row() {
         assert!(e.contains("runs.csv:2"), "{e}");
     }
 }
+
+/// The KV cache the engine reserves for the draft lookahead never raises the sequences
+/// that fit: more drafts, no more running sequences.
+#[test]
+fn kv_lookahead_never_raises_the_sequences_that_fit() {
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let mut last = u32::MAX;
+    for k in [1, 2, 4, 8, 16, 32, 64] {
+        let r = specdec(
+            &sc,
+            &Draft::Eagle,
+            &Acceptance(vec![0.8]),
+            &[k],
+            &[1 << 20],
+            32768,
+        )
+        .unwrap();
+        let running = r.points[0].running;
+        assert!(running <= last, "k={k}: {running} running > {last}");
+        assert!(r.points[0].speedup <= r.points[0].expected_tokens_per_step * (1.0 + 1e-12));
+        last = running;
+    }
+}

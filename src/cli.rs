@@ -346,6 +346,17 @@ pub struct SpecdecArgs {
     /// line).
     #[arg(long, default_value = "0.75,0.5,0.3")]
     pub acceptance: AcceptanceArg,
+    /// Which statistic --acceptance gives, as the engine prints it: per-position
+    /// conditional rates (default), vLLM's per-position (unconditional) rates, vLLM's mean
+    /// acceptance length (bonus token counted), mean accepted drafts (no bonus), SGLang's
+    /// average accept length (bonus counted), or TensorRT-LLM's acceptance rate (accepted /
+    /// drafted tokens).
+    #[arg(long, value_enum, default_value_t)]
+    pub acceptance_stat: crate::specdec::AcceptanceStat,
+    /// Draft length a single acceptance figure (a length or a rate) was measured at; one
+    /// --k serves when this is not given.
+    #[arg(long, value_parser = crate::options::positive_u32)]
+    pub acceptance_k: Option<u32>,
     #[arg(value_parser = crate::options::positive_u32, long, value_delimiter = ',', default_value = "1,8,64")]
     pub concurrency: Vec<u32>,
     /// Tokens already in each sequence's KV cache.

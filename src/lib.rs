@@ -29,3 +29,4 @@ pub mod plot;
 pub mod predict;
 pub mod serve;
 pub mod specdec;
+pub mod specdec_runs;

@@ -41,6 +41,14 @@ fn main() -> ExitCode {
         rooftop::cli::stderr_line(&format!("Error: {e:#}"));
         return ExitCode::from(1);
     }
+    // Acceptance figures that cannot mean what --acceptance-stat says are bad usage, as a
+    // malformed number is.
+    if let Some(Command::Specdec(a)) = &cli.command {
+        if let Some(Err(e)) = commands::specdec::given_acceptance(a) {
+            rooftop::cli::stderr_line(&format!("error: invalid value for '--acceptance': {e}"));
+            return ExitCode::from(2);
+        }
+    }
     let cwd = std::env::current_dir().unwrap_or_default();
     let plots_dir = rooftop::cli::default_plots_dir(cli.plots.as_deref(), &cwd);
     let command = match cli.command {

@@ -4,7 +4,6 @@
 //! another command's strings. Loading what a value names (a system file, a draft model, a
 //! file of accepted lengths) happens later, in `commands/`, and fails with exit 1.
 
-use crate::specdec::Acceptance;
 use crate::units::Seconds;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -287,11 +286,12 @@ impl FromStr for DraftKind {
     }
 }
 
-/// `--acceptance`: constant or per-position rates, or a file of measured accepted lengths.
+/// `--acceptance`: figures as the engine printed them (rates, or a length or rate that
+/// `--acceptance-stat` names), or a file of measured accepted lengths.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AcceptanceArg {
-    /// Rates in 0..1; the last repeats.
-    Rates(Acceptance),
+    /// Finite figures at or above 0; what they mean is `--acceptance-stat`'s to say.
+    Values(Vec<f64>),
     /// A file of accepted lengths (drafts accepted per step, one or more per line).
     File(PathBuf),
 }
@@ -303,7 +303,7 @@ impl FromStr for AcceptanceArg {
         if crate::files::is_readable(&p) {
             return Ok(AcceptanceArg::File(p));
         }
-        let expected = "expected a rate such as 0.8, rates such as 0.85,0.6,0.4, or a file of accepted lengths";
+        let expected = "expected a rate such as 0.8, rates such as 0.85,0.6,0.4, a length such as 2.5 (with --acceptance-stat), or a file of accepted lengths";
         if p.is_dir() {
             return Err(format!("\"{s}\" is a directory; {expected}"));
         }
@@ -323,9 +323,12 @@ impl FromStr for AcceptanceArg {
             .split(',')
             .map(|x| x.trim().parse::<f64>().map_err(|_| not_rates()))
             .collect::<Result<_, _>>()?;
-        let a = Acceptance(v);
-        a.validate().map_err(|e| e.to_string())?;
-        Ok(AcceptanceArg::Rates(a))
+        if v.iter().any(|x| !x.is_finite() || *x < 0.0) {
+            return Err(format!(
+                "\"{s}\": acceptance figures are finite numbers at or above 0; {expected}"
+            ));
+        }
+        Ok(AcceptanceArg::Values(v))
     }
 }
 

@@ -46,6 +46,83 @@ impl Draft {
 /// Longest draft length (and so accepted length) rooftop evaluates.
 pub const MAX_DRAFT_LENGTH: u32 = 64;
 
+/// Which acceptance statistic `--acceptance` gives, as an engine prints it
+/// (`--acceptance-stat`). Every one is converted to per-position conditional rates
+/// p₁…p_k (rooftop's own form, [`Acceptance`]); with L the drafts accepted in one step, of k
+/// drafted:
+///
+/// | statistic | what it is | conversion |
+/// |---|---|---|
+/// | `conditional` | pᵢ = P(L ≥ i \| L ≥ i−1), per position | as given |
+/// | `unconditional` (vLLM's per-position acceptance rate: accepted at position i / drafts) | uᵢ = P(L ≥ i) | pᵢ = uᵢ / uᵢ₋₁, u₀ = 1; a rise in uᵢ is refused |
+/// | `vllm-mean-length` (vLLM's mean acceptance length, bonus counted) | τ = 1 + E[L] | constant p with (1 − p^{k+1}) / (1 − p) = τ |
+/// | `mean-accepted` (the same length without the bonus token) | E[L] | τ = 1 + E[L], then as above |
+/// | `sglang-accept-length` (SGLang's average accept length, bonus counted) | τ = 1 + E[L] | as `vllm-mean-length` |
+/// | `trtllm-acceptance-rate` (accepted draft tokens / drafted tokens; vLLM's draft acceptance rate) | r = E[L] / k | τ = 1 + r·k, then as above |
+///
+/// A single figure (a length or a rate) fixes the expected tokens per step only at the draft
+/// length it was measured at (`--acceptance-k`): it is turned into the one constant rate that
+/// gives exactly that τ at that k, and other draft lengths follow that constant rate (an
+/// assumption; acceptance usually falls with position, so longer drafts are then
+/// optimistic). `tests/specdec.rs` checks each conversion against a seeded Monte-Carlo run
+/// of the acceptance process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcceptanceStat {
+    /// Per-position conditional rates (0..1; the last repeats).
+    #[default]
+    Conditional,
+    /// Per-position unconditional rates P(at least i drafts accepted), as vLLM prints them.
+    Unconditional,
+    /// vLLM's mean acceptance length, counting the bonus token (1..k+1).
+    VllmMeanLength,
+    /// Mean accepted drafts per step, without the bonus token (0..k).
+    MeanAccepted,
+    /// SGLang's average accept length, counting the bonus token (1..k+1).
+    SglangAcceptLength,
+    /// TensorRT-LLM's acceptance rate: accepted draft tokens over drafted tokens (0..1).
+    TrtllmAcceptanceRate,
+}
+
+impl AcceptanceStat {
+    /// The name on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceptanceStat::Conditional => "conditional",
+            AcceptanceStat::Unconditional => "unconditional",
+            AcceptanceStat::VllmMeanLength => "vllm-mean-length",
+            AcceptanceStat::MeanAccepted => "mean-accepted",
+            AcceptanceStat::SglangAcceptLength => "sglang-accept-length",
+            AcceptanceStat::TrtllmAcceptanceRate => "trtllm-acceptance-rate",
+        }
+    }
+
+    /// A single figure measured at one draft length (not a list of rates).
+    pub fn is_scalar(self) -> bool {
+        !matches!(
+            self,
+            AcceptanceStat::Conditional | AcceptanceStat::Unconditional
+        )
+    }
+}
+
+/// The constant conditional rate p whose chain of `k` drafts gives `tau` expected tokens per
+/// step: `(1 − p^{k+1}) / (1 − p) = tau`, for 1 ≤ tau ≤ k + 1 (bisection; the left side
+/// rises with p).
+fn constant_rate_for(tau: f64, k: usize) -> f64 {
+    let e = |p: f64| Acceptance(vec![p]).expected_tokens(k);
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if e(mid) < tau {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 /// Per-position acceptance probabilities; position i beyond the list uses the last value.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Acceptance(pub Vec<f64>);
@@ -91,6 +168,82 @@ impl Acceptance {
         // Beyond the longest observed run nothing was accepted.
         p.push(0.0);
         Ok(Acceptance(p))
+    }
+
+    /// Per-position conditional rates from a statistic as an engine prints it (see
+    /// [`AcceptanceStat`]); `k` is the draft length a single figure was measured at.
+    pub fn from_stat(stat: AcceptanceStat, values: &[f64], k: Option<u32>) -> Result<Acceptance> {
+        let bad = |why: String| {
+            Err(Error::Scenario(format!(
+                "--acceptance-stat {}: {why}",
+                stat.name()
+            )))
+        };
+        if values.is_empty() || values.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return bad("acceptance figures must be finite numbers at or above 0".into());
+        }
+        if !stat.is_scalar() {
+            if values.iter().any(|v| *v > 1.0) {
+                return bad(format!(
+                    "per-position rates must be in 0..1, got {values:?}"
+                ));
+            }
+            if values.len() > MAX_DRAFT_LENGTH as usize {
+                return bad(format!("more than {MAX_DRAFT_LENGTH} positions"));
+            }
+        }
+        match stat {
+            AcceptanceStat::Conditional => Ok(Acceptance(values.to_vec())),
+            AcceptanceStat::Unconditional => {
+                let mut p = Vec::with_capacity(values.len());
+                let mut prev = 1.0;
+                for (i, &u) in values.iter().enumerate() {
+                    // A rate may not rise with position: a draft counts only if every earlier
+                    // one did (a rounding slack of 1e-9 aside).
+                    if u > prev + 1e-9 {
+                        return bad(format!(
+                            "unconditional rates cannot rise with position: position {} has {u} after {prev}",
+                            i + 1
+                        ));
+                    }
+                    p.push(if prev > 0.0 { (u / prev).min(1.0) } else { 0.0 });
+                    prev = u;
+                }
+                Ok(Acceptance(p))
+            }
+            _ => {
+                if values.len() != 1 {
+                    return bad(format!("one figure, not {}", values.len()));
+                }
+                let k = match k {
+                    Some(k) if (1..=MAX_DRAFT_LENGTH).contains(&k) => k as usize,
+                    Some(k) => return bad(format!("--acceptance-k {k} is outside 1..{MAX_DRAFT_LENGTH}")),
+                    None => return bad("a single figure holds at the draft length it was measured at: give --acceptance-k (or one --k)".into()),
+                };
+                let v = values[0];
+                let tau = match stat {
+                    AcceptanceStat::VllmMeanLength | AcceptanceStat::SglangAcceptLength => v,
+                    AcceptanceStat::MeanAccepted => 1.0 + v,
+                    AcceptanceStat::TrtllmAcceptanceRate => {
+                        if v > 1.0 {
+                            return bad(format!("a rate is in 0..1, got {v}"));
+                        }
+                        1.0 + v * k as f64
+                    }
+                    AcceptanceStat::Conditional | AcceptanceStat::Unconditional => unreachable!(),
+                };
+                if !(1.0..=k as f64 + 1.0 + 1e-9).contains(&tau) {
+                    return bad(format!(
+                        "{v} means {tau:.3} tokens per step, outside 1..{} for {k} drafts (the bonus token plus at most k accepted)",
+                        k + 1
+                    ));
+                }
+                Ok(Acceptance(vec![constant_rate_for(
+                    tau.min(k as f64 + 1.0),
+                    k,
+                )]))
+            }
+        }
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -192,21 +345,42 @@ fn head_model(
 }
 
 /// Time of the k draft passes at `c` sequences, seconds.
-fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f64> {
+/// The draft passes of one step on `ev`: the first runs over the tokens the last verify
+/// accepted (`first` per sequence: the draft catches up on them, as vLLM's and SGLang's
+/// EAGLE workers do), each later one over `topk` tokens per sequence (a tree's branches; 1 for
+/// a chain), `k` passes in all.
+fn draft_passes(ev: &Evaluator, shape: DraftShape, first: f64, c: f64, ctx: f64) -> f64 {
+    let at = |t: f64| {
+        ev.step_time(&Pass {
+            tokens_per_sequence: t,
+            ..Pass::decode(c, ctx)
+        })
+    };
+    at(first.max(1.0)) + (shape.k.saturating_sub(1)) as f64 * at(shape.topk.max(1) as f64)
+}
+
+fn draft_time(
+    s: &Scenario,
+    draft: &Draft,
+    shape: DraftShape,
+    first: f64,
+    c: f64,
+    ctx: f64,
+) -> Result<f64> {
+    let k = shape.k;
     if k == 0 {
         return Ok(0.0);
     }
     // Drafts run inside the engine's step: no second per-step overhead.
     let mut p: CostParams = s.params;
     p.step_overhead = 0.0;
-    let pass = Pass::decode(c, ctx);
     // A draft head runs on the last pipeline stage's GPUs only: evaluate its one or two
     // layers without the target's pipeline split (which they could not fill).
     let stage = Parallel {
         pp: 1,
         ..s.parallel
     };
-    let per = match draft {
+    let t = match draft {
         Draft::Ngram { cpu_seconds } => return Ok(*cpu_seconds),
         Draft::Mtp => {
             let n = s.model.config.num_nextn_predict_layers.unwrap_or(0);
@@ -214,7 +388,13 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
                 return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle, ngram or model:NAME", s.model.name)));
             }
             let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None);
-            Evaluator::new(&head, s.system, stage, p)?.step_time(&pass)
+            draft_passes(
+                &Evaluator::new(&head, s.system, stage, p)?,
+                shape,
+                first,
+                c,
+                ctx,
+            )
         }
         Draft::Eagle => {
             let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
@@ -228,34 +408,70 @@ fn draft_time(s: &Scenario, draft: &Draft, k: u32, c: f64, ctx: f64) -> Result<f
             );
             // The head is dense: no experts to spread over expert-parallel groups.
             let dense = Parallel { ep: 1, ..stage };
-            Evaluator::new(&head, s.system, dense, p)?.step_time(&pass)
+            draft_passes(
+                &Evaluator::new(&head, s.system, dense, p)?,
+                shape,
+                first,
+                c,
+                ctx,
+            )
         }
         Draft::Model { spec, tp } => {
             let par = Parallel::tp(*tp);
-            Evaluator::new(spec, s.system, par, p)?.step_time(&pass)
+            draft_passes(
+                &Evaluator::new(spec, s.system, par, p)?,
+                shape,
+                first,
+                c,
+                ctx,
+            )
         }
     };
-    Ok(per * k as f64)
+    Ok(t)
 }
 
-/// Evaluate every (k, C).
-/// One speculative step at `k` draft tokens for `batch` sequences at `ctx`: the draft's
-/// time and the verify pass's (k + 1 tokens per sequence), seconds.
+/// One speculative step of `shape` for `batch` sequences at `ctx`, `e` tokens accepted per
+/// step: the draft's time and the verify pass's, seconds. The verify pass checks every token
+/// the draft proposed: `k + 1` per sequence for a chain, the whole tree (its draft-token
+/// budget) for a tree, through the target's attention and MoE at the real batch.
 fn speculative_step(
     s: &Scenario,
     ev: &Evaluator,
     draft: &Draft,
-    k: u32,
+    shape: DraftShape,
+    e: f64,
     batch: f64,
     ctx: f64,
 ) -> Result<(f64, f64)> {
     let verify = ev.step_time(&Pass {
-        tokens_per_sequence: k as f64 + 1.0,
+        tokens_per_sequence: shape.verify_tokens.max(shape.k + 1) as f64,
         ..Pass::decode(batch, ctx)
     });
-    Ok((draft_time(s, draft, k, batch, ctx)?, verify))
+    Ok((draft_time(s, draft, shape, e, batch, ctx)?, verify))
 }
 
+/// How a step drafts: `k` tokens along each path (a chain, or SGLang's tree depth
+/// `speculative_num_steps`), `topk` branches per draft step, and the tokens per sequence the
+/// verify pass checks (`k + 1` for a chain; SGLang's `speculative_num_draft_tokens` for a tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DraftShape {
+    pub k: u32,
+    pub topk: u32,
+    pub verify_tokens: u32,
+}
+
+impl DraftShape {
+    /// A chain of `k` drafts.
+    pub fn chain(k: u32) -> DraftShape {
+        DraftShape {
+            k,
+            topk: 1,
+            verify_tokens: k + 1,
+        }
+    }
+}
+
+/// Evaluate every (k, C) of chains of `ks` drafts.
 pub fn specdec(
     s: &Scenario,
     draft: &Draft,
@@ -264,10 +480,23 @@ pub fn specdec(
     concurrency: &[u32],
     context: u32,
 ) -> Result<SpecDec> {
+    let shapes: Vec<DraftShape> = ks.iter().map(|&k| DraftShape::chain(k)).collect();
+    specdec_shaped(s, draft, acceptance, &shapes, concurrency, context)
+}
+
+/// [`specdec`] over draft shapes (chains or trees).
+pub fn specdec_shaped(
+    s: &Scenario,
+    draft: &Draft,
+    acceptance: &Acceptance,
+    shapes: &[DraftShape],
+    concurrency: &[u32],
+    context: u32,
+) -> Result<SpecDec> {
     acceptance.validate()?;
     let ev = s.evaluator()?;
     let ctx = context as f64;
-    let longest = ks.iter().copied().max().unwrap_or(0) as f64;
+    let longest = shapes.iter().map(|d| d.k).max().unwrap_or(0) as f64;
     let mut points = Vec::new();
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
@@ -295,14 +524,15 @@ pub fn specdec(
             k: 0,
             speedup: 1.0,
         };
-        for &k in ks {
-            let (draft_s, verify) = speculative_step(s, &ev, draft, k, cf, ctx)?;
-            let step = draft_s + verify;
+        for shape in shapes {
+            let k = shape.k;
             let e = acceptance.expected_tokens(k as usize);
+            let (draft_s, verify) = speculative_step(s, &ev, draft, *shape, e, cf, ctx)?;
+            let step = draft_s + verify;
             let tpot = step / e;
             let tpot_ci95_ms = s.interval(|q| {
                 q.evaluator()
-                    .and_then(|qe| speculative_step(q, &qe, draft, k, cf, ctx))
+                    .and_then(|qe| speculative_step(q, &qe, draft, *shape, e, cf, ctx))
                     .map_or(f64::NAN, |(d, v)| (d + v) / e * 1e3)
             });
             let speedup = base / tpot;

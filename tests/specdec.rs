@@ -115,7 +115,7 @@ fn drafts_that_the_model_lacks_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no MTP layer"), "{e}");
-    let q = load_model("qwen3-30b-a3b").unwrap();
+    let q = load_model("qwen3-32b").unwrap();
     let sc = Scenario::new(&q, &sys, Parallel::tp(4)).unwrap();
     let e = specdec(&sc, &Draft::Eagle, &Acceptance(vec![0.8]), &[1], &[1], 1024)
         .unwrap_err()
@@ -151,4 +151,201 @@ fn concurrency_beyond_the_engines_caps_runs_at_the_cap() {
     }
     let one = r.points.iter().find(|p| p.concurrency == 1).unwrap();
     assert_eq!(one.running, 1);
+}
+
+/// A seeded xorshift generator: the same draws every run.
+fn uniform(state: &mut u64) -> f64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What engines print after `steps` simulated verify steps of `k` drafts under the true
+/// conditional rates `truth`: (accepted drafts per step, one count per step).
+fn simulate(truth: &Acceptance, k: usize, steps: usize, seed: u64) -> Vec<usize> {
+    let mut s = seed;
+    (0..steps)
+        .map(|_| {
+            let mut l = 0;
+            while l < k && uniform(&mut s) < truth.at(l) {
+                l += 1;
+            }
+            l
+        })
+        .collect()
+}
+
+/// Each engine's statistic, computed from a Monte-Carlo run of the acceptance process the way
+/// the engine computes it, converts back to rates whose expected tokens per step are the
+/// simulated ones (and, for per-position statistics, to the true rates).
+#[test]
+fn acceptance_statistics_convert_as_a_monte_carlo_run_says() {
+    use rooftop::specdec::AcceptanceStat as S;
+    let n = 400_000;
+    for (truth, seed) in [
+        (
+            Acceptance(vec![0.8, 0.65, 0.5, 0.4]),
+            0x2545F4914F6CDD1D_u64,
+        ),
+        (Acceptance(vec![0.7]), 0x9E3779B97F4A7C15),
+    ] {
+        for k in [1usize, 3, 4] {
+            let l = simulate(&truth, k, n, seed);
+            let mean_l = l.iter().sum::<usize>() as f64 / n as f64;
+            let tokens = 1.0 + mean_l;
+            // per position i = 1..k: the share of steps with at least i accepted
+            let uncond: Vec<f64> = (1..=k)
+                .map(|i| l.iter().filter(|x| **x >= i).count() as f64 / n as f64)
+                .collect();
+            let cond: Vec<f64> = (0..k)
+                .map(|i| {
+                    let before = if i == 0 { 1.0 } else { uncond[i - 1] };
+                    uncond[i] / before
+                })
+                .collect();
+            let printed: [(S, Vec<f64>); 6] = [
+                (S::Conditional, cond.clone()),
+                (S::Unconditional, uncond.clone()),
+                (S::VllmMeanLength, vec![tokens]),
+                (S::SglangAcceptLength, vec![tokens]),
+                (S::MeanAccepted, vec![mean_l]),
+                (S::TrtllmAcceptanceRate, vec![mean_l / k as f64]),
+            ];
+            for (stat, v) in printed {
+                let a = Acceptance::from_stat(stat, &v, Some(k as u32)).unwrap();
+                let e = a.expected_tokens(k);
+                assert!(
+                    (e - tokens).abs() < 1e-6 * tokens,
+                    "{stat:?} k={k}: {e} tokens/step from {v:?}, Monte Carlo {tokens}"
+                );
+                // The formula for the true rates agrees with the simulation.
+                assert!((truth.expected_tokens(k) - tokens).abs() < 0.01);
+                // Per-position statistics recover the true rates; a single figure recovers a
+                // constant rate exactly.
+                let recovers = !stat.is_scalar() || truth.0.len() == 1;
+                if recovers {
+                    for i in 0..k {
+                        assert!(
+                            (a.at(i) - truth.at(i)).abs() < 0.01,
+                            "{stat:?} k={k} position {}: {} vs true {}",
+                            i + 1,
+                            a.at(i),
+                            truth.at(i)
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn impossible_acceptance_figures_are_refused() {
+    use rooftop::specdec::AcceptanceStat as S;
+    for (stat, v, k) in [
+        // more tokens per step than the bonus plus k drafts
+        (S::SglangAcceptLength, vec![4.5], Some(3)),
+        (S::VllmMeanLength, vec![0.5], Some(3)),
+        (S::MeanAccepted, vec![3.5], Some(3)),
+        (S::TrtllmAcceptanceRate, vec![1.2], Some(3)),
+        // a single figure needs its draft length
+        (S::SglangAcceptLength, vec![2.0], None),
+        // unconditional rates cannot rise
+        (S::Unconditional, vec![0.5, 0.6], None),
+        (S::Conditional, vec![1.5], None),
+    ] {
+        assert!(
+            Acceptance::from_stat(stat, &v, k).is_err(),
+            "{stat:?} {v:?} at {k:?} accepted"
+        );
+    }
+}
+
+mod common;
+
+/// `validate` reads a speculative-decoding runs CSV: rows without an acceptance figure are
+/// counted, not evaluated; every evaluated row keeps the speedup below the tokens per step.
+#[test]
+fn validate_reads_specdec_runs() {
+    use rooftop::measured::specdec_csv::{is_specdec_csv, parse_specdec_csv};
+    for path in common::data_and_shared("dev/specdec_runs.csv", "measured/dev/specdec_runs.csv") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(is_specdec_csv(&text));
+        let runs = parse_specdec_csv(&text, "specdec_runs.csv").unwrap();
+        let v = rooftop::specdec_runs::evaluate(&runs, "specdec_runs.csv").unwrap();
+        assert_eq!(v.total_rows, runs.len());
+        assert_eq!(v.rows.len() + v.not_evaluated.len(), runs.len());
+        assert!(v.without_acceptance > 0 && !v.rows.is_empty());
+        for r in &v.rows {
+            assert!(
+                r.predicted_speedup <= r.expected_tokens_per_step * (1.0 + 1e-9),
+                "line {}: {} > {}",
+                r.line,
+                r.predicted_speedup,
+                r.expected_tokens_per_step
+            );
+        }
+    }
+}
+
+#[test]
+fn malformed_specdec_rows_are_refused_naming_the_row() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let head = "gpu,num_gpus,engine,model_id,precision,tp,method,spec_tokens,input_len,output_len,concurrency_or_batch,metric,baseline_value,spec_value,acceptance_metric,acceptance_value";
+    for bad in ["-3", "nan", "fast", "0"] {
+        let t = format!(
+            "{head}\nH100,1,SGLang,m/x,bf16,1,eagle3,3,1,1,1,tok/s,100,{bad},accept_length,2.0\n"
+        );
+        let e = parse_specdec_csv(&t, "runs.csv").unwrap_err().to_string();
+        assert!(e.contains("runs.csv:2") && e.contains("spec_value"), "{e}");
+    }
+    let e = parse_specdec_csv("gpu,spec_value\n", "runs.csv")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing column"), "{e}");
+}
+
+#[test]
+fn impossible_specdec_rows_are_refused_naming_the_row() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let head = "gpu,num_gpus,engine,model_id,precision,tp,method,spec_tokens,input_len,output_len,concurrency_or_batch,metric,baseline_value,spec_value,acceptance_metric,acceptance_value";
+    for row in [
+        // an accept length beyond the bonus token plus 3 drafts
+        "H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,bf16,1,eagle3,3,MT-Bench,MT-Bench,1,throughput (tok/s),100,150,accept_length,4.5",
+        // a speedup beyond what 3 drafts can emit
+        "H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,bf16,1,eagle3,3,MT-Bench,MT-Bench,1,throughput (tok/s),100,900,accept_length,2.5",
+    ] {
+        let t = format!("{head}\n{row}\n");
+        let runs = parse_specdec_csv(&t, "runs.csv").unwrap();
+        let e = rooftop::specdec_runs::evaluate(&runs, "runs.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("runs.csv:2"), "{e}");
+    }
+}
+
+/// The KV cache the engine reserves for the draft lookahead never raises the sequences
+/// that fit: more drafts, no more running sequences.
+#[test]
+fn kv_lookahead_never_raises_the_sequences_that_fit() {
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let mut last = u32::MAX;
+    for k in [1, 2, 4, 8, 16, 32, 64] {
+        let r = specdec(
+            &sc,
+            &Draft::Eagle,
+            &Acceptance(vec![0.8]),
+            &[k],
+            &[1 << 20],
+            32768,
+        )
+        .unwrap();
+        let running = r.points[0].running;
+        assert!(running <= last, "k={k}: {running} running > {last}");
+        assert!(r.points[0].speedup <= r.points[0].expected_tokens_per_step * (1.0 + 1e-12));
+        last = running;
+    }
 }

@@ -590,6 +590,13 @@ pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
             .unwrap_or(&crate::e2e::GroupField::DEFAULT);
         return crate::commands::validate_e2e::run(args, m, group_by, format);
     }
+    // Speculative-decoding runs also name their own model, system and draft settings.
+    if m.measured
+        .iter()
+        .any(|f| crate::commands::validate_specdec::specdec_text(f).is_some())
+    {
+        return crate::commands::validate_specdec::run(args, m, format);
+    }
     if a.group_by.is_some() {
         return Err(crate::error::Error::Scenario(
             "--group-by applies to an e2e serving CSV only".into(),

@@ -12,6 +12,7 @@ pub mod predict;
 pub mod specdec;
 pub mod sweep;
 pub mod validate_e2e;
+pub mod validate_specdec;
 pub mod whatif;
 
 use crate::calibrate::Calibration;

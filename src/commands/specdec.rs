@@ -10,11 +10,33 @@ use crate::spec::registry;
 use crate::specdec::{specdec, Acceptance, Draft, SpecDec};
 use std::fmt::Write as _;
 
-/// The acceptance rates: as given, or read from a file of accepted lengths.
-fn acceptance(a: &AcceptanceArg) -> Result<Acceptance> {
-    let p = match a {
-        AcceptanceArg::Rates(r) => return Ok(r.clone()),
-        AcceptanceArg::File(p) => p.as_path(),
+/// The acceptance of figures given on the command line, converted from the statistic
+/// `--acceptance-stat` names (a single figure at `--acceptance-k`, or the one `--k`). `None`
+/// for a file, read later.
+pub fn given_acceptance(a: &SpecdecArgs) -> Option<Result<Acceptance>> {
+    match &a.acceptance {
+        AcceptanceArg::Values(v) => {
+            let k = a
+                .acceptance_k
+                .or_else(|| (a.k.0.len() == 1).then(|| a.k.0[0]));
+            Some(
+                Acceptance::from_stat(a.acceptance_stat, v, k).and_then(|acc| {
+                    acc.validate()?;
+                    Ok(acc)
+                }),
+            )
+        }
+        AcceptanceArg::File(_) => None,
+    }
+}
+
+/// The acceptance rates: converted from the figures given, or read from a file of accepted
+/// lengths.
+fn acceptance(args: &SpecdecArgs) -> Result<Acceptance> {
+    let p = match (&args.acceptance, given_acceptance(args)) {
+        (_, Some(acc)) => return acc,
+        (AcceptanceArg::File(p), None) => p.as_path(),
+        (AcceptanceArg::Values(_), None) => unreachable!("figures convert"),
     };
     let s = &p.display().to_string();
     let text = crate::files::read_text(p)?;
@@ -124,10 +146,10 @@ pub fn run(a: &SpecdecArgs) -> Result<Vec<u8>> {
         scenario: args,
         draft: draft_args,
         k: ks,
-        acceptance: acceptance_arg,
         concurrency,
         context,
         format,
+        ..
     } = a;
     let (context, format) = (*context, *format);
     let l = load(args)?;
@@ -138,7 +160,7 @@ pub fn run(a: &SpecdecArgs) -> Result<Vec<u8>> {
         ));
     }
     let d = draft(draft_args, &l)?;
-    let a = acceptance(acceptance_arg)?;
+    let a = acceptance(a)?;
     let r = specdec(&s, &d, &a, &ks.0, concurrency, context)?;
     export::export(&r, format, text)
 }

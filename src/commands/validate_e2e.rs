@@ -12,14 +12,19 @@ use crate::spec::overrides::parse_all;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// The text of `path` when it is an e2e serving CSV.
-pub fn e2e_text(path: &str) -> Option<String> {
+/// The text of `path` when it is a file `is` recognises.
+pub fn text_if(path: &str, is: fn(&str) -> bool) -> Option<String> {
     let p = Path::new(path);
     if !p.is_file() {
         return None;
     }
     let text = std::fs::read_to_string(p).ok()?;
-    is_e2e_csv(&text).then_some(text)
+    is(&text).then_some(text)
+}
+
+/// The text of `path` when it is an e2e serving CSV.
+pub fn e2e_text(path: &str) -> Option<String> {
+    text_if(path, is_e2e_csv)
 }
 
 /// Validate against the e2e serving CSVs given with `--measured` (all must be e2e files),

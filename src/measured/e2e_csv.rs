@@ -71,15 +71,7 @@ pub struct E2eRun {
 /// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
 /// `model_path`).
 pub fn is_e2e_csv(text: &str) -> bool {
-    let header = text
-        .trim_start_matches('\u{feff}')
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'));
-    header.is_some_and(|h| {
-        let cols: Vec<&str> = h.split(',').map(|c| c.trim().trim_matches('"')).collect();
-        cols.contains(&"silicon_tpot_ms") && cols.contains(&"model_path")
-    })
+    super::csv_header_has(text, &["silicon_tpot_ms", "model_path"])
 }
 
 /// Parse an e2e serving CSV. `file` labels errors.

@@ -11,6 +11,7 @@ pub mod kernel_table;
 pub mod macro_log;
 pub mod moe_experts;
 pub mod nccl;
+pub mod specdec_csv;
 pub mod toml_file;
 pub mod trace;
 pub mod vllm_json;
@@ -559,6 +560,20 @@ pub fn read_files_with(paths: &[PathBuf], options: &ReadOptions) -> Result<Measu
 }
 
 /// The reader error for `file` at `line`.
+/// Whether the first CSV header line of `text` (past a BOM, blank and `#` lines) names every
+/// column of `cols`.
+pub(crate) fn csv_header_has(text: &str, cols: &[&str]) -> bool {
+    let header = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    header.is_some_and(|h| {
+        let have: Vec<&str> = h.split(',').map(|c| c.trim().trim_matches('"')).collect();
+        cols.iter().all(|c| have.contains(c))
+    })
+}
+
 pub(crate) fn measured_error(file: &str, line: Option<usize>, message: impl Into<String>) -> Error {
     Error::Measured {
         file: file.to_string(),

@@ -1,0 +1,153 @@
+//! Reader for measured speculative-decoding runs in the `specdec_runs.csv` form (one row per
+//! run with its no-speculation baseline: source, GPU, engine, model, layout, method and draft
+//! settings, concurrency, the metric as the source names it, baseline and speculative values,
+//! and the acceptance statistic as the engine printed it).
+//!
+//! The file is a collection from papers, blogs and threads, so most fields are free text
+//! (`4 (ep 1)`, `steps=3 topk=3 num_draft_tokens=4`, `2 concurrent requests per rank`): they
+//! are kept as written and read by `crate::specdec_runs`, which says why a row it cannot read
+//! is not evaluated. What this reader refuses, naming the row, is a number that is there but
+//! impossible: a baseline or speculative value that is not a positive finite number.
+
+use super::measured_error;
+use crate::error::Result;
+use serde::Serialize;
+
+/// Columns every file must have.
+pub const COLUMNS: [&str; 16] = [
+    "gpu",
+    "num_gpus",
+    "engine",
+    "model_id",
+    "precision",
+    "tp",
+    "method",
+    "spec_tokens",
+    "input_len",
+    "output_len",
+    "concurrency_or_batch",
+    "metric",
+    "baseline_value",
+    "spec_value",
+    "acceptance_metric",
+    "acceptance_value",
+];
+
+/// One measured run, its fields as written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpecRun {
+    /// 1-based line in the file.
+    pub line: usize,
+    pub gpu: String,
+    pub num_gpus: String,
+    pub engine: String,
+    pub model_id: String,
+    pub precision: String,
+    pub tp: String,
+    pub method: String,
+    pub spec_tokens: String,
+    pub input_len: String,
+    pub output_len: String,
+    pub concurrency: String,
+    pub metric: String,
+    /// The no-speculation value; `None` where the source states only a ratio.
+    pub baseline: Option<f64>,
+    pub spec: Option<f64>,
+    pub acceptance_metric: String,
+    pub acceptance_value: String,
+    /// `per_position_acceptance`, where the file has the column.
+    pub per_position: String,
+}
+
+/// Whether `text` looks like a speculative-decoding runs CSV (its header names
+/// `spec_value`, `baseline_value` and `spec_tokens`).
+pub fn is_specdec_csv(text: &str) -> bool {
+    super::csv_header_has(text, &["spec_value", "baseline_value", "spec_tokens"])
+}
+
+/// Parse a speculative-decoding runs CSV. `file` labels errors.
+pub fn parse_specdec_csv(text: &str, file: &str) -> Result<Vec<SpecRun>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut rdr = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let headers = rdr
+        .headers()
+        .map_err(|e| measured_error(file, Some(1), format!("unreadable header: {e}")))?
+        .clone();
+    let col = |name: &str| headers.iter().position(|h| h.trim() == name);
+    let mut idx = [0usize; COLUMNS.len()];
+    for (i, name) in COLUMNS.iter().enumerate() {
+        idx[i] = col(name).ok_or_else(|| {
+            measured_error(
+                file,
+                Some(1),
+                format!(
+                    "missing column `{name}` (a speculative-decoding runs CSV has: {})",
+                    COLUMNS.join(",")
+                ),
+            )
+        })?;
+    }
+    let per_position = col("per_position_acceptance");
+    let mut runs = Vec::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map(|p| p.line() as usize);
+            measured_error(file, line, format!("unreadable row: {e}"))
+        })?;
+        let line = rec.position().map_or(0, |p| p.line() as usize);
+        let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim().to_string();
+        let value = |c: usize| -> Result<Option<f64>> {
+            let t = get(c);
+            if t.is_empty() {
+                return Ok(None);
+            }
+            match t.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+                _ => Err(measured_error(
+                    file,
+                    Some(line),
+                    format!("`{}` = \"{t}\": expected a positive number", COLUMNS[c]),
+                )),
+            }
+        };
+        let (baseline, spec) = (value(12)?, value(13)?);
+        if get(3).is_empty() {
+            return Err(measured_error(
+                file,
+                Some(line),
+                "`model_id` is empty: expected the model the run served",
+            ));
+        }
+        runs.push(SpecRun {
+            line,
+            gpu: get(0),
+            num_gpus: get(1),
+            engine: get(2),
+            model_id: get(3),
+            precision: get(4),
+            tp: get(5),
+            method: get(6),
+            spec_tokens: get(7),
+            input_len: get(8),
+            output_len: get(9),
+            concurrency: get(10),
+            metric: get(11),
+            baseline,
+            spec,
+            acceptance_metric: get(14),
+            acceptance_value: get(15),
+            per_position: per_position
+                .and_then(|i| rec.get(i))
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        });
+    }
+    if runs.is_empty() {
+        return Err(measured_error(file, None, "no runs in the file"));
+    }
+    Ok(runs)
+}

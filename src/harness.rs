@@ -269,6 +269,8 @@ mod tests {
         let mut r = run(8, 1.0);
         r.prompts = 8;
         r.input = 1024.0;
+        // One output token: none stays to decode and take room from the budget.
+        r.output = 1.0;
         r.budget = 2048.0;
         let step = |_d: f64, _q: f64, _k: f64| 0.01;
         // Two prompts a step: steps 1..4, mean 2.5 steps.

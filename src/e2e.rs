@@ -28,8 +28,12 @@ const MODELS_LABEL: &str = "configs/e2e/models.toml";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct E2eMap {
-    /// The client that measured the runs (`configs/clients/`).
+    /// The client of a run whose campaign `clients` does not name (`configs/clients/`).
     pub client: String,
+    /// A run's recorded campaign -> the client that measured it. A key ending in `*`
+    /// matches every campaign that begins with what precedes it.
+    #[serde(default)]
+    pub clients: BTreeMap<String, String>,
     /// Backend -> engine description.
     pub engines: BTreeMap<String, String>,
     pub systems: BTreeMap<String, String>,
@@ -121,6 +125,25 @@ impl E2eMap {
         Ok(m)
     }
 
+    /// The client that measured `run`, from what the run records of how it was made (its
+    /// campaign; never its measurements), and whether the mapping knows that campaign (when
+    /// not, the default `client`).
+    pub fn client_of(&self, run: &E2eRun) -> (&str, bool) {
+        let exact = self.clients.get(&run.campaign);
+        let prefixed = || {
+            self.clients
+                .iter()
+                .filter_map(|(k, v)| Some((k.strip_suffix('*')?, v)))
+                .filter(|(k, _)| run.campaign.starts_with(k))
+                .max_by_key(|(k, _)| k.len())
+                .map(|(_, v)| v)
+        };
+        match exact.or_else(prefixed) {
+            Some(c) if !run.campaign.is_empty() => (c.as_str(), true),
+            _ => (self.client.as_str(), false),
+        }
+    }
+
     /// The built-in system name for the run's system column.
     pub fn system(&self, run: &E2eRun) -> std::result::Result<&str, String> {
         self.systems
@@ -191,7 +214,11 @@ pub struct RunRow {
     pub parallel: String,
     pub isl: u32,
     pub osl: u32,
+    /// The client's concurrency (all attention-DP replicas together).
     pub concurrency: u32,
+    /// The run's recorded campaign, and the client it was predicted with.
+    pub campaign: String,
+    pub client: String,
     pub measured_tpot_ms: f64,
     pub predicted_tpot_ms: f64,
     pub tpot_error: f64,
@@ -252,6 +279,10 @@ pub enum GroupField {
     Isl,
     Osl,
     Concurrency,
+    /// The run's recorded campaign.
+    Campaign,
+    /// The client the run was predicted with.
+    Client,
 }
 
 impl GroupField {
@@ -270,6 +301,8 @@ impl GroupField {
             GroupField::Isl => "isl",
             GroupField::Osl => "osl",
             GroupField::Concurrency => "concurrency",
+            GroupField::Campaign => "campaign",
+            GroupField::Client => "client",
         }
     }
 
@@ -285,6 +318,8 @@ impl GroupField {
             GroupField::Isl => r.isl.to_string(),
             GroupField::Osl => r.osl.to_string(),
             GroupField::Concurrency => r.concurrency.to_string(),
+            GroupField::Campaign => r.campaign.clone(),
+            GroupField::Client => r.client.clone(),
         }
     }
 }
@@ -311,6 +346,18 @@ pub struct Skipped {
     pub first_line: usize,
 }
 
+/// The client a campaign's runs were predicted with.
+#[derive(Debug, Clone, Serialize)]
+pub struct HarnessUse {
+    /// The recorded campaign (empty: the file does not say).
+    pub campaign: String,
+    pub client: String,
+    /// `mapped` (configs/e2e/models.toml names the campaign's harness), `default` (it does
+    /// not: the documented default client), or `--client` (the user's).
+    pub how: &'static str,
+    pub runs: usize,
+}
+
 /// The e2e validation record.
 #[derive(Debug, Clone, Serialize)]
 pub struct E2eValidation {
@@ -321,6 +368,8 @@ pub struct E2eValidation {
     /// The fields `groups` are keyed by.
     pub group_by: Vec<GroupField>,
     pub groups: Vec<GroupRow>,
+    /// The client each campaign's runs were predicted with.
+    pub harnesses: Vec<HarnessUse>,
     pub skipped: Vec<Skipped>,
     pub runs: Vec<RunRow>,
 }
@@ -337,7 +386,7 @@ fn predict(
         tpot_def: TpotDef::Itl,
         client,
     };
-    let r = sweep(s, &[run.batch_size], w)?;
+    let r = sweep(s, &[run.concurrency], w)?;
     let p = &r.points[0];
     // The least time any decode step of this model takes here: one sequence, weights read
     // once at full bandwidth. No batching makes a step faster, whatever the run's real
@@ -367,7 +416,9 @@ pub fn evaluate(
     group_by: &[GroupField],
 ) -> Result<E2eValidation> {
     let map = E2eMap::builtin()?;
-    let client = registry::load_client(client.unwrap_or(&map.client))?.model();
+    // The clients runs name, loaded once; the user's `--client` in place of every mapping.
+    let mut clients: BTreeMap<String, crate::serve::ClientModel> = BTreeMap::new();
+    let mut harnesses: BTreeMap<String, HarnessUse> = BTreeMap::new();
     let mut systems: BTreeMap<String, System> = BTreeMap::new();
     let mut models: BTreeMap<
         (String, String, String, String),
@@ -387,6 +438,26 @@ pub fn evaluate(
         })
         .collect();
     for run in runs {
+        let (name, how) = match client {
+            Some(c) => (c, "--client"),
+            None => match map.client_of(run) {
+                (c, true) => (c, "mapped"),
+                (c, false) => (c, "default"),
+            },
+        };
+        if !clients.contains_key(name) {
+            clients.insert(name.to_string(), registry::load_client(name)?.model());
+        }
+        let run_client = clients[name];
+        harnesses
+            .entry(run.campaign.clone())
+            .or_insert(HarnessUse {
+                campaign: run.campaign.clone(),
+                client: name.to_string(),
+                how,
+                runs: 0,
+            })
+            .runs += 1;
         // The model and system each run names, loaded once. A description that no longer
         // loads after the user's `--set` is the user's error and stops the validation; a run
         // rooftop cannot map is skipped with its reason.
@@ -431,7 +502,7 @@ pub fn evaluate(
             let system = &systems[&key];
             let parallel = layout(run, model.moe().is_some())?;
             let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
-            let (tpot, ttft, sol) = predict(&s, run, client).map_err(|e| e.to_string())?;
+            let (tpot, ttft, sol) = predict(&s, run, run_client).map_err(|e| e.to_string())?;
             if run.tpot < REFUSE_BELOW_SOL * sol && impossible.is_none() {
                 impossible = Some((run.line, run.tpot, sol, s.system.spec.name.clone()));
             }
@@ -446,7 +517,9 @@ pub fn evaluate(
                 parallel: parallel.to_string(),
                 isl: run.isl,
                 osl: run.osl,
-                concurrency: run.batch_size,
+                concurrency: run.concurrency,
+                campaign: run.campaign.clone(),
+                client: name.to_string(),
                 measured_tpot_ms: run.tpot * 1e3,
                 predicted_tpot_ms: tpot * 1e3,
                 tpot_error: (tpot - run.tpot) / run.tpot,
@@ -534,6 +607,7 @@ pub fn evaluate(
         overall_ttft: summary(&all, |r| r.ttft_error),
         group_by: fields,
         groups,
+        harnesses: harnesses.into_values().collect(),
         skipped,
         runs: rows,
     })
@@ -569,6 +643,9 @@ mod tests {
             isl: 1024,
             osl: 128,
             batch_size: 8,
+            concurrency: 8 * dp,
+            campaign: String::new(),
+            image: String::new(),
             tp,
             pp: 1,
             attention_dp: dp,
@@ -631,6 +708,23 @@ mod tests {
             native.quantization.attention(),
             builtin.quantization.attention()
         );
+    }
+
+    /// The client comes from the run's campaign: named ones by the mapping, `ci-*` by its
+    /// prefix, and an unknown or missing campaign gets the default.
+    #[test]
+    fn the_client_comes_from_the_campaign() {
+        let map = E2eMap::builtin().unwrap();
+        let mut r = run("x", "", 8, 1, 1, 1);
+        for (campaign, client, known) in [
+            ("ci-export-2026-04-06", "inferencemax", true),
+            ("ci-db-dump", "inferencemax", true),
+            ("gap-analysis", map.client.as_str(), false),
+            ("", map.client.as_str(), false),
+        ] {
+            r.campaign = campaign.into();
+            assert_eq!(map.client_of(&r), (client, known), "{campaign}");
+        }
     }
 
     #[test]

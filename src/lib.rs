@@ -13,6 +13,7 @@ pub mod e2e;
 pub mod error;
 pub mod explore;
 pub mod files;
+pub mod harness;
 pub mod spec;
 pub mod units;
 pub mod whatif;

@@ -39,7 +39,14 @@
 //!   prefilled in one step beside the others' decodes; with drawn lengths they finish apart
 //!   and later requests arrive desynchronized (steady state). The client's mean TTFT weights
 //!   the first wave by its share of the client's prompts (C / num_prompts, or 1/k for a run
-//!   of k × C prompts).
+//!   of k × C prompts). That wave formula stands only for runs too long to simulate: a
+//!   bounded burst run (num_prompts, or k × C) reports the mean TTFT of
+//!   [`crate::harness`]'s simulation of the harness against this engine's steps (the first
+//!   wave queueing through the token budget, later requests sent as earlier ones finish,
+//!   drifting apart with drawn lengths, every request weighed once).
+//! - Drawn lengths (`lengths = "varied"`, uniform in `[range_ratio · L, L]`) hold and
+//!   compute their mean lengths; a client that starts the server with `--max-num-seqs C`
+//!   (`sets_max_num_seqs`) lifts the engine's own scheduler limit.
 //! - The closed loop: a running request cycles through its TTFT and `output − 1` decode
 //!   steps, and its client sends the next prompt when it finishes, so the other running
 //!   requests start `(running − 1) · step / cycle` prompts per step. Those prompts lengthen
@@ -55,6 +62,7 @@
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
+use crate::harness::{expected_ttft, HarnessRun, StepTime};
 use crate::predict::{breakdown_ms, MemoryReport, Scenario};
 pub use crate::spec::client::{ClientModel, Lengths, Start};
 use serde::Serialize;
@@ -293,6 +301,92 @@ struct Step {
     step: f64,
 }
 
+/// Requests a bounded run may have for its TTFT to be simulated (a few events each).
+const HARNESS_MAX_PROMPTS: u64 = 100_000;
+
+/// The engine's step as the harness simulation sees it: GPU passes at `decoding` sequences
+/// and `prompt_tokens` of prompts, evaluated on a grid (doublings of each) and interpolated
+/// linearly between, with what runs beside the GPU added as in the serving loop.
+struct StepGrid<'g, 's, 'a> {
+    sv: &'g Server<'s, 'a>,
+    ds: Vec<f64>,
+    qs: Vec<f64>,
+    /// GPU pass time at (ds[i], qs[j]), row-major.
+    gpu: Vec<f64>,
+}
+
+/// Grid points 0, 1, 2, 4, ... up to and including `max`.
+fn doublings(first: f64, max: f64) -> Vec<f64> {
+    let mut v = vec![0.0];
+    let mut x = first;
+    while x < max {
+        v.push(x);
+        x *= 2.0;
+    }
+    v.push(max.max(first));
+    v
+}
+
+impl<'g, 's, 'a> StepGrid<'g, 's, 'a> {
+    fn new(sv: &'g Server<'s, 'a>, slots: f64, input: f64) -> Self {
+        let costs = &sv.costs;
+        let qmax = if costs.chunked {
+            costs.budget
+        } else {
+            costs.budget.max(input)
+        };
+        let ds = doublings(1.0, slots.max(1.0));
+        let qs = doublings(16.0_f64.min(qmax), qmax);
+        let len = sv.input;
+        let raw = |d: f64, q: f64| -> f64 {
+            match (d > 0.0, q > 0.0) {
+                (_, false) => costs.decode(d.max(1.0), sv.ctx).0,
+                (false, true) => costs.prefill(q / len, len),
+                (true, true) => costs.mixed(d, sv.ctx, q, len),
+            }
+        };
+        let mut gpu = Vec::with_capacity(ds.len() * qs.len());
+        for &d in &ds {
+            for &q in &qs {
+                // A prompt's chunk crosses every pipeline stage as one sequence's: never
+                // faster than the chunk alone.
+                let alone = if q > 0.0 { raw(0.0, q) } else { 0.0 };
+                gpu.push(raw(d, q).max(alone));
+            }
+        }
+        StepGrid { sv, ds, qs, gpu }
+    }
+}
+
+/// Where `x` falls in the sorted grid `g`: (index of the lower point, weight of the upper).
+fn bracket(g: &[f64], x: f64) -> (usize, f64) {
+    let last = g.len() - 1;
+    if x <= g[0] || last == 0 {
+        return (0, 0.0);
+    }
+    if x >= g[last] {
+        return (last - 1, 1.0);
+    }
+    let i = g.partition_point(|&v| v <= x) - 1;
+    (i, (x - g[i]) / (g[i + 1] - g[i]))
+}
+
+impl StepTime for StepGrid<'_, '_, '_> {
+    fn step(&self, decoding: f64, prompt_tokens: f64, prompts: f64) -> f64 {
+        let n = self.qs.len();
+        let (i, u) = bracket(&self.ds, decoding);
+        let (j, v) = bracket(&self.qs, prompt_tokens);
+        let at = |a: usize, b: usize| self.gpu[a * n + b];
+        let i1 = (i + 1).min(self.ds.len() - 1);
+        let j1 = (j + 1).min(n - 1);
+        let lo = at(i, j) * (1.0 - v) + at(i, j1) * v;
+        let hi = at(i1, j) * (1.0 - v) + at(i1, j1) * v;
+        let with = lo * (1.0 - u) + hi * u;
+        let (_, _, engine, api, client) = self.sv.beside(with, decoding + prompts);
+        engine.max(api).max(client)
+    }
+}
+
 /// TTFT in the closed loop, seconds.
 struct Ttft {
     /// As the client measures it (the first wave of a burst weighted in).
@@ -386,8 +480,9 @@ impl<'s, 'a> Server<'s, 'a> {
             budget: eng.max_num_batched_tokens as f64,
             step_overhead: s.params.step_overhead,
         };
-        let input = w.input_len.max(1) as f64;
-        let output = w.output_len.max(1) as f64;
+        // Drawn lengths hold and compute their mean.
+        let input = w.client.mean_length(w.input_len.max(1) as f64);
+        let output = w.client.mean_length(w.output_len.max(1) as f64);
         let mem = fits_or_suggest(s, 1.0, input + output)?;
         let block = eng.kv.block_size.max(1) as f64;
         let held = if eng.kv.on_demand {
@@ -399,7 +494,14 @@ impl<'s, 'a> Server<'s, 'a> {
         let kv_max = crate::predict::sequences(mem.max_kv_tokens, held).max(1.0) as u32;
         let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
         let prefill_alone = costs.prefill(1.0, input);
-        let cap = kv_max.min(eng.max_num_seqs).min(client_cap);
+        // A harness that starts the server with `--max-num-seqs C` lifts the engine's own
+        // limit to each concurrency it runs.
+        let max_num_seqs = if w.client.sets_max_num_seqs {
+            u32::MAX
+        } else {
+            eng.max_num_seqs
+        };
+        let cap = kv_max.min(max_num_seqs).min(client_cap);
         Ok(Server {
             s,
             w,
@@ -426,8 +528,7 @@ impl<'s, 'a> Server<'s, 'a> {
 
     /// The engine's step when `p` prompts of the other requests start per decode step.
     fn step_at(&self, running: f64, p: f64) -> Step {
-        let (w, costs, input, ctx) = (self.w, &self.costs, self.input, self.ctx);
-        let cpu = &self.s.system.engine.cpu;
+        let (costs, input, ctx) = (&self.costs, self.input, self.ctx);
         // Sequences that decode in a request's decode step: itself, and each of the others
         // in the share of its cycle it spends decoding, `(output − 1) · step / cycle`, which
         // the loop's prompt rate gives as `p · (output − 1) / (running − 1)`. The others
@@ -448,19 +549,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // A step with prompts never runs faster than without; a difference below zero is
         // rounding (prompts that add nothing measurable), not a negative time.
         let with = with.max(dec);
-        // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
-        // behind the previous GPU step with overlap, added to it without.
-        let gpu = with - costs.step_overhead;
-        let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
-        let engine = if cpu.overlap {
-            gpu.max(cpu_step)
-        } else {
-            gpu + cpu_step
-        };
-        // One chunk per token per request passes the API server process and the client:
-        // pipelined beside the engine, they bound the rate tokens are seen at.
-        let api = running * self.api_per_token;
-        let client_cpu = running * w.client.per_chunk;
+        let (gpu, cpu_step, engine, api, client_cpu) = self.beside(with, running);
         Step {
             decoding,
             dec,
@@ -473,6 +562,54 @@ impl<'s, 'a> Server<'s, 'a> {
             client_cpu,
             step: engine.max(api).max(client_cpu),
         }
+    }
+
+    /// What runs beside a GPU pass of `with` seconds at `running` sequences: (its GPU part,
+    /// engine CPU, the engine's step, API server, client), seconds.
+    fn beside(&self, with: f64, running: f64) -> (f64, f64, f64, f64, f64) {
+        let (costs, cpu) = (&self.costs, &self.s.system.engine.cpu);
+        // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
+        // behind the previous GPU step with overlap, added to it without.
+        let gpu = with - costs.step_overhead;
+        let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
+        let engine = if cpu.overlap {
+            gpu.max(cpu_step)
+        } else {
+            gpu + cpu_step
+        };
+        // One chunk per token per request passes the API server process and the client:
+        // pipelined beside the engine, they bound the rate tokens are seen at.
+        let api = running * self.api_per_token;
+        let client_cpu = running * self.w.client.per_chunk;
+        (gpu, cpu_step, engine, api, client_cpu)
+    }
+
+    /// The mean TTFT a bounded burst run reports at `c` (the harness simulated against
+    /// this engine's steps, [`crate::harness`]); None for other clients, or a run too long
+    /// to simulate (there the wave formula of [`Server::ttft`] stands).
+    fn harness_ttft(&self, c: u32, running: f64) -> Option<f64> {
+        let client = self.w.client;
+        let prompts = client.prompts(c)?;
+        if client.start != Start::Burst || prompts > HARNESS_MAX_PROMPTS {
+            return None;
+        }
+        let costs = &self.costs;
+        let run = HarnessRun {
+            concurrency: c,
+            slots: running.floor().max(1.0) as u32,
+            prompts: prompts as u32,
+            input: self.w.input_len.max(1) as f64,
+            output: self.w.output_len.max(1) as f64,
+            range_ratio: match client.lengths {
+                Lengths::Fixed => 1.0,
+                Lengths::Varied => client.range_ratio,
+            },
+            budget: costs.budget,
+            chunked: costs.chunked,
+            overlap: self.s.system.engine.cpu.overlap,
+        };
+        let grid = StepGrid::new(self, run.slots as f64, run.input);
+        Some(expected_ttft(&run, &grid))
     }
 
     /// The closed loop at `running` requests in flight: the rate `p` at which the other
@@ -551,7 +688,10 @@ impl<'s, 'a> Server<'s, 'a> {
         let cpu = &s.system.engine.cpu;
         let c = c.max(1);
         let running = self.running(c);
-        let (st, t) = self.closed_loop(c, running);
+        let (st, mut t) = self.closed_loop(c, running);
+        if let Some(mean) = self.harness_ttft(c, running) {
+            t.mean = mean;
+        }
         let (step, dec) = (st.step, st.dec);
         let prefill_per_step = st.with - dec;
         let mut bm = breakdown_ms(&st.breakdown);

@@ -157,6 +157,28 @@ pub fn text(v: &E2eValidation) -> String {
         "bias",
     ]);
     o.push_str(&table(&headers, &rows));
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "clients (configs/e2e/models.toml [clients], from each run's campaign):"
+    );
+    let rows: Vec<Vec<String>> = v
+        .harnesses
+        .iter()
+        .map(|h| {
+            let campaign = if h.campaign.is_empty() {
+                "(none recorded)".to_string()
+            } else {
+                h.campaign.clone()
+            };
+            let how = match h.how {
+                "default" => "harness unknown: the documented default".to_string(),
+                other => other.to_string(),
+            };
+            vec![campaign, h.runs.to_string(), h.client.clone(), how]
+        })
+        .collect();
+    o.push_str(&table(&["campaign", "runs", "client", "how"], &rows));
     if !v.skipped.is_empty() {
         let _ = writeln!(o);
         let _ = writeln!(o, "skipped:");

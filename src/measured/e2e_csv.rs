@@ -37,6 +37,10 @@ pub const COLUMNS: [&str; 17] = [
     "silicon_tpot_ms",
 ];
 
+/// Columns a file may have: how each run was made (`campaign`, `image`, `measured_at`) and
+/// the client's concurrency (`silicon_concurrency`: `batch_size` is per attention-DP replica).
+pub const OPTIONAL_COLUMNS: [&str; 4] = ["campaign", "image", "measured_at", "silicon_concurrency"];
+
 /// One measured serving run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct E2eRun {
@@ -55,8 +59,15 @@ pub struct E2eRun {
     pub moe_quant_mode: String,
     pub isl: u32,
     pub osl: u32,
-    /// Concurrent requests.
+    /// Concurrent requests per attention-DP replica.
     pub batch_size: u32,
+    /// Concurrent requests the client held: `silicon_concurrency` where the file has it,
+    /// else `batch_size` × `attention_dp`.
+    pub concurrency: u32,
+    /// The collection the run came from (empty when the file does not say).
+    pub campaign: String,
+    /// The engine's container image (empty when the file does not say).
+    pub image: String,
     pub tp: u32,
     pub pp: u32,
     pub attention_dp: u32,
@@ -101,6 +112,10 @@ pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
                 )
             })?;
     }
+    let optional: Vec<Option<usize>> = OPTIONAL_COLUMNS
+        .iter()
+        .map(|name| headers.iter().position(|h| h.trim() == *name))
+        .collect();
     let mut runs = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
@@ -133,6 +148,30 @@ pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
             Ok(v * 1e-3)
         };
         let text_of = |c: usize| get(c).to_string();
+        let extra = |i: usize| optional[i].and_then(|c| rec.get(c)).unwrap_or("").trim();
+        let batch_size = count(9, 1.0)?;
+        let attention_dp = if get(12).is_empty() {
+            1
+        } else {
+            count(12, 1.0)?
+        };
+        let concurrency = match extra(3) {
+            "" => batch_size.saturating_mul(attention_dp),
+            v => match v.parse::<f64>() {
+                Ok(x) if x.is_finite() && x.fract() == 0.0 && x >= 1.0 && x <= u32::MAX as f64 => {
+                    x as u32
+                }
+                _ => {
+                    return Err(measured_error(
+                        file,
+                        Some(line),
+                        format!(
+                            "`silicon_concurrency` = \"{v}\": expected a whole number of at least 1"
+                        ),
+                    ))
+                }
+            },
+        };
         if get(2).is_empty() {
             return Err(err(2, "a Hugging Face model id"));
         }
@@ -147,14 +186,13 @@ pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
             moe_quant_mode: text_of(6),
             isl: count(7, 1.0)?,
             osl: count(8, 1.0)?,
-            batch_size: count(9, 1.0)?,
+            batch_size,
+            concurrency,
+            campaign: extra(0).to_string(),
+            image: extra(1).to_string(),
             tp: count(10, 1.0)?,
             pp: count(11, 1.0)?,
-            attention_dp: if get(12).is_empty() {
-                1
-            } else {
-                count(12, 1.0)?
-            },
+            attention_dp,
             moe_tp: count(13, 0.0)?,
             moe_ep: count(14, 0.0)?,
             ttft: ms(15)?,
@@ -184,6 +222,29 @@ mod tests {
         assert_eq!(r[0].line, 2);
         assert_eq!((r[0].batch_size, r[0].tp, r[0].attention_dp), (4, 2, 1));
         assert!((r[0].ttft - 0.0612).abs() < 1e-12);
+        assert_eq!(r[0].concurrency, 4);
+    }
+
+    /// The client's concurrency is `silicon_concurrency` where the file has it, else
+    /// `batch_size` per attention-DP replica times the replicas.
+    #[test]
+    fn concurrency_is_the_clients() {
+        let t = format!(
+            "{HEAD},campaign,image,measured_at,silicon_concurrency\n\
+             vllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,128,8.0,1.0,1.0,4.0,1.0,4.0,61.2,7.5,ci-x,img:1,2026-04-22,32\n\
+             vllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,128,8.0,1.0,1.0,4.0,1.0,4.0,61.2,7.5,,,,\n"
+        );
+        let r = parse_e2e_csv(&t, "f.csv").unwrap();
+        assert_eq!((r[0].batch_size, r[0].concurrency), (8, 32));
+        assert_eq!(
+            (r[0].campaign.as_str(), r[0].image.as_str()),
+            ("ci-x", "img:1")
+        );
+        assert_eq!(r[1].concurrency, 32);
+        assert_eq!(r[1].campaign, "");
+        let bad = t.replace(",32\n", ",3.5\n");
+        let e = parse_e2e_csv(&bad, "f.csv").unwrap_err().to_string();
+        assert!(e.contains("silicon_concurrency"), "{e}");
     }
 
     #[test]

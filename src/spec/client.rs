@@ -65,11 +65,23 @@ pub struct ClientSpec {
     /// Whether request lengths are fixed or drawn from a range.
     #[serde(default)]
     pub lengths: Lengths,
+    /// With drawn lengths, each is uniform in `[range_ratio · L, L]` (the random dataset's
+    /// `--random-range-ratio`); 1 with fixed lengths.
+    #[serde(default = "one")]
+    pub range_ratio: f64,
+    /// The harness starts the server with its concurrency as the scheduler's limit
+    /// (`--max-num-seqs C`): the engine's own default never binds below C.
+    #[serde(default)]
+    pub sets_max_num_seqs: bool,
     /// Client CPU per received chunk (one process: a bound on the token rate it can count).
     pub per_chunk_cpu: Seconds,
     pub tpot: TpotDef,
     pub ttft: TtftDef,
     pub sources: BTreeMap<String, String>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// The numbers the serving loop reads from a client.
@@ -83,6 +95,10 @@ pub struct ClientModel {
     /// Requests per run as a multiple of C, in place of `num_prompts` when set.
     pub prompts_per_concurrency: Option<u32>,
     pub lengths: Lengths,
+    /// Drawn lengths are uniform in `[range_ratio · L, L]` (1: fixed).
+    pub range_ratio: f64,
+    /// The server was started with `--max-num-seqs C`.
+    pub sets_max_num_seqs: bool,
     /// Seconds of client CPU per streamed chunk.
     pub per_chunk: f64,
 }
@@ -95,17 +111,35 @@ impl ClientModel {
         num_prompts: None,
         prompts_per_concurrency: None,
         lengths: Lengths::Fixed,
+        range_ratio: 1.0,
+        sets_max_num_seqs: false,
         per_chunk: 0.0,
     };
 
+    /// Requests in a run at concurrency `c` (None: unbounded, each client looping).
+    pub fn prompts(&self, c: u32) -> Option<u64> {
+        match (self.prompts_per_concurrency, self.num_prompts) {
+            (Some(k), _) => Some(k as u64 * c as u64),
+            (None, Some(n)) => Some(n as u64),
+            (None, None) => None,
+        }
+    }
+
+    /// The mean of a length `l` as the client draws it: `l` when fixed, the middle of the
+    /// whole-token range `[floor(range_ratio · l), l]` when drawn.
+    pub fn mean_length(&self, l: f64) -> f64 {
+        match self.lengths {
+            Lengths::Fixed => l,
+            Lengths::Varied => 0.5 * ((self.range_ratio * l).floor().max(1.0) + l.max(1.0)),
+        }
+    }
+
     /// The fraction of a run's requests that the first wave of `c` is (0 when unbounded).
     pub fn first_wave_share(&self, c: u32) -> f64 {
-        let prompts = match (self.prompts_per_concurrency, self.num_prompts) {
-            (Some(k), _) => k as f64 * c as f64,
-            (None, Some(n)) => n as f64,
-            (None, None) => return 0.0,
-        };
-        (c as f64 / prompts).min(1.0)
+        match self.prompts(c) {
+            Some(n) => (c as f64 / n as f64).min(1.0),
+            None => 0.0,
+        }
     }
 }
 
@@ -127,6 +161,19 @@ impl ClientSpec {
                 "0 when num_prompts is set (a run's size is one or the other)".into(),
             ));
         }
+        let r = self.range_ratio;
+        match self.lengths {
+            Lengths::Fixed if r != 1.0 => {
+                return Err(("range_ratio".into(), "1 with fixed lengths".into()));
+            }
+            Lengths::Varied if !(r.is_finite() && r > 0.0 && r < 1.0) => {
+                return Err((
+                    "range_ratio".into(),
+                    "a fraction in (0, 1) with drawn lengths".into(),
+                ));
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -138,6 +185,8 @@ impl ClientSpec {
             prompts_per_concurrency: (self.prompts_per_concurrency > 0)
                 .then_some(self.prompts_per_concurrency),
             lengths: self.lengths,
+            range_ratio: self.range_ratio,
+            sets_max_num_seqs: self.sets_max_num_seqs,
             per_chunk: self.per_chunk_cpu.0,
         }
     }

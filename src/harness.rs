@@ -1,0 +1,290 @@
+//! The mean TTFT a bounded benchmark run reports: a small deterministic simulation of the
+//! harness against the engine's step.
+//!
+//! The harness (InferenceMAX's client, `vllm bench serve` in a sweep) sends `prompts`
+//! requests at an infinite rate through a semaphore of `concurrency`: the first wave of C
+//! arrives at once, and each later request is sent when an earlier one finishes. The engine
+//! runs at most `slots` of them; the rest wait in its queue. Each step it advances every
+//! decoding sequence by one token and, with chunked prefill, fills the rest of its token
+//! budget with the queued prompts first come, first served (a prompt larger than the room is
+//! split over steps); without chunked prefill a step with prompts waiting prefills whole
+//! prompts up to the budget and the decodes wait. A prompt's first token comes at the end of
+//! the step that finishes its prefill (a step later with overlap scheduling); it then needs
+//! `output − 1` decode steps. The reported TTFT is the mean over every request.
+//!
+//! No closed form holds once lengths are drawn (the waves drift apart and mix with the
+//! decodes), so the process is simulated, skipping the decode-only stretches between events:
+//! a few events per request. [`expected_ttft`] averages the run over a few draws of its
+//! lengths from a fixed generator (so it is deterministic), enough for some 2,000 requests;
+//! `tests/harness_ttft.rs` checks it against a seeded Monte-Carlo of the harness, one engine
+//! step at a time.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// What the harness and the engine's scheduler do in one bounded run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HarnessRun {
+    /// The client's concurrency C (its semaphore).
+    pub concurrency: u32,
+    /// Requests the engine runs at once (at most C: max_num_seqs, KV).
+    pub slots: u32,
+    /// Requests in the run (e.g. 10 × C).
+    pub prompts: u32,
+    /// The largest input and output lengths, tokens.
+    pub input: f64,
+    pub output: f64,
+    /// Lengths are drawn uniformly from `[range_ratio · L, L]` (1: every request is `L`).
+    pub range_ratio: f64,
+    /// Tokens one step may carry (decode tokens included when chunked).
+    pub budget: f64,
+    pub chunked: bool,
+    /// The first token leaves one step after the step that computed it.
+    pub overlap: bool,
+}
+
+/// One request's input and output lengths, tokens.
+pub type Lengths = (f64, f64);
+
+/// The engine's step, seconds, with `decoding` sequences decoding and `prompt_tokens`
+/// tokens of `prompts` prompts prefilled in it (beside the decodes when chunked; alone when
+/// not).
+pub trait StepTime {
+    fn step(&self, decoding: f64, prompt_tokens: f64, prompts: f64) -> f64;
+}
+
+impl<F: Fn(f64, f64, f64) -> f64> StepTime for F {
+    fn step(&self, decoding: f64, prompt_tokens: f64, prompts: f64) -> f64 {
+        self(decoding, prompt_tokens, prompts)
+    }
+}
+
+/// The lengths of a request: `u` in [0, 1) → a length in `[r · L, L]`, whole tokens, at
+/// least 1 (the random dataset's `randint(r · L, L)`).
+pub fn length_at(l: f64, r: f64, u: f64) -> f64 {
+    let lo = (r * l).floor().max(1.0);
+    let hi = l.max(lo);
+    (lo + (u * (hi - lo + 1.0)).floor()).min(hi)
+}
+
+/// Runs the expectation averages at least: a run of few requests is averaged over several
+/// draws of its lengths, a long one averages itself.
+const EXPECTATION_REQUESTS: u64 = 2_000;
+const MAX_DRAWS: u64 = 16;
+
+/// A fixed generator (splitmix64): the draws are part of the model, the same every time.
+struct Draws(u64);
+
+impl Draws {
+    /// A number uniform in [0, 1).
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Every request's lengths in draw `k` of the run: each length drawn uniformly from its
+/// whole-token range by a fixed generator (every request the same when lengths are fixed).
+pub fn drawn_lengths(run: &HarnessRun, k: u64) -> Vec<Lengths> {
+    let n = run.prompts.max(1) as usize;
+    if run.range_ratio >= 1.0 {
+        return vec![(run.input.max(1.0).round(), run.output.max(1.0).round()); n];
+    }
+    let mut g = Draws(k.wrapping_mul(0xd1b5_4a32_d192_ed03) ^ 0x5eed);
+    (0..n)
+        .map(|_| {
+            let i = length_at(run.input, run.range_ratio, g.next());
+            (i, length_at(run.output, run.range_ratio, g.next()))
+        })
+        .collect()
+}
+
+/// The expected mean TTFT of the run, seconds: the mean over fixed draws of its lengths
+/// (enough draws for some 2,000 requests in all, at most 16; one when lengths are fixed).
+pub fn expected_ttft(run: &HarnessRun, step: &impl StepTime) -> f64 {
+    let draws = if run.range_ratio >= 1.0 {
+        1
+    } else {
+        (EXPECTATION_REQUESTS / run.prompts.max(1) as u64).clamp(1, MAX_DRAWS)
+    };
+    (0..draws)
+        .map(|k| mean_ttft(run, &drawn_lengths(run, k), step))
+        .sum::<f64>()
+        / draws as f64
+}
+
+/// The mean TTFT of the run with request `i` of lengths `lengths[i]` (sent in that order),
+/// seconds. Deterministic: the event simulation described in the module docs.
+///
+/// A request sent when another finishes reaches the engine after the next step has begun
+/// (the client receives the last token, sends the next prompt over HTTP and the server
+/// tokenizes it while the engine has already scheduled its next step), so it joins the step
+/// after that one: its TTFT includes one full step of waiting. The first wave arrives at an
+/// idle engine.
+pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) -> f64 {
+    let n = lengths.len().min(run.prompts.max(1) as usize);
+    if n == 0 {
+        return 0.0;
+    }
+    let slots = run.slots.clamp(1, run.concurrency.max(1)) as usize;
+    let budget = run.budget.max(1.0);
+    let mut t = 0.0;
+    // Decode steps taken so far; a decoding request finishes at the step its key names.
+    let mut steps: u64 = 0;
+    let mut decoding: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    // Sent but not admitted (arrival time, request), and admitted in prefill (arrival,
+    // request, prompt tokens left).
+    let mut waiting: VecDeque<(f64, usize)> = VecDeque::new();
+    let mut prefilling: VecDeque<(f64, usize, f64)> = VecDeque::new();
+    // Sent while a step runs: the scheduler sees them when the next one begins.
+    let mut pending: Vec<(f64, usize)> = Vec::new();
+    let mut sent = 0usize;
+    let mut total = 0.0;
+    while sent < n.min(run.concurrency.max(1) as usize) {
+        waiting.push_back((0.0, sent));
+        sent += 1;
+    }
+    loop {
+        while prefilling.len() + decoding.len() < slots {
+            let Some((at, i)) = waiting.pop_front() else {
+                break;
+            };
+            prefilling.push_back((at, i, lengths[i].0.max(1.0)));
+        }
+        if !prefilling.is_empty() {
+            let d = decoding.len() as f64;
+            let room = if run.chunked {
+                (budget - d).max(1.0)
+            } else {
+                budget
+            };
+            // The prompts this step carries, first come first served.
+            let (mut q, mut k, mut done) = (0.0, 0.0, 0usize);
+            for (j, p) in prefilling.iter().enumerate() {
+                let left = room - q;
+                if left <= 0.0 {
+                    break;
+                }
+                if !run.chunked && j > 0 && p.2 > left {
+                    break;
+                }
+                let take = if run.chunked { p.2.min(left) } else { p.2 };
+                q += take;
+                k += 1.0;
+                if take >= p.2 {
+                    done += 1;
+                }
+            }
+            let dt = step.step(if run.chunked { d } else { 0.0 }, q, k);
+            t += dt;
+            if run.chunked {
+                steps += 1;
+            }
+            // Take the tokens off the queue; the prompts that finished emit their first
+            // token and decode the rest.
+            let mut left = q;
+            for _ in 0..done {
+                let (at, i, tokens) = prefilling.pop_front().expect("counted");
+                left -= tokens;
+                let ttft = t - at + if run.overlap { dt } else { 0.0 };
+                total += ttft;
+                let rest = (lengths[i].1.round() - 1.0).max(0.0) as u64;
+                // It emitted its first token in this step; it decodes from the next one.
+                decoding.push(Reverse(steps + rest));
+            }
+            if left > 0.0 {
+                if let Some(front) = prefilling.front_mut() {
+                    front.2 -= left;
+                }
+            }
+        } else if let Some(&Reverse(next)) = decoding.peek() {
+            // Only decodes until the next finish: skip to it.
+            let mut m = next.saturating_sub(steps);
+            if !pending.is_empty() {
+                m = m.min(1);
+            }
+            if m > 0 {
+                t += m as f64 * step.step(decoding.len() as f64, 0.0, 0.0);
+                steps += m;
+            }
+        } else if !pending.is_empty() {
+            // An idle engine takes them at once.
+            waiting.extend(pending.drain(..));
+            continue;
+        } else {
+            break;
+        }
+        waiting.extend(pending.drain(..));
+        // Requests whose last token came: the client sends the next one now.
+        while let Some(&Reverse(f)) = decoding.peek() {
+            if f > steps {
+                break;
+            }
+            decoding.pop();
+            if sent < n {
+                pending.push((t, sent));
+                sent += 1;
+            }
+        }
+    }
+    total / n as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(c: u32, r: f64) -> HarnessRun {
+        HarnessRun {
+            concurrency: c,
+            slots: c,
+            prompts: 10 * c,
+            input: 1000.0,
+            output: 100.0,
+            range_ratio: r,
+            budget: 4096.0,
+            chunked: true,
+            overlap: false,
+        }
+    }
+
+    /// One request on an idle engine: its prefill's steps, nothing else.
+    #[test]
+    fn one_request_is_its_own_prefill() {
+        let mut r = run(1, 1.0);
+        r.input = 10_000.0;
+        let step = |_d: f64, _q: f64, _k: f64| 0.01;
+        // 10,000 tokens in chunks of the budget, 4,096 (no decode beside it): three steps.
+        let t = expected_ttft(&r, &step);
+        assert!((t - 0.03).abs() < 1e-12, "{t}");
+    }
+
+    /// A burst of C prompts that fill k steps: the first wave's mean is (k + 1) / 2 steps
+    /// when every prompt of one step finishes with it.
+    #[test]
+    fn the_first_wave_queues() {
+        let mut r = run(8, 1.0);
+        r.prompts = 8;
+        r.input = 1024.0;
+        // One output token: none stays to decode and take room from the budget.
+        r.output = 1.0;
+        r.budget = 2048.0;
+        let step = |_d: f64, _q: f64, _k: f64| 0.01;
+        // Two prompts a step: steps 1..4, mean 2.5 steps.
+        let t = expected_ttft(&r, &step);
+        assert!((t - 0.025).abs() < 1e-12, "{t}");
+    }
+
+    #[test]
+    fn drawn_lengths_span_the_range() {
+        let r = run(160, 0.8);
+        let l = drawn_lengths(&r, 0);
+        let mean: f64 = l.iter().map(|x| x.0).sum::<f64>() / l.len() as f64;
+        assert!((mean - 900.0).abs() < 5.0, "{mean}");
+        assert!(l.iter().all(|x| (800.0..=1000.0).contains(&x.0)));
+        assert!(l.iter().all(|x| (80.0..=100.0).contains(&x.1)));
+    }
+}

@@ -117,12 +117,13 @@ pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
         .map(|name| headers.iter().position(|h| h.trim() == *name))
         .collect();
     let mut runs = Vec::new();
+    let mut lines = super::CsvLines::new(text);
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| p.line() as usize);
+            let line = lines.at(e.position());
             measured_error(file, line, format!("unreadable row: {e}"))
         })?;
-        let line = rec.position().map_or(0, |p| p.line() as usize);
+        let line = lines.at(rec.position()).unwrap_or(0);
         let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim();
         let err = |c: usize, what: &str| {
             measured_error(

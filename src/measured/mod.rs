@@ -559,9 +559,48 @@ pub fn read_files_with(paths: &[PathBuf], options: &ReadOptions) -> Result<Measu
     Ok(set)
 }
 
-/// The reader error for `file` at `line`.
-/// Whether the first CSV header line of `text` (past a BOM, blank and `#` lines) names every
-/// column of `cols`.
+/// The 1-based lines of `text` that CSV records and errors start on, counted from their
+/// byte offsets (records come in order, so each count goes on from the last), so a file with
+/// CRLF line ends numbers its rows as an editor does: the csv crate's own line count ran one
+/// short on such files.
+pub(crate) struct CsvLines<'t> {
+    text: &'t [u8],
+    byte: usize,
+    line: usize,
+}
+
+impl<'t> CsvLines<'t> {
+    pub(crate) fn new(text: &'t str) -> Self {
+        CsvLines {
+            text: text.as_bytes(),
+            byte: 0,
+            line: 1,
+        }
+    }
+
+    /// The line `pos` starts on.
+    pub(crate) fn at(&mut self, pos: Option<&csv::Position>) -> Option<usize> {
+        let mut byte = usize::try_from(pos?.byte()).ok()?.min(self.text.len());
+        // After a CR the csv crate starts the next record at the LF that ends the line.
+        while self
+            .text
+            .get(byte)
+            .is_some_and(|b| matches!(b, b'\r' | b'\n'))
+        {
+            byte += 1;
+        }
+        if byte < self.byte {
+            (self.byte, self.line) = (0, 1);
+        }
+        self.line += self.text[self.byte..byte]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.byte = byte;
+        Some(self.line)
+    }
+}
+
 pub(crate) fn csv_header_has(text: &str, cols: &[&str]) -> bool {
     let header = text
         .trim_start_matches('\u{feff}')
@@ -684,5 +723,21 @@ mod tests {
         assert_eq!(a.system.as_deref(), Some("s"));
         assert_eq!(a.model.as_deref(), Some("m1"));
         assert_eq!(a.observations.len(), 1);
+    }
+
+    /// Rows are numbered as an editor numbers them, with LF or CRLF line ends and a quoted
+    /// field across lines (the csv crate's count ran one short on CRLF files).
+    #[test]
+    fn csv_rows_are_numbered_by_the_lines_they_start_on() {
+        for nl in ["\n", "\r\n"] {
+            let text = format!("a,b{nl}1,2{nl}\"x{nl}y\",3{nl}4,5{nl}");
+            let mut rdr = csv::Reader::from_reader(text.as_bytes());
+            let mut lines = CsvLines::new(&text);
+            let got: Vec<usize> = rdr
+                .records()
+                .map(|r| lines.at(r.unwrap().position()).unwrap())
+                .collect();
+            assert_eq!(got, vec![2, 3, 5], "line ends {nl:?}");
+        }
     }
 }

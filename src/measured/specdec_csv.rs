@@ -92,12 +92,13 @@ pub fn parse_specdec_csv(text: &str, file: &str) -> Result<Vec<SpecRun>> {
     }
     let per_position = col("per_position_acceptance");
     let mut runs = Vec::new();
+    let mut lines = super::CsvLines::new(text);
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| p.line() as usize);
+            let line = lines.at(e.position());
             measured_error(file, line, format!("unreadable row: {e}"))
         })?;
-        let line = rec.position().map_or(0, |p| p.line() as usize);
+        let line = lines.at(rec.position()).unwrap_or(0);
         let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim().to_string();
         let value = |c: usize| -> Result<Option<f64>> {
             let t = get(c);

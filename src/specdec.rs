@@ -517,7 +517,18 @@ pub fn specdec_shaped(
             does_not_fit.push((c, e.to_string()));
             continue;
         }
-        let base = ev.step_time(&Pass::decode(cf, ctx));
+        // Both steps as the engine schedules them (`serve`'s rule): the CPU's fixed and
+        // per-sequence work beside the GPU's kernels with overlap, after them without, and
+        // an engine that turns its overlap off to speculate pays it in series then.
+        let cpu = &s.system.engine.cpu;
+        let overhead = s.params.step_overhead;
+        let spec_overlap = cpu.overlap_when_speculating.unwrap_or(cpu.overlap);
+        let base = cpu.engine_step(
+            ev.step_time(&Pass::decode(cf, ctx)),
+            overhead,
+            cf,
+            cpu.overlap,
+        );
         baseline_tpot_ms.push((c, base * 1e3));
         let mut best = BestK {
             concurrency: c,
@@ -528,12 +539,14 @@ pub fn specdec_shaped(
             let k = shape.k;
             let e = acceptance.expected_tokens(k as usize);
             let (draft_s, verify) = speculative_step(s, &ev, draft, *shape, e, cf, ctx)?;
-            let step = draft_s + verify;
+            let step = cpu.engine_step(draft_s + verify, overhead, cf, spec_overlap);
             let tpot = step / e;
             let tpot_ci95_ms = s.interval(|q| {
                 q.evaluator()
                     .and_then(|qe| speculative_step(q, &qe, draft, *shape, e, cf, ctx))
-                    .map_or(f64::NAN, |(d, v)| (d + v) / e * 1e3)
+                    .map_or(f64::NAN, |(d, v)| {
+                        cpu.engine_step(d + v, q.params.step_overhead, cf, spec_overlap) / e * 1e3
+                    })
             });
             let speedup = base / tpot;
             if speedup > best.speedup {

@@ -349,3 +349,49 @@ fn kv_lookahead_never_raises_the_sequences_that_fit() {
         last = running;
     }
 }
+
+#[test]
+fn an_engine_that_turns_overlap_off_to_speculate_pays_its_cpu_in_series() {
+    // SGLang turns its overlap scheduler off for EAGLE drafts: the speculative step carries
+    // the engine's CPU after the GPU, while the plain step hides it. The same draft with the
+    // overlap kept is faster by exactly that CPU work where the GPU step is the longer.
+    use rooftop::spec::overrides::parse_all;
+    let model = load_model("llama-3.1-70b").unwrap();
+    let run = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let sys =
+            System::load_with_engine("8x-h100-nvlink", Some("sglang"), &parse_all(&sets).unwrap())
+                .unwrap();
+        let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+        let r = specdec(
+            &sc,
+            &Draft::Eagle,
+            &Acceptance(vec![0.8]),
+            &[3],
+            &[1, 8],
+            2048,
+        )
+        .unwrap();
+        (r, sys.engine.cpu, sc.params.step_overhead)
+    };
+    let (off, cpu, overhead) = run(&[]);
+    assert_eq!(cpu.overlap_when_speculating, Some(false));
+    let (kept, _, _) = run(&["engine.cpu.overlap_when_speculating=true"]);
+    for (a, b) in off.points.iter().zip(&kept.points) {
+        let cpu_step = overhead + cpu.per_seq.0 * a.running as f64;
+        assert!(
+            a.speedup < b.speedup,
+            "C={}: {} vs {}",
+            a.concurrency,
+            a.speedup,
+            b.speedup
+        );
+        assert!(
+            ((a.step_ms - b.step_ms) - cpu_step * 1e3).abs() < 1e-9 * a.step_ms,
+            "C={}: the steps differ by {} ms, the CPU's work is {} ms",
+            a.concurrency,
+            a.step_ms - b.step_ms,
+            cpu_step * 1e3
+        );
+    }
+}

@@ -151,6 +151,25 @@ pub struct CpuCosts {
     /// overlap schedulers): step = max(GPU, CPU) instead of GPU + CPU.
     #[serde(default)]
     pub overlap: bool,
+    /// Whether that overlap stays on while the engine speculates (absent: as `overlap`).
+    /// SGLang turns its overlap scheduler off for EAGLE drafts.
+    #[serde(default)]
+    pub overlap_when_speculating: Option<bool>,
+}
+
+impl CpuCosts {
+    /// The engine step from the GPU's pass (`gpu`, its fixed CPU cost `step_overhead`
+    /// included, as the evaluator prices it) at `running` sequences: the CPU's fixed and
+    /// per-sequence work beside the GPU's kernels with `overlap`, after them without.
+    pub fn engine_step(&self, gpu: f64, step_overhead: f64, running: f64, overlap: bool) -> f64 {
+        let kernels = gpu - step_overhead;
+        let cpu = step_overhead + self.per_seq.0 * running;
+        if overlap {
+            kernels.max(cpu)
+        } else {
+            kernels + cpu
+        }
+    }
 }
 
 /// How the KV cache is handed out.

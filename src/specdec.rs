@@ -289,6 +289,82 @@ pub struct BestK {
     pub speedup: f64,
 }
 
+/// Where speculation with one draft length stops paying over the swept concurrencies.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Breakeven {
+    pub k: u32,
+    /// The first swept concurrency where the speedup is below 1 (absent: it pays at every
+    /// swept concurrency).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stops_at: Option<u32>,
+    /// Where the speedup crosses 1, interpolated in log concurrency between the last swept
+    /// point that pays and the first that does not (absent when it never pays, or never
+    /// stops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crossing_concurrency: Option<f64>,
+    /// Why, in words: what the speculative step costs against the plain one where it stops.
+    pub why: String,
+}
+
+/// Where each draft length stops paying: speculation yields `e` tokens a step for a step
+/// of draft plus verify; it loses once that step costs more than `e` plain steps, which
+/// happens as the batch grows because the verify pass multiplies the tokens per sequence
+/// (more experts read, GEMMs nearer their compute bound) while the plain step's weight
+/// reads are already shared by the batch.
+pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<Breakeven> {
+    let mut ks: Vec<u32> = points.iter().map(|p| p.k).collect();
+    ks.sort_unstable();
+    ks.dedup();
+    ks.into_iter()
+        .map(|k| {
+            let row: Vec<&SpecPoint> = points.iter().filter(|p| p.k == k).collect();
+            let first_loss = row.iter().position(|p| p.speedup < 1.0);
+            let Some(i) = first_loss else {
+                let why = match row.last() {
+                    Some(p) => format!(
+                        "pays at every swept concurrency (at C = {}: {:.2}x)",
+                        p.concurrency, p.speedup
+                    ),
+                    None => "no point could run".to_string(),
+                };
+                return Breakeven {
+                    k,
+                    stops_at: None,
+                    crossing_concurrency: None,
+                    why,
+                };
+            };
+            let p = row[i];
+            let base = baseline_tpot_ms
+                .iter()
+                .find(|(c, _)| *c == p.concurrency)
+                .map_or(f64::NAN, |(_, b)| *b);
+            let why = format!(
+                "at C = {} the speculative step costs {:.2}x the plain step (verify {:.2}x, \
+                 draft {:.2}x) and yields {:.2} tokens",
+                p.concurrency,
+                p.step_ms / base,
+                p.verify_ms / base,
+                p.draft_ms / base,
+                p.expected_tokens_per_step
+            );
+            let crossing = (i > 0).then(|| {
+                let a = row[i - 1];
+                let (la, lb) = ((a.concurrency as f64).ln(), (p.concurrency as f64).ln());
+                // Linear in log C between the two speedups, which straddle 1.
+                let t = (a.speedup - 1.0) / (a.speedup - p.speedup);
+                (la + t * (lb - la)).exp()
+            });
+            Breakeven {
+                k,
+                stops_at: Some(p.concurrency),
+                crossing_concurrency: crossing,
+                why,
+            }
+        })
+        .collect()
+}
+
 /// The `specdec` record.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SpecDec {
@@ -303,6 +379,8 @@ pub struct SpecDec {
     pub baseline_tpot_ms: Vec<(u32, f64)>,
     pub points: Vec<SpecPoint>,
     pub best_k: Vec<BestK>,
+    /// Per draft length, where speculation stops paying and why.
+    pub breakeven: Vec<Breakeven>,
     /// Concurrencies whose sequences do not fit in memory at this context plus the longest
     /// draft, with the reason: they get no numbers.
     pub does_not_fit: Vec<(u32, String)>,
@@ -586,6 +664,7 @@ pub fn specdec_shaped(
         acceptance: acceptance.clone(),
         context,
         provenance: s.params.provenance.name(),
+        breakeven: breakeven(&points, &baseline_tpot_ms),
         baseline_tpot_ms,
         points,
         best_k,

@@ -395,3 +395,55 @@ fn an_engine_that_turns_overlap_off_to_speculate_pays_its_cpu_in_series() {
         );
     }
 }
+
+#[test]
+fn specdec_says_where_speculation_stops_paying() {
+    // Llama-3.1-70B on H100 with an EAGLE head: a long draft pays at C = 1 and loses once
+    // the batch makes the verify pass compute-bound. The crossing lies between the last
+    // swept concurrency that pays and the first that does not, and the reason names the
+    // step's cost against the tokens it yields.
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let conc = [1, 4, 16, 64, 256, 1024, 2048];
+    let r = specdec(
+        &sc,
+        &Draft::Eagle,
+        &Acceptance(vec![0.6]),
+        &[2, 6],
+        &conc,
+        256,
+    )
+    .unwrap();
+    assert_eq!(r.breakeven.len(), 2);
+    let mut stopped = 0;
+    for b in &r.breakeven {
+        let row: Vec<_> = r.points.iter().filter(|p| p.k == b.k).collect();
+        match b.stops_at {
+            Some(c) => {
+                stopped += 1;
+                let i = row.iter().position(|p| p.concurrency == c).unwrap();
+                assert!(row[i].speedup < 1.0);
+                assert!(row[..i].iter().all(|p| p.speedup >= 1.0), "k={}", b.k);
+                assert!(b.why.contains(&format!("C = {c}")) && b.why.contains("tokens"));
+                if i > 0 {
+                    let x = b.crossing_concurrency.unwrap();
+                    assert!(
+                        x >= row[i - 1].concurrency as f64 && x <= c as f64,
+                        "k={}: crossing {x} outside C = {}..{c}",
+                        b.k,
+                        row[i - 1].concurrency
+                    );
+                } else {
+                    assert!(b.crossing_concurrency.is_none());
+                }
+            }
+            None => assert!(row.iter().all(|p| p.speedup >= 1.0), "k={}", b.k),
+        }
+    }
+    assert!(
+        stopped > 0,
+        "no draft length stopped paying by C = 2048: {:?}",
+        r.breakeven
+    );
+}

@@ -241,6 +241,18 @@ pub fn text(r: &SpecDec) -> String {
         ));
     }
     let _ = writeln!(o);
+    for b in &r.breakeven {
+        let line = match (b.stops_at, b.crossing_concurrency) {
+            (None, _) => format!("k = {}: {}", b.k, b.why),
+            (Some(c), Some(x)) => format!(
+                "k = {}: stops paying near C = {x:.0} (below 1x from C = {c}): {}",
+                b.k, b.why
+            ),
+            (Some(_), None) => format!("k = {}: does not pay at any swept C: {}", b.k, b.why),
+        };
+        let _ = writeln!(o, "{line}");
+    }
+    let _ = writeln!(o);
     for b in &r.best_k {
         if b.k == 0 {
             let _ = writeln!(

@@ -572,11 +572,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // behind the previous GPU step with overlap, added to it without.
         let gpu = with - costs.step_overhead;
         let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
-        let engine = if cpu.overlap {
-            gpu.max(cpu_step)
-        } else {
-            gpu + cpu_step
-        };
+        let engine = cpu.engine_step(with, costs.step_overhead, running, cpu.overlap);
         // One chunk per token per request passes the API server process and the client:
         // pipelined beside the engine, they bound the rate tokens are seen at.
         let api = running * self.api_per_token;

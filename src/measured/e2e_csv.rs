@@ -87,15 +87,7 @@ pub fn is_e2e_csv(text: &str) -> bool {
 
 /// Parse an e2e serving CSV. `file` labels errors.
 pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut rdr = csv::ReaderBuilder::new()
-        .comment(Some(b'#'))
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    let headers = rdr
-        .headers()
-        .map_err(|e| measured_error(file, Some(1), format!("unreadable header: {e}")))?
-        .clone();
+    let (text, mut rdr, headers) = super::open_csv(text, file)?;
     let mut idx = [0usize; COLUMNS.len()];
     for (i, name) in COLUMNS.iter().enumerate() {
         idx[i] = headers

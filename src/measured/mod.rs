@@ -559,6 +559,24 @@ pub fn read_files_with(paths: &[PathBuf], options: &ReadOptions) -> Result<Measu
     Ok(set)
 }
 
+/// A CSV reader over `text` (a byte-order mark dropped, `#` lines skipped, rows of any
+/// width) and its header row, or the error naming `file`'s line 1.
+pub(crate) fn open_csv<'t>(
+    text: &'t str,
+    file: &str,
+) -> Result<(&'t str, csv::Reader<&'t [u8]>, csv::StringRecord)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut rdr = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let headers = rdr
+        .headers()
+        .map_err(|e| measured_error(file, Some(1), format!("unreadable header: {e}")))?
+        .clone();
+    Ok((text, rdr, headers))
+}
+
 /// The 1-based lines of `text` that CSV records and errors start on, counted from their
 /// byte offsets (records come in order, so each count goes on from the last), so a file with
 /// CRLF line ends numbers its rows as an editor does: the csv crate's own line count ran one

@@ -67,15 +67,7 @@ pub fn is_specdec_csv(text: &str) -> bool {
 
 /// Parse a speculative-decoding runs CSV. `file` labels errors.
 pub fn parse_specdec_csv(text: &str, file: &str) -> Result<Vec<SpecRun>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut rdr = csv::ReaderBuilder::new()
-        .comment(Some(b'#'))
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    let headers = rdr
-        .headers()
-        .map_err(|e| measured_error(file, Some(1), format!("unreadable header: {e}")))?
-        .clone();
+    let (text, mut rdr, headers) = super::open_csv(text, file)?;
     let col = |name: &str| headers.iter().position(|h| h.trim() == name);
     let mut idx = [0usize; COLUMNS.len()];
     for (i, name) in COLUMNS.iter().enumerate() {

@@ -17,6 +17,7 @@ pub enum Dimension {
     BytesPerSecond,
     FlopsPerSecond,
     Hertz,
+    Watts,
 }
 
 impl Dimension {
@@ -27,6 +28,7 @@ impl Dimension {
             Dimension::BytesPerSecond => "a bandwidth such as \"1792 GB/s\" or \"1.8 TB/s\"",
             Dimension::FlopsPerSecond => "a rate such as \"503.8 TFLOPS\" or \"1007 TOPS\"",
             Dimension::Hertz => "a frequency such as \"2617 MHz\" or \"2.1 GHz\"",
+            Dimension::Watts => "a power such as \"600 W\" or \"1.2 kW\"",
         }
     }
 
@@ -76,6 +78,11 @@ impl Dimension {
                 "kHz" => 1e3,
                 "MHz" => 1e6,
                 "GHz" => 1e9,
+                _ => return None,
+            },
+            Dimension::Watts => match u {
+                "W" => 1.0,
+                "kW" => 1e3,
                 _ => return None,
             },
         };
@@ -230,6 +237,9 @@ fn fmt_flops(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f,
     )
 }
+fn fmt_watts(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fmt_si(v, &[(1e3, "kW"), (1.0, "W")], f)
+}
 fn fmt_hz(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     fmt_si(
         v,
@@ -257,6 +267,10 @@ quantity!(
 quantity!(
     /// A clock frequency in hertz.
     Hertz, Dimension::Hertz, fmt_hz
+);
+quantity!(
+    /// An electrical power in watts.
+    Watts, Dimension::Watts, fmt_watts
 );
 
 impl Seconds {

@@ -74,6 +74,8 @@ fn gpu() -> impl Strategy<Value = GpuSpec> {
                 boost_clock: None,
                 l2_cache: None,
                 host_link: None,
+                board_power: None,
+                idle_power: None,
                 dense_peak: DensePeak {
                     bf16: Some(FlopsPerSec(bf16)),
                     fp8: fp8.map(FlopsPerSec),

@@ -4,7 +4,7 @@
 //! tensor throughput. A dtype the GPU cannot run natively is absent from `dense_peak`, never
 //! zero: asking for it is an error, not an extrapolation.
 
-use crate::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz};
+use crate::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz, Watts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -76,6 +76,12 @@ pub struct GpuSpec {
     /// Name of the interconnect the card attaches to the host by.
     #[serde(default)]
     pub host_link: Option<String>,
+    /// Board power (TDP, the default power limit) the boost clock and peaks are rated at.
+    #[serde(default)]
+    pub board_power: Option<Watts>,
+    /// Power the board draws powered on with nothing running (driver loaded, clocks idle).
+    #[serde(default)]
+    pub idle_power: Option<Watts>,
     /// Dense tensor peaks per dtype.
     pub dense_peak: DensePeak,
     /// Where each figure comes from: field name → citation.
@@ -188,6 +194,26 @@ impl GpuSpec {
                     format!(
                         "an interconnect (built-ins: {}), not \"{h}\"",
                         builtin_names(Kind::Interconnect).join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(p) = self.board_power {
+            if !(p.0 >= 1.0 && p.0 <= 1e5) {
+                return Err((
+                    "board_power".into(),
+                    format!("a board power between 1 W and 100 kW, got {p}"),
+                ));
+            }
+        }
+        if let Some(idle) = self.idle_power {
+            let cap = self.board_power.map_or(1e5, |p| p.0);
+            if !(idle.0 > 0.0 && idle.0 < cap) {
+                return Err((
+                    "idle_power".into(),
+                    format!(
+                        "an idle power above 0 W and below the board power ({}), got {idle}",
+                        self.board_power.map_or("100 kW".to_string(), |p| p.to_string())
                     ),
                 ));
             }

@@ -373,8 +373,28 @@ pub struct CompareArgs {
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub comparison: ComparisonArgs,
+    /// Print one buyer's table at the targets, ranked by cost ($ per million output
+    /// tokens), energy (J per token) or latency (TPOT).
+    #[arg(long, value_enum)]
+    pub objective: Option<Objective>,
+    /// With --objective: also draw $ per million output tokens against tokens/s per user,
+    /// one line per system (PNG or SVG by the extension).
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+}
+
+/// What a buyer's comparison is ranked by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// US dollars per million output tokens, lowest first.
+    Cost,
+    /// Joules per output token, lowest first.
+    Energy,
+    /// TPOT, lowest first.
+    Latency,
 }
 
 /// What a comparison runs over (compare and its plot).
@@ -394,6 +414,13 @@ pub struct ComparisonArgs {
     pub context: u32,
     #[command(flatten)]
     pub request: RequestArgs,
+    /// Cost and energy are read at the highest-throughput serving point whose TPOT is at
+    /// most this (e.g. 50ms).
+    #[arg(long)]
+    pub tpot_target: Option<Duration>,
+    /// ... and whose TTFT is at most this (e.g. 2s).
+    #[arg(long)]
+    pub ttft_target: Option<Duration>,
 }
 
 /// Arguments of `Command::Sensitivity`.
@@ -726,6 +753,9 @@ pub struct PlotCompareArgs {
     /// Plot plateau throughput instead of TPOT.
     #[arg(long)]
     pub plateau: bool,
+    /// Plot $ per million output tokens against tokens/s per user, one line per system.
+    #[arg(long, conflicts_with = "plateau")]
+    pub cost: bool,
     #[arg(long)]
     pub out: std::path::PathBuf,
 }

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod cost;
 pub mod e2e;
+pub mod economics;
 pub mod error;
 pub mod explore;
 pub mod files;

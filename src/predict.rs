@@ -4,6 +4,7 @@
 
 use crate::calibration::Calibration;
 use crate::cost::memory::{count_params, ParamCount, Residency};
+use crate::cost::power::{joules_per_token, PowerModel, Work};
 use crate::cost::Provenance;
 use crate::cost::{Breakdown, Category, CostParams, Evaluator, Parallel, Pass, StepCost};
 use crate::error::Result;
@@ -285,6 +286,11 @@ pub struct Prediction {
     /// 95 % interval of `tpot_ms` from the calibration's covariance (with `--calibration`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpot_ci95_ms: Option<[f64; 2]>,
+    /// Power per GPU during the step, W ([`crate::cost::power`]); `None` where the GPU
+    /// description has no board power.
+    pub watts_per_gpu: Option<f64>,
+    /// Energy per output token over all the GPUs, J: watts × GPUs × TPOT / batch.
+    pub joules_per_token: Option<f64>,
     pub layers: Vec<LayerRow>,
     pub ops: Vec<OpRow>,
 }
@@ -356,6 +362,8 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         })
         .collect();
     let ops = op_rows(&step);
+    let gpu = &s.system.gpu;
+    let watts = PowerModel::of(gpu).map(|m| m.watts_for(Work::of(&step, gpu), step.total, gpu));
     let allreduces = step
         .ops_with_counts()
         .iter()
@@ -394,6 +402,9 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
                 .map(|e| e.step_time(&pass) * 1e3)
                 .unwrap_or(f64::NAN)
         }),
+        watts_per_gpu: watts,
+        joules_per_token: watts
+            .and_then(|w| joules_per_token(w, s.parallel.gpus(), batch as f64 / step.total)),
         layers,
         ops,
     })

@@ -59,6 +59,7 @@
 //!   TPOT is reported under both harness definitions: `itl` = (E2E − TTFT)/(output − 1),
 //!   `e2e` = E2E / output (prefill included, as the team's macro benchmark computed it).
 
+use crate::cost::power::{joules_per_token, PowerModel, Work};
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
@@ -170,6 +171,12 @@ pub struct ServePoint {
     pub sol_tpot_ms: f64,
     /// Decode step by category (prefill share under `prefill`), summing to `tpot_itl_ms`.
     pub breakdown_ms: BTreeMap<&'static str, f64>,
+    /// Mean power per GPU while serving at this load, W ([`crate::cost::power`]): the decode
+    /// steps' and the prompts' DRAM and tensor work over the wall time; `None` where the GPU
+    /// description has no board power.
+    pub watts_per_gpu: Option<f64>,
+    /// Energy per output token over all the GPUs, J (prefill's share included).
+    pub joules_per_token: Option<f64>,
     /// 95 % interval of `tpot_ms` (with `--calibration`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpot_ci95_ms: Option<[f64; 2]>,
@@ -241,6 +248,23 @@ impl Costs<'_> {
     /// `prompts` prompts of `input` tokens prefilled together as a pass of their own.
     fn prefill(&self, prompts: f64, input: f64) -> f64 {
         self.ev.evaluate(&Pass::prefill(prompts, input, 0.0)).total
+    }
+
+    /// DRAM and tensor work of a decode step at `running` sequences, and what one prompt of
+    /// `input` tokens adds (mixed into the step when prefill is chunked, a pass of its own
+    /// otherwise), per GPU.
+    fn work(&self, running: f64, ctx: f64, input: f64) -> (Work, Work) {
+        let gpu = &self.ev.system.gpu;
+        let dec = Work::of(&self.ev.evaluate(&Pass::decode(running, ctx)), gpu);
+        let prompt = if self.chunked {
+            let mixed = self
+                .ev
+                .evaluate(&Pass::decode(running, ctx).with_prefill(input, input));
+            Work::of(&mixed, gpu).minus(dec)
+        } else {
+            Work::of(&self.ev.evaluate(&Pass::prefill(1.0, input, 0.0)), gpu)
+        };
+        (dec, prompt)
     }
 }
 
@@ -709,6 +733,16 @@ impl<'s, 'a> Server<'s, 'a> {
         // (its TTFT in the loop and `output − 1` decode steps).
         let throughput = running * output / t.cycle;
         let sol_step = costs.sol.evaluate(&Pass::decode(st.decoding, ctx)).total;
+        // Power: per second, 1/step decode steps and throughput/output prompts of work,
+        // spread over that second (gaps, CPU and communication add time, not activity).
+        let gpu = &s.system.gpu;
+        let watts = PowerModel::of(gpu).map(|m| {
+            let (dec_work, prompt_work) = costs.work(st.decoding, ctx, self.input);
+            let per_second = dec_work
+                .scaled(1.0 / step)
+                .plus(prompt_work.scaled(throughput / output));
+            m.watts_for(per_second, 1.0, gpu)
+        });
         let point = ServePoint {
             concurrency: c,
             running: running as u32,
@@ -730,6 +764,9 @@ impl<'s, 'a> Server<'s, 'a> {
             prefill_per_step_ms: prefill_per_step * 1e3,
             sol_tpot_ms: sol_step * 1e3,
             breakdown_ms: bm,
+            watts_per_gpu: watts,
+            joules_per_token: watts
+                .and_then(|w| joules_per_token(w, s.parallel.gpus(), throughput)),
             tpot_ci95_ms: None,
             throughput_ci95_tok_s: None,
         };

@@ -18,6 +18,14 @@ pub enum Dimension {
     FlopsPerSecond,
     Hertz,
     Watts,
+    /// Money, US dollars.
+    Usd,
+    /// A rental price, US dollars per hour.
+    UsdPerHour,
+    /// An energy price, US dollars per kilowatt-hour.
+    UsdPerKwh,
+    /// A long span of time (an amortisation period), seconds.
+    Period,
 }
 
 impl Dimension {
@@ -29,6 +37,10 @@ impl Dimension {
             Dimension::FlopsPerSecond => "a rate such as \"503.8 TFLOPS\" or \"1007 TOPS\"",
             Dimension::Hertz => "a frequency such as \"2617 MHz\" or \"2.1 GHz\"",
             Dimension::Watts => "a power such as \"600 W\" or \"1.2 kW\"",
+            Dimension::Usd => "an amount such as \"8500 USD\" or \"8.5 kUSD\"",
+            Dimension::UsdPerHour => "a price such as \"2.50 USD/h\"",
+            Dimension::UsdPerKwh => "an energy price such as \"0.12 USD/kWh\" or \"120 USD/MWh\"",
+            Dimension::Period => "a period such as \"3 years\", \"36 months\" or \"1000 h\"",
         }
     }
 
@@ -83,6 +95,29 @@ impl Dimension {
             Dimension::Watts => match u {
                 "W" => 1.0,
                 "kW" => 1e3,
+                _ => return None,
+            },
+            Dimension::Usd => match u {
+                "USD" => 1.0,
+                "kUSD" => 1e3,
+                _ => return None,
+            },
+            Dimension::UsdPerHour => match u {
+                "USD/h" | "USD/hour" => 1.0,
+                _ => return None,
+            },
+            Dimension::UsdPerKwh => match u {
+                "USD/kWh" => 1.0,
+                "USD/MWh" => 1e-3,
+                _ => return None,
+            },
+            // A Julian year (365.25 days), as astronomers and amortisation tables use; a
+            // month is a twelfth of it.
+            Dimension::Period => match u {
+                "h" | "hour" | "hours" => 3600.0,
+                "d" | "day" | "days" => 86_400.0,
+                "month" | "months" => 31_557_600.0 / 12.0,
+                "y" | "year" | "years" => 31_557_600.0,
                 _ => return None,
             },
         };
@@ -240,6 +275,22 @@ fn fmt_flops(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 fn fmt_watts(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     fmt_si(v, &[(1e3, "kW"), (1.0, "W")], f)
 }
+fn fmt_usd(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{} USD", trim_float(v))
+}
+fn fmt_usd_per_hour(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{} USD/h", trim_float(v))
+}
+fn fmt_usd_per_kwh(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{} USD/kWh", trim_float(v))
+}
+fn fmt_period(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fmt_si(
+        v,
+        &[(31_557_600.0, "years"), (86_400.0, "days"), (3600.0, "h")],
+        f,
+    )
+}
 fn fmt_hz(v: f64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     fmt_si(
         v,
@@ -272,6 +323,31 @@ quantity!(
     /// An electrical power in watts.
     Watts, Dimension::Watts, fmt_watts
 );
+
+quantity!(
+    /// An amount of money in US dollars (the only currency the descriptions use).
+    Usd, Dimension::Usd, fmt_usd
+);
+quantity!(
+    /// A price per hour in US dollars (the base unit here is USD/h, not USD/s: the name says
+    /// which).
+    UsdPerHour, Dimension::UsdPerHour, fmt_usd_per_hour
+);
+quantity!(
+    /// An energy price in US dollars per kilowatt-hour (the base unit is USD/kWh).
+    UsdPerKwh, Dimension::UsdPerKwh, fmt_usd_per_kwh
+);
+quantity!(
+    /// A long span of time, seconds (written in years, months, days or hours).
+    Period, Dimension::Period, fmt_period
+);
+
+impl Period {
+    /// The span in hours.
+    pub fn hours(self) -> f64 {
+        self.0 / 3600.0
+    }
+}
 
 impl Seconds {
     pub fn from_us(us: f64) -> Self {
@@ -344,6 +420,14 @@ mod tests {
         assert_relative_eq!(FlopsPerSec::parse("503.8 TFLOPS").unwrap().0, 503.8e12);
         assert_relative_eq!(Hertz::parse("2617 MHz").unwrap().0, 2.617e9);
         assert_relative_eq!(Bytes::parse("1.5e3 B").unwrap().0, 1500.0);
+        assert_relative_eq!(Usd::parse("8500 USD").unwrap().0, 8500.0);
+        assert_relative_eq!(UsdPerHour::parse("2.50 USD/h").unwrap().0, 2.5);
+        assert_relative_eq!(UsdPerKwh::parse("120 USD/MWh").unwrap().0, 0.12);
+        assert_relative_eq!(Period::parse("3 years").unwrap().hours(), 3.0 * 8766.0);
+        assert_relative_eq!(
+            Period::parse("36 months").unwrap().0,
+            Period::parse("3 years").unwrap().0
+        );
     }
 
     #[test]

@@ -8,9 +8,10 @@
 
 use crate::calibration::Calibration;
 use crate::cost::{Category, CostParams, Parallel};
+use crate::economics::{usd_per_million, Pricing};
 use crate::error::{Error, Result};
 use crate::predict::{predict_fitting, Scenario};
-use crate::serve::{sweep, Workload};
+use crate::serve::{sweep, ServePoint, Workload};
 use crate::spec::overrides::{parse_all, Override};
 use crate::spec::{AllReduceImpl, ModelSpec, NcclAlgorithm, System};
 use serde::Serialize;
@@ -101,6 +102,13 @@ pub struct CompareRow {
     pub fits: bool,
     /// US dollars per million output tokens at the plateau, where the system has a price.
     pub usd_per_million_tokens: Option<f64>,
+    /// The serving point of highest throughput that meets the targets (`--tpot-target`,
+    /// `--ttft-target`; the plateau's point without them); `None` when none meets them.
+    pub at_target: Option<TargetPoint>,
+    /// Why no point meets the targets, when none does.
+    pub target_unmet: Option<String>,
+    /// Cost and energy along the sweep, one point per concurrency (the plot's lines).
+    pub curve: Vec<CurvePoint>,
     /// Largest category of the decode step at each concurrency.
     pub dominant: Vec<(u32, String)>,
     /// Concurrencies whose batch does not fit in memory at the context, with the reason:
@@ -109,6 +117,127 @@ pub struct CompareRow {
     /// Why the layout could not be evaluated, if it could not (`does not fit: …` when it
     /// runs out of memory at any concurrency); such a row has no performance numbers.
     pub error: Option<String>,
+}
+
+/// Latency targets a serving point must meet, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Targets {
+    pub tpot_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+}
+
+impl Targets {
+    /// The first target `p` misses, by name.
+    fn missed(&self, p: &ServePoint) -> Option<&'static str> {
+        if self.tpot_ms.is_some_and(|t| p.tpot_ms > t) {
+            Some("TPOT target")
+        } else if self.ttft_ms.is_some_and(|t| p.ttft_ms > t) {
+            Some("TTFT target")
+        } else {
+            None
+        }
+    }
+}
+
+/// One serving point as a buyer reads it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetPoint {
+    /// Concurrent requests of the point.
+    pub concurrency: u32,
+    pub tpot_ms: f64,
+    pub ttft_ms: f64,
+    /// Output tokens per second one user sees (1000 / TPOT).
+    pub tok_s_per_user: f64,
+    pub throughput_tok_s: f64,
+    pub throughput_per_gpu_tok_s: f64,
+    pub watts_per_gpu: Option<f64>,
+    pub joules_per_token: Option<f64>,
+    /// The deployment's US dollars per hour (`None`: the system has no price).
+    pub usd_per_hour: Option<f64>,
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// Per million tokens in and out (a request's input counted with its output).
+    pub usd_per_million_total_tokens: Option<f64>,
+    /// What stops a higher throughput: the target the next point misses, or what the
+    /// sweep's plateau is limited by.
+    pub limited_by: String,
+}
+
+/// Cost and energy at one concurrency of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CurvePoint {
+    pub concurrency: u32,
+    pub tok_s_per_user: f64,
+    pub usd_per_million_output_tokens: Option<f64>,
+    pub joules_per_token: Option<f64>,
+}
+
+/// A serving point priced: watts, joules and dollars at its throughput.
+pub fn target_point(
+    system: &System,
+    gpus: u32,
+    w: Workload,
+    p: &ServePoint,
+    limited_by: String,
+) -> TargetPoint {
+    let pricing = Pricing::of(&system.spec).ok().flatten();
+    let watts = p.watts_per_gpu.unwrap_or(0.0);
+    let per_hour = pricing.map(|q| q.usd_per_hour(gpus, watts));
+    let total_per_output = (w.input_len as f64 + w.output_len as f64) / w.output_len.max(1) as f64;
+    TargetPoint {
+        concurrency: p.concurrency,
+        tpot_ms: p.tpot_ms,
+        ttft_ms: p.ttft_ms,
+        tok_s_per_user: 1e3 / p.tpot_ms,
+        throughput_tok_s: p.throughput_tok_s,
+        throughput_per_gpu_tok_s: p.throughput_tok_s / gpus as f64,
+        watts_per_gpu: p.watts_per_gpu,
+        joules_per_token: p.joules_per_token,
+        usd_per_hour: per_hour,
+        usd_per_million_output_tokens: per_hour
+            .and_then(|h| usd_per_million(h, p.throughput_tok_s)),
+        usd_per_million_total_tokens: per_hour
+            .and_then(|h| usd_per_million(h, p.throughput_tok_s * total_per_output)),
+        limited_by,
+    }
+}
+
+/// The point of highest throughput meeting `targets`, priced, or why none does.
+pub fn best_at_target(
+    system: &System,
+    gpus: u32,
+    w: Workload,
+    sw: &crate::serve::Sweep,
+    targets: Targets,
+) -> std::result::Result<TargetPoint, String> {
+    let best = sw
+        .points
+        .iter()
+        .filter(|p| targets.missed(p).is_none())
+        .max_by(|a, b| a.throughput_tok_s.total_cmp(&b.throughput_tok_s));
+    let Some(best) = best else {
+        let first = sw.points.first();
+        return Err(match first {
+            Some(p) => format!(
+                "cannot meet the target: at concurrency {} TPOT is {:.2} ms and TTFT {:.1} ms",
+                p.concurrency, p.tpot_ms, p.ttft_ms
+            ),
+            None => "no serving point".into(),
+        });
+    };
+    // A point of more throughput that misses a target: that target is the limit.
+    let limit = sw
+        .points
+        .iter()
+        .filter(|p| p.throughput_tok_s > best.throughput_tok_s)
+        .find_map(|p| targets.missed(p))
+        .map(String::from)
+        .unwrap_or_else(|| {
+            sw.limited_by
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "plateau".into())
+        });
+    Ok(target_point(system, gpus, w, best, limit))
 }
 
 impl CompareRow {
@@ -127,6 +256,8 @@ pub struct Comparison {
     pub context: u32,
     /// The concurrencies of the columns, as requested.
     pub concurrency: Vec<u32>,
+    /// The latency targets `at_target` meets.
+    pub targets: Targets,
     pub rows: Vec<CompareRow>,
 }
 
@@ -148,6 +279,7 @@ pub fn compare_row(
     concurrency: &[u32],
     w: Workload,
     context: u32,
+    targets: Targets,
 ) -> CompareRow {
     let mut row = CompareRow {
         system: label.to_string(),
@@ -168,6 +300,9 @@ pub fn compare_row(
         max_kv_tokens: 0.0,
         fits: false,
         usd_per_million_tokens: None,
+        at_target: None,
+        target_unmet: None,
+        curve: vec![],
         dominant: vec![],
         does_not_fit: vec![],
         error: None,
@@ -202,9 +337,31 @@ pub fn compare_row(
         let sw = sweep(&s, &conc, w)?;
         row.plateau_tok_s = Some(sw.plateau_tok_s);
         row.plateau_concurrency = Some(sw.plateau_concurrency);
-        if let Some(price) = system.spec.price_per_gpu_hour_usd {
-            let per_hour = price * par.gpus() as f64;
-            row.usd_per_million_tokens = Some(per_hour / (sw.plateau_tok_s * 3600.0) * 1e6);
+        let gpus = par.gpus();
+        if let Some(top) = sw
+            .points
+            .iter()
+            .max_by(|a, b| a.throughput_tok_s.total_cmp(&b.throughput_tok_s))
+        {
+            row.usd_per_million_tokens =
+                target_point(system, gpus, w, top, String::new()).usd_per_million_output_tokens;
+        }
+        row.curve = sw
+            .points
+            .iter()
+            .map(|p| {
+                let t = target_point(system, gpus, w, p, String::new());
+                CurvePoint {
+                    concurrency: p.concurrency,
+                    tok_s_per_user: t.tok_s_per_user,
+                    usd_per_million_output_tokens: t.usd_per_million_output_tokens,
+                    joules_per_token: t.joules_per_token,
+                }
+            })
+            .collect();
+        match best_at_target(system, gpus, w, &sw, targets) {
+            Ok(t) => row.at_target = Some(t),
+            Err(why) => row.target_unmet = Some(why),
         }
         Ok(())
     };
@@ -217,9 +374,108 @@ pub fn compare_row(
         row.dominant.clear();
         row.does_not_fit.clear();
         row.usd_per_million_tokens = None;
+        row.at_target = None;
+        row.curve.clear();
         row.error = Some(e.to_string());
     }
     row
+}
+
+/// One system of the buyer's table (`compare --objective`), flat for CSV.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BuyerRow {
+    pub system: String,
+    pub parallel: String,
+    pub gpus: u32,
+    pub concurrency: Option<u32>,
+    pub tpot_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub tok_s_per_user: Option<f64>,
+    pub throughput_tok_s: Option<f64>,
+    pub throughput_per_gpu_tok_s: Option<f64>,
+    pub watts_per_gpu: Option<f64>,
+    pub joules_per_token: Option<f64>,
+    pub usd_per_hour: Option<f64>,
+    pub usd_per_million_output_tokens: Option<f64>,
+    pub usd_per_million_total_tokens: Option<f64>,
+    pub limited_by: String,
+    /// Why the system has no point at the targets (or cannot run at all).
+    pub unmet: Option<String>,
+}
+
+/// The buyer's table: every system at the targets, ranked by the objective.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BuyerTable {
+    pub model: String,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub objective: crate::cli::Objective,
+    pub targets: Targets,
+    pub rows: Vec<BuyerRow>,
+}
+
+impl BuyerTable {
+    pub fn objective_label(&self) -> &'static str {
+        match self.objective {
+            crate::cli::Objective::Cost => "$ per million output tokens",
+            crate::cli::Objective::Energy => "joules per output token",
+            crate::cli::Objective::Latency => "TPOT",
+        }
+    }
+}
+
+/// The comparison as a buyer reads it: each row at its best point meeting the targets,
+/// ranked by `objective` (lowest first); rows with no such point, or no figure for the
+/// objective (no price), last, in their order.
+pub fn buyer_table(c: &Comparison, objective: crate::cli::Objective) -> BuyerTable {
+    let mut rows: Vec<BuyerRow> = c
+        .rows
+        .iter()
+        .map(|r| {
+            let t = r.at_target.as_ref();
+            BuyerRow {
+                system: r.system.clone(),
+                parallel: r.parallel.clone(),
+                gpus: r.gpus,
+                concurrency: t.map(|t| t.concurrency),
+                tpot_ms: t.map(|t| t.tpot_ms),
+                ttft_ms: t.map(|t| t.ttft_ms),
+                tok_s_per_user: t.map(|t| t.tok_s_per_user),
+                throughput_tok_s: t.map(|t| t.throughput_tok_s),
+                throughput_per_gpu_tok_s: t.map(|t| t.throughput_per_gpu_tok_s),
+                watts_per_gpu: t.and_then(|t| t.watts_per_gpu),
+                joules_per_token: t.and_then(|t| t.joules_per_token),
+                usd_per_hour: t.and_then(|t| t.usd_per_hour),
+                usd_per_million_output_tokens: t.and_then(|t| t.usd_per_million_output_tokens),
+                usd_per_million_total_tokens: t.and_then(|t| t.usd_per_million_total_tokens),
+                limited_by: t.map(|t| t.limited_by.clone()).unwrap_or_default(),
+                unmet: match (&r.error, &r.target_unmet) {
+                    (Some(e), _) => Some(format!("cannot run: {e}")),
+                    (None, Some(u)) => Some(u.clone()),
+                    _ => None,
+                },
+            }
+        })
+        .collect();
+    let key = |r: &BuyerRow| match objective {
+        crate::cli::Objective::Cost => r.usd_per_million_output_tokens,
+        crate::cli::Objective::Energy => r.joules_per_token,
+        crate::cli::Objective::Latency => r.tpot_ms,
+    };
+    rows.sort_by(|a, b| match (key(a), key(b)) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    BuyerTable {
+        model: c.model.clone(),
+        input_len: c.input_len,
+        output_len: c.output_len,
+        objective,
+        targets: c.targets,
+        rows,
+    }
 }
 
 /// A parameter the sensitivity analysis moves.

@@ -1004,8 +1004,12 @@ fn check_efficiencies(s: &SystemSpec) -> Result<(), TestCaseError> {
     ] {
         check(x > 0.0 && x <= 1.0, || format!("fraction {x}"))?;
     }
-    if let Some(p) = s.price_per_gpu_hour_usd {
-        non_negative("price", p)?;
+    // The bare-number key is refused; an accepted system has none.
+    check(s.price_per_gpu_hour_usd.is_none(), || {
+        "price_per_gpu_hour_usd accepted".to_string()
+    })?;
+    if let Some(p) = s.price_per_gpu_hour {
+        non_negative("price", p.0)?;
     }
     Ok(())
 }
@@ -1356,6 +1360,11 @@ const SET_KEYS: &[&str] = &[
     "efficiency.link",
     "efficiency.attention",
     "system.price_per_gpu_hour_usd",
+    "system.price_per_gpu_hour",
+    "system.capital_per_gpu",
+    "system.amortisation",
+    "system.electricity",
+    "gpu.power_limit",
     "model.config.num_hidden_layers",
     "model.config.hidden_size",
     "model.config.num_attention_heads",

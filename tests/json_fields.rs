@@ -173,6 +173,17 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
                 "--format",
                 "json",
             ]],
+            "compare --objective" => vec![vec![
+                "compare",
+                "--systems",
+                "8x-rtx-pro-6000-pcie,8x-h200-nvlink",
+                "--tpot-target",
+                "50ms",
+                "--objective",
+                "cost",
+                "--format",
+                "json",
+            ]],
             "sensitivity" => vec![vec!["sensitivity", "--format", "json"]],
             "explain" => vec![vec!["explain", "--format", "json"]],
             "explore --format json" => vec![

@@ -76,6 +76,7 @@ fn gpu() -> impl Strategy<Value = GpuSpec> {
                 host_link: None,
                 board_power: None,
                 idle_power: None,
+                power_limit: None,
                 dense_peak: DensePeak {
                     bf16: Some(FlopsPerSec(bf16)),
                     fp8: fp8.map(FlopsPerSec),
@@ -269,6 +270,10 @@ fn system() -> impl Strategy<Value = System> {
                     p2p,
                     cpu_vendor: None,
                     price_per_gpu_hour_usd: None,
+                    price_per_gpu_hour: None,
+                    capital_per_gpu: None,
+                    amortisation: None,
+                    electricity: None,
                     engine: rooftop::spec::system::EngineRef::Inline(Box::new(engine.clone())),
                     efficiency,
                     sources: BTreeMap::new(),

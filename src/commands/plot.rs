@@ -181,9 +181,14 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             scenario,
             comparison,
             plateau,
+            cost,
             out,
         }) => {
             let c = crate::commands::whatif::build_comparison(scenario, comparison)?;
+            if *cost {
+                plot::curves(&crate::plot::records::compare_cost_curves(&c), out)?;
+                return Ok(done(out));
+            }
             let bars = if *plateau {
                 compare_plateau_bars(&c)
             } else {
@@ -318,6 +323,8 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
             input_len: 1000,
             output_len: 1000,
         },
+        tpot_target: None,
+        ttft_target: None,
     };
     let c = crate::commands::whatif::build_comparison(&args, &comparison)?;
     let path = dir.join("compare_tpot.png");

@@ -43,6 +43,10 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
             "--concurrency needs positive integers".into(),
         ));
     }
+    let targets = crate::whatif::Targets {
+        tpot_ms: c.tpot_target.map(|t| t.0.ms()),
+        ttft_ms: c.ttft_target.map(|t| t.0.ms()),
+    };
     let lays = layouts(parallel);
     let names = &systems.0;
     // A calibration describes the system it was fitted on: rows of that system use it,
@@ -67,6 +71,7 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
                 concurrency,
                 w,
                 context,
+                targets,
             ));
         }
     }
@@ -95,6 +100,7 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         output_len,
         context,
         concurrency: concurrency.to_vec(),
+        targets,
         rows,
     })
 }
@@ -102,11 +108,102 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
     let r = build_comparison(&a.scenario, &a.comparison)?;
+    if let Some(objective) = a.objective {
+        let b = crate::whatif::buyer_table(&r, objective);
+        if let Some(path) = &a.plot {
+            crate::plot::curves(&crate::plot::records::compare_cost_curves(&r), path)?;
+            crate::cli::stderr_line(&format!("wrote {}", path.display()));
+        }
+        return match a.format {
+            Format::Csv => export::csv(&export::Table::flat(b.rows.clone())),
+            Format::Json => export::json(&b),
+            Format::Text => Ok(buyer_text(&b).into_bytes()),
+        };
+    }
+    if a.plot.is_some() {
+        return Err(Error::Scenario(
+            "--plot draws the buyer's cost chart: give --objective cost|energy|latency with it"
+                .into(),
+        ));
+    }
     match a.format {
         Format::Csv => export::rows::compare_csv(&r),
         Format::Json => export::json(&r),
         Format::Text => Ok(compare_text(&r).into_bytes()),
     }
+}
+
+/// The buyer's table as text: one row per system at the targets.
+fn buyer_text(b: &crate::whatif::BuyerTable) -> String {
+    let mut o = String::new();
+    let t = &b.targets;
+    let target = match (t.tpot_ms, t.ttft_ms) {
+        (None, None) => "no latency target (each at its highest throughput)".to_string(),
+        (tp, tt) => [
+            tp.map(|v| format!("TPOT <= {v} ms")),
+            tt.map(|v| format!("TTFT <= {v} ms")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", "),
+    };
+    let _ = writeln!(
+        o,
+        "{}: {} in / {} out, {}; ranked by {}",
+        b.model,
+        b.input_len,
+        b.output_len,
+        target,
+        b.objective_label()
+    );
+    let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
+    let rows: Vec<Vec<String>> = b
+        .rows
+        .iter()
+        .map(|r| {
+            let mut v = vec![r.system.clone(), r.parallel.clone(), r.gpus.to_string()];
+            match &r.unmet {
+                Some(why) => v.push(why.clone()),
+                None => {
+                    v.push(opt(r.concurrency.map(|c| c as f64), 0));
+                    v.push(opt(r.tpot_ms, 2));
+                    v.push(opt(r.tok_s_per_user, 1));
+                    v.push(opt(r.throughput_per_gpu_tok_s, 1));
+                    v.push(opt(r.watts_per_gpu, 0));
+                    v.push(opt(r.joules_per_token, 3));
+                    v.push(opt(r.usd_per_million_output_tokens, 2));
+                    v.push(opt(r.usd_per_million_total_tokens, 3));
+                    v.push(r.limited_by.clone());
+                }
+            }
+            v
+        })
+        .collect();
+    o.push_str(&table(
+        &[
+            "system",
+            "layout",
+            "GPUs",
+            "C",
+            "TPOT ms",
+            "tok/s/user",
+            "tok/s/GPU",
+            "W/GPU",
+            "J/tok",
+            "$/Mtok out",
+            "$/Mtok in+out",
+            "limited by",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(
+        o,
+        "W/GPU: idle + DRAM and tensor utilisation of the step (power model in the README)\n\
+         $/Mtok: GPUs x (rent, or capital / amortisation + W x electricity) / throughput; \
+         \"-\" where a system has no price"
+    );
+    o
 }
 
 fn compare_text(r: &Comparison) -> String {

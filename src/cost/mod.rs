@@ -14,6 +14,7 @@ pub mod generation;
 pub mod kernels;
 pub mod memory;
 pub mod params;
+pub mod power;
 pub mod price;
 pub mod roofline;
 pub mod step;

@@ -224,6 +224,50 @@ pub fn compare_plateau_bars(c: &Comparison) -> GroupedBars {
     }
 }
 
+/// $ per million output tokens (y) against tokens/s one user sees (x), one line per system
+/// and layout with a price: the buyer's trade of speed against cost along the sweep.
+pub fn compare_cost_curves(c: &Comparison) -> CurveChart {
+    let series = c
+        .rows
+        .iter()
+        .filter(|r| r.error.is_none())
+        .filter_map(|r| {
+            let mut points: Vec<(f64, f64)> = r
+                .curve
+                .iter()
+                .filter_map(|p| {
+                    let y = p.usd_per_million_output_tokens?;
+                    (p.tok_s_per_user.is_finite() && y.is_finite()).then_some((p.tok_s_per_user, y))
+                })
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (!points.is_empty()).then(|| Series {
+                name: format!("{} {}", r.system, r.parallel),
+                points,
+                band: None,
+            })
+        })
+        .collect();
+    let markers = c
+        .targets
+        .tpot_ms
+        .map(|t| vec![(1e3 / t, format!("TPOT {t} ms"))])
+        .unwrap_or_default();
+    CurveChart {
+        title: format!(
+            "{}: cost against speed per user ({} in / {} out)",
+            c.model, c.input_len, c.output_len
+        ),
+        x_label: "Output tokens/s per user".into(),
+        y_label: "USD per million output tokens".into(),
+        series,
+        measured: vec![],
+        markers,
+        log_x: false,
+        log_y: true,
+    }
+}
+
 /// Speedup over draft length (x) and acceptance (y) at one concurrency, one run per
 /// acceptance value.
 pub fn specdec_heatmap(runs: &[(f64, SpecDec)], concurrency: u32) -> Heatmap {

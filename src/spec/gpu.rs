@@ -82,6 +82,11 @@ pub struct GpuSpec {
     /// Power the board draws powered on with nothing running (driver loaded, clocks idle).
     #[serde(default)]
     pub idle_power: Option<Watts>,
+    /// The power limit the board runs under (`nvidia-smi -pl`); absent, the board power.
+    /// Below the board power it lowers the sustained clock, and the tensor peaks with it
+    /// ([`GpuSpec::clock_ratio`]); memory bandwidth stays.
+    #[serde(default)]
+    pub power_limit: Option<Watts>,
     /// Dense tensor peaks per dtype.
     pub dense_peak: DensePeak,
     /// Where each figure comes from: field name → citation.
@@ -89,6 +94,64 @@ pub struct GpuSpec {
 }
 
 impl GpuSpec {
+    /// Exponent k of dynamic power against clock, P_dyn ∝ f^k, under a power limit: CMOS
+    /// switching power is C·V²·f, and across the DVFS range the supply voltage falls about
+    /// in step with the clock, so P_dyn ∝ f³ (the "cube law" of voltage-frequency scaling;
+    /// see the GPU DVFS survey of Mishra & Khare, Open Journal of Energy Efficiency 4:77-86,
+    /// 2015, for P_dyn = αCV²f on GPUs) [U prior: k = 3, not fitted]. Checks, not fits (tests/
+    /// power.rs): an RTX PRO 6000 at 300 W comes out near the 2,288 MHz the 300 W Max-Q
+    /// edition is rated at, and between 500 and 600 W its clock moves by a few percent, as
+    /// shared/reference/hardware.md notes (about 1.9 GHz under sustained tensor load at
+    /// 500-600 W).
+    pub const POWER_CLOCK_EXPONENT: f64 = 3.0;
+
+    /// Idle power as a share of board power where a description gives none: H200 measured
+    /// 80 W idle of its 700 W (configs/gpus/h200.toml) [U prior].
+    pub const IDLE_SHARE_PRIOR: f64 = 0.11;
+
+    /// The power limit in force: `power_limit`, or the board power.
+    pub fn limit(&self) -> Option<Watts> {
+        self.power_limit.or(self.board_power)
+    }
+
+    /// Idle power: the description's, or [`Self::IDLE_SHARE_PRIOR`] of the board power.
+    pub fn idle(&self) -> Option<Watts> {
+        self.idle_power.or(self
+            .board_power
+            .map(|b| Watts(b.0 * Self::IDLE_SHARE_PRIOR)))
+    }
+
+    /// Sustained clock under the power limit as a fraction of the clock the peaks assume:
+    /// 1 at or above the board power (a limit never raises a clock), else the clock at which
+    /// the dynamic power under sustained load fits the limit,
+    /// `((limit − idle) / (board − idle))^(1/k)` with k = [`Self::POWER_CLOCK_EXPONENT`].
+    pub fn clock_ratio(&self) -> f64 {
+        match (self.power_limit, self.board_power, self.idle()) {
+            (Some(l), Some(b), Some(i)) if l.0 < b.0 && b.0 > i.0 => {
+                (((l.0 - i.0) / (b.0 - i.0)).max(0.0)).powf(1.0 / Self::POWER_CLOCK_EXPONENT)
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// The GPU as it runs under its power limit: boost clock and every dense tensor peak
+    /// scaled by [`Self::clock_ratio`]; memory bandwidth and capacity as described. The
+    /// identity without a limit below the board power.
+    pub fn at_power_limit(mut self) -> GpuSpec {
+        let r = self.clock_ratio();
+        if r < 1.0 {
+            self.boost_clock = self.boost_clock.map(|c| Hertz(c.0 * r));
+            let d = &mut self.dense_peak;
+            for p in [&mut d.bf16, &mut d.fp8, &mut d.fp4, &mut d.int8]
+                .into_iter()
+                .flatten()
+            {
+                p.0 *= r;
+            }
+        }
+        self
+    }
+
     /// Dense peak for a math dtype, `None` where the GPU cannot run it natively.
     pub fn peak(&self, dtype: MathDtype) -> Option<FlopsPerSec> {
         match dtype {
@@ -213,7 +276,27 @@ impl GpuSpec {
                     "idle_power".into(),
                     format!(
                         "an idle power above 0 W and below the board power ({}), got {idle}",
-                        self.board_power.map_or("100 kW".to_string(), |p| p.to_string())
+                        self.board_power
+                            .map_or("100 kW".to_string(), |p| p.to_string())
+                    ),
+                ));
+            }
+        }
+        if let Some(l) = self.power_limit {
+            let Some(b) = self.board_power else {
+                return Err((
+                    "power_limit".into(),
+                    "a board_power beside it (the limit is read against the board's rating)".into(),
+                ));
+            };
+            let idle = self.idle().map_or(0.0, |i| i.0);
+            if !(l.0 > idle && l.0 <= 2.0 * b.0) {
+                return Err((
+                    "power_limit".into(),
+                    format!(
+                        "a limit above the idle power ({}) and at most twice the board power ({}), got {l}",
+                        Watts(idle),
+                        Watts(2.0 * b.0)
                     ),
                 ));
             }

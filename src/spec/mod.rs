@@ -134,6 +134,9 @@ impl System {
         let gpu: GpuSpec = apply(&gpu, Target::Gpu, sets, &spec.gpu)?;
         gpu.validate()
             .map_err(|fe| after_set(&spec.gpu, Target::Gpu, sets, fe))?;
+        // The GPU as it runs: a power limit below the board power lowers the clock and the
+        // tensor peaks with it (the identity otherwise, so no number moves without one).
+        let gpu = gpu.at_power_limit();
         let link = registry::load_interconnect(&spec.interconnect)?;
         let described = link.bandwidth_per_direction.0;
         let link: InterconnectSpec = apply(&link, Target::Interconnect, sets, &spec.interconnect)?;

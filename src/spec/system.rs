@@ -8,7 +8,7 @@
 
 pub use crate::spec::engine::{EngineRef, EngineSpec};
 use crate::spec::model::FormatKind;
-use crate::units::{BytesPerSec, Fraction};
+use crate::units::{BytesPerSec, Fraction, Period, Usd, UsdPerHour, UsdPerKwh};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -291,9 +291,22 @@ pub struct SystemSpec {
     /// `[collective] bus_fraction` of the raw link).
     #[serde(default)]
     pub paths: Option<PathBandwidth>,
-    /// Rental or amortised price, US dollars per GPU-hour, where known.
-    #[serde(default)]
+    /// The old bare-number price key: refused by `validate` with the new one's name (a
+    /// number whose unit the reader must guess is what the descriptions never hold).
+    #[serde(default, skip_serializing)]
     pub price_per_gpu_hour_usd: Option<f64>,
+    /// Rent per GPU-hour (`"2.50 USD/h"`), power included; exclusive with `capital_per_gpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_gpu_hour: Option<UsdPerHour>,
+    /// Purchase price per GPU (`"8500 USD"`), written off over `amortisation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capital_per_gpu: Option<Usd>,
+    /// Period the capital is written off over (`"3 years"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amortisation: Option<Period>,
+    /// Price of the electricity an owned GPU draws (`"0.12 USD/kWh"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub electricity: Option<UsdPerKwh>,
     /// The engine the system serves with by default: a built-in or path under
     /// `configs/engines/` (or, in older files, the resolved engine table inline).
     pub engine: EngineRef,
@@ -344,13 +357,16 @@ impl SystemSpec {
             }
         }
         if let Some(p) = self.price_per_gpu_hour_usd {
-            if !(p.is_finite() && p >= 0.0) {
-                return Err((
-                    "price_per_gpu_hour_usd".into(),
-                    "a price of zero or more".into(),
-                ));
-            }
+            return Err((
+                "price_per_gpu_hour_usd".into(),
+                format!(
+                    "no bare number: the key is now price_per_gpu_hour = \"{p} USD/h\" (rent), \
+                     or capital_per_gpu = \"... USD\" with amortisation = \"3 years\" and \
+                     electricity = \"0.12 USD/kWh\" (owned)"
+                ),
+            ));
         }
+        crate::economics::Pricing::of(self)?;
         Ok(())
     }
 }

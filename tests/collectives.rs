@@ -186,10 +186,11 @@ fn nccl_never_picks_ll128_over_pcie_by_default() {
 #[test]
 fn no_collective_beats_its_bytes_at_the_raw_link_rate() {
     for (name, sys) in systems() {
-        let raw = sys.link.bandwidth_per_direction.0;
         for p in [CostParams::default_for(&sys), CostParams::speed_of_light()] {
             for n in rank_counts(&sys) {
                 let nf = n as f64;
+                // a GPU's own links to the group: one, or on a full mesh one per peer
+                let raw = sys.link.bandwidth_per_direction.0 * collective::mesh_links(&sys, n);
                 for b in sizes(n) {
                     // bytes each rank must send or receive over its own link at the least
                     let floors = [

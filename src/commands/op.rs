@@ -257,6 +257,9 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
             let mut sys = system_for_gpu(gpu, system.as_deref())?;
             sys.gpu = load_gpu(gpu)?;
             let fmt = parse_dtype(dtype)?;
+            if let Some(why) = crate::cost::generation::Generation::refusal(&sys.gpu, fmt) {
+                return Err(Error::Scenario(why));
+            }
             if *m == 0 || *n == 0 || *k == 0 {
                 return Err(Error::Scenario(
                     "--m, --n and --k must be at least 1".into(),

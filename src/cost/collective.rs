@@ -135,10 +135,23 @@ pub fn path(system: &System, n: u32) -> Path {
     let per_socket = s.gpu_count.div_ceil(s.sockets).max(1);
     let beyond_socket = s.sockets > 1 && n > per_socket;
     match s.topology {
-        Topology::Nvswitch => Path::Switch,
+        Topology::Nvswitch | Topology::FullMesh => Path::Switch,
         _ if beyond_socket => Path::CrossSocket,
         Topology::PcieSwitch if n <= s.gpus_per_switch.unwrap_or(per_socket) => Path::Switch,
         _ => Path::RootComplex,
+    }
+}
+
+/// Links a GPU reaches the others of an `n`-GPU group over, each at the interconnect's
+/// `bandwidth_per_direction`: on a fully connected mesh one direct link per peer, the
+/// `n − 1` links among those GPUs (a ring library runs as many rings as links, each hop on
+/// its own link; an all-to-all sends each peer's share over that peer's link; a one-shot
+/// kernel reads each peer over its link), and no more than the box's `gpu_count − 1`. Every
+/// other topology gives one GPU the link's whole rate to any group: one.
+pub fn mesh_links(system: &System, n: u32) -> f64 {
+    match system.spec.topology {
+        Topology::FullMesh => (n.min(system.spec.gpu_count).max(2) - 1) as f64,
+        _ => 1.0,
     }
 }
 
@@ -169,13 +182,15 @@ pub fn model(l: &InterconnectSpec) -> CollectiveModel {
         custom_allreduce_latency: None,
         custom_allreduce_eager_latency: None,
         custom_allreduce_remote_load_latency: None,
+        ll_tuner_share: None,
     }
 }
 
-/// Achievable bus bandwidth (bytes/s) on `path`, after the fitted link efficiency: the
-/// system's measured P2P rate on that path times NCCL's ring efficiency over it, or without
-/// a `[paths]` table the link's own bus fractions.
-fn path_bandwidth(system: &System, m: &CollectiveModel, path: Path, p: &CostParams) -> f64 {
+/// Achievable bus bandwidth (bytes/s) on `path` for a group of `n` GPUs, after the fitted
+/// link efficiency: the system's measured P2P rate on that path times NCCL's ring efficiency
+/// over it, or without a `[paths]` table the link's own bus fractions; on a full mesh, over
+/// the group's [`mesh_links`].
+fn path_bandwidth(system: &System, m: &CollectiveModel, path: Path, n: u32, p: &CostParams) -> f64 {
     let bus = match system.spec.paths {
         Some(paths) => {
             let rc = paths.root_complex.0;
@@ -197,7 +212,7 @@ fn path_bandwidth(system: &System, m: &CollectiveModel, path: Path, p: &CostPara
             system.link.bandwidth_per_direction.0 * frac.0
         }
     };
-    bus * p.link_efficiency
+    bus * mesh_links(system, n) * p.link_efficiency
 }
 
 /// How NCCL moves a hop's data: GPU to GPU (its P2P transport, the sender writing into the
@@ -218,7 +233,7 @@ pub fn transport(system: &System, path: Path, n: u32) -> Transport {
     if !s.p2p {
         return Transport::Staged;
     }
-    if s.topology == Topology::Nvswitch {
+    if matches!(s.topology, Topology::Nvswitch | Topology::FullMesh) {
         return Transport::P2p;
     }
     let level = match system.engine.nccl_p2p_level {
@@ -294,7 +309,7 @@ pub fn ring_rates(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) 
     } else {
         Path::CrossSocket
     };
-    let fallback = path_bandwidth(system, m, path, p);
+    let fallback = path_bandwidth(system, m, path, n, p);
     match measured {
         Some(r) => {
             let simple = r.simple.0 * p.link_efficiency;
@@ -341,7 +356,7 @@ fn ring_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) 
 /// memory directly reaches it (vLLM's custom all-reduce: IPC buffers, whatever NCCL's P2P
 /// level), at NCCL's ring efficiency of the slowest path's copy rate.
 fn direct_bandwidth(system: &System, m: &CollectiveModel, n: u32, p: &CostParams) -> f64 {
-    path_bandwidth(system, m, path(system, n), p)
+    path_bandwidth(system, m, path(system, n), n, p)
 }
 
 /// One-hop latency (seconds): P2P, or staged through host memory when P2P is off.
@@ -431,7 +446,7 @@ fn nccl_best(
     let tuner_bw = if rates.measured {
         rates.simple
     } else {
-        path_bandwidth(system, &m, Path::Switch, p)
+        path_bandwidth(system, &m, Path::Switch, n, p)
     } / p.link_efficiency.max(1e-9);
     let allowed = |proto| eng.nccl_protocol == NcclProtocol::Auto || eng.nccl_protocol == proto;
     let mut candidates = [Candidate {
@@ -462,7 +477,7 @@ fn nccl_best(
             NcclProtocol::Ll,
             base.ll.0,
             step.ll.0,
-            tuner_bw * shape.ll_share,
+            tuner_bw * m.ll_tuner_share.map_or(shape.ll_share, |f| f.0),
             rates.ll,
         ),
         (
@@ -681,11 +696,14 @@ pub fn allreduce_in(
     let spec = &system.spec;
     let eng = &system.engine;
     let nvswitch = spec.topology == Topology::Nvswitch;
+    // vLLM's rule: world size 2 or every pair directly connected (NVSwitch, or an xGMI mesh:
+    // one hop between any two GPUs).
+    let fully_connected = nvswitch || spec.topology == Topology::FullMesh;
     let custom_allowed = spec.p2p
         && match eng.allreduce {
             AllReduceImpl::Nccl => false,
             AllReduceImpl::Custom => true,
-            AllReduceImpl::VllmAuto => n == 2 || nvswitch,
+            AllReduceImpl::VllmAuto => n == 2 || fully_connected,
         };
     let symm_max = eng
         .symm_mem_max
@@ -731,7 +749,7 @@ pub fn allreduce_in(
 /// Speed of light: raw link rate, hop latency only, the best of ring (`2(n−1)` hops),
 /// one-shot (one hop, `(n−1)·S` per link) and two-shot (two hops, `2(n−1)/n·S`).
 fn ideal_allreduce(system: &System, bytes: f64, n: u32) -> CollectiveCost {
-    let raw = system.link.bandwidth_per_direction.0;
+    let raw = system.link.bandwidth_per_direction.0 * mesh_links(system, n);
     let hop = system.link.p2p_latency.0;
     let nf = n as f64;
     let candidates = [
@@ -750,11 +768,12 @@ fn ideal_allreduce(system: &System, bytes: f64, n: u32) -> CollectiveCost {
     }
 }
 
-/// One hop at the raw link rate: no collective moving `bus_bytes` per rank is faster.
-fn ideal_hop(system: &System, bus_bytes: f64) -> CollectiveCost {
+/// One hop at the raw link rate over `links` links: no collective moving `bus_bytes` per
+/// rank is faster.
+fn ideal_hop(system: &System, bus_bytes: f64, links: f64) -> CollectiveCost {
     CollectiveCost {
         latency: system.link.p2p_latency.0,
-        transfer: bus_bytes / system.link.bandwidth_per_direction.0,
+        transfer: bus_bytes / (system.link.bandwidth_per_direction.0 * links),
         algo: AllReduceAlgo::Ideal,
     }
 }
@@ -762,13 +781,13 @@ fn ideal_hop(system: &System, bus_bytes: f64) -> CollectiveCost {
 /// NCCL point-to-point moving `bus_bytes` per rank in messages of `per_peer` bytes over hops
 /// where Simple reaches `rate` and LL `ll_rate`: LL up to the per-peer threshold, Simple
 /// above; `staged_hops` hops through host memory when P2P is off on a box that states no
-/// staged rates.
+/// staged rates; `links` the links the traffic spreads over (its speed of light).
 fn p2p(
     system: &System,
     bus_bytes: f64,
     per_peer: f64,
     (rate, ll_rate): (f64, f64),
-    staged_hops: f64,
+    (staged_hops, links): (f64, f64),
     p: &CostParams,
 ) -> CollectiveCost {
     let m = model(&system.link);
@@ -791,7 +810,7 @@ fn p2p(
             transfer: bus_bytes / link_rate,
             algo: AllReduceAlgo::NcclP2p(proto),
         },
-        ideal_hop(system, bus_bytes),
+        ideal_hop(system, bus_bytes, links),
     );
     // NCCL switches LL → Simple at a fixed per-peer size, not where Simple becomes faster:
     // a message just above it is never cheaper than the threshold message itself.
@@ -799,7 +818,14 @@ fn p2p(
         let at = bus_bytes * threshold / per_peer;
         c = not_below(
             c,
-            p2p(system, at, threshold, (rate, ll_rate), staged_hops, p),
+            p2p(
+                system,
+                at,
+                threshold,
+                (rate, ll_rate),
+                (staged_hops, links),
+                p,
+            ),
         );
     }
     c
@@ -814,13 +840,14 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
     }
     let nf = n as f64;
     let bus = (nf - 1.0) / nf * bytes;
+    let links = mesh_links(system, n);
     if p.is_sol() {
-        return ideal_hop(system, bus);
+        return ideal_hop(system, bus, links);
     }
     let m = model(&system.link);
     let rates = match m.alltoall_bus_fraction {
         Some(f) if system.spec.p2p && path(system, n) == Path::Switch => {
-            let r = system.link.bandwidth_per_direction.0 * f.0 * p.link_efficiency;
+            let r = system.link.bandwidth_per_direction.0 * links * f.0 * p.link_efficiency;
             (r, LL_WIRE * r)
         }
         _ => {
@@ -828,7 +855,7 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
             (r.alltoall, r.ll)
         }
     };
-    p2p(system, bus, bytes / nf, rates, nf - 1.0, p)
+    p2p(system, bus, bytes / nf, rates, (nf - 1.0, links), p)
 }
 
 /// All-gather or reduce-scatter as NCCL's ring runs them: `n − 1` steps, `bus_bytes` per
@@ -838,8 +865,9 @@ fn ring_collective(system: &System, bus_bytes: f64, n: u32, p: &CostParams) -> C
     if n <= 1 || bus_bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
+    let links = mesh_links(system, n);
     if p.is_sol() {
-        return ideal_hop(system, bus_bytes);
+        return ideal_hop(system, bus_bytes, links);
     }
     let shape = Shape {
         bus_bytes,
@@ -848,7 +876,7 @@ fn ring_collective(system: &System, bus_bytes: f64, n: u32, p: &CostParams) -> C
     };
     not_below(
         nccl_best(system, NcclAlgorithm::Ring, shape, false, n, p),
-        ideal_hop(system, bus_bytes),
+        ideal_hop(system, bus_bytes, links),
     )
 }
 
@@ -881,9 +909,14 @@ pub fn send_recv(system: &System, bytes: f64, p: &CostParams) -> CollectiveCost 
         return CollectiveCost::ZERO;
     }
     if p.is_sol() {
-        return ideal_hop(system, bytes);
+        return ideal_hop(system, bytes, 1.0);
     }
     let m = model(&system.link);
-    let r = ring_rates(system, &m, system.spec.gpu_count, p);
-    p2p(system, bytes, bytes, (r.simple, r.ll), 1.0, p)
+    // On a full mesh a send reaches its one peer over their one link: a pair's rate.
+    let n = match system.spec.topology {
+        Topology::FullMesh => 2,
+        _ => system.spec.gpu_count,
+    };
+    let r = ring_rates(system, &m, n, p);
+    p2p(system, bytes, bytes, (r.simple, r.ll), (1.0, 1.0), p)
 }

@@ -94,6 +94,14 @@ impl<'a> Device<'a> {
         let mut moe_kernels: Vec<&'static MoeKernel> = Vec::with_capacity(KERNEL_FORMATS.len());
         let mut gemm_kernels = Vec::with_capacity(KERNEL_FORMATS.len());
         for (key, kind) in KERNEL_FORMATS.into_iter().zip(KERNEL_FORMAT_KINDS) {
+            // A format the generation refuses has no kernel: its slot holds the BF16 one, which
+            // nothing prices, as every model and GEMM in a refused format is refused before a
+            // device prices it (`Parallel::validate`, `rooftop op gemm`: `Generation::refusal`).
+            let key = if kernels.refused.contains_key(key) {
+                "bf16"
+            } else {
+                key
+            };
             let missing = |what: &str| {
                 Error::Scenario(format!(
                     "configs/kernels/{}.toml has no {what} kernel for `{key}`",

@@ -29,11 +29,21 @@ pub enum Generation {
     BlackwellSm100,
     /// Workstation/consumer Blackwell, SM120 (RTX PRO 6000, RTX 5090).
     BlackwellSm120,
+    /// AMD CDNA3, gfx942 (Instinct MI300X, MI325X).
+    Cdna3,
+    /// AMD CDNA4, gfx950 (Instinct MI355X).
+    Cdna4,
 }
 
 impl Generation {
-    /// The generation a GPU description's `architecture` names by its `SMnn` capability.
+    /// The generation a GPU description's `architecture` names by its `SMnn` capability
+    /// (NVIDIA) or its `gfxNNN` target (AMD).
     pub fn of(gpu: &GpuSpec) -> Result<Generation> {
+        match gpu.gfx_target() {
+            Some(942) => return Ok(Generation::Cdna3),
+            Some(950) => return Ok(Generation::Cdna4),
+            _ => {}
+        }
         match gpu.compute_capability() {
             Some(89) => Ok(Generation::Ada),
             Some(90) => Ok(Generation::Hopper),
@@ -42,7 +52,7 @@ impl Generation {
             _ => Err(Error::Scenario(format!(
                 "GPU {}: `architecture` = \"{}\" names no generation with kernel constants; \
                  expected its compute capability as SM89 (Ada), SM90 (Hopper), SM100 or \
-                 SM120 (Blackwell)",
+                 SM120 (Blackwell), or its gfx target as gfx942 (CDNA3) or gfx950 (CDNA4)",
                 gpu.name, gpu.architecture
             ))),
         }
@@ -60,6 +70,8 @@ impl Generation {
                 "blackwell-sm120",
                 include_str!("../../configs/kernels/blackwell-sm120.toml"),
             ),
+            Generation::Cdna3 => ("cdna3", include_str!("../../configs/kernels/cdna3.toml")),
+            Generation::Cdna4 => ("cdna4", include_str!("../../configs/kernels/cdna4.toml")),
         }
     }
 
@@ -77,12 +89,8 @@ impl Generation {
         {
             return k.1;
         }
-        static CELLS: [OnceLock<KernelConstants>; 4] = [
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-        ];
+        static CELLS: [OnceLock<KernelConstants>; ALL_GENERATIONS.len()] =
+            [const { OnceLock::new() }; ALL_GENERATIONS.len()];
         let i = self as usize;
         CELLS[i].get_or_init(|| {
             let (name, text) = self.file();
@@ -93,12 +101,31 @@ impl Generation {
     }
 }
 
+impl Generation {
+    /// Why the engine cannot run weights stored as `w` on `gpu`'s generation (its kernel
+    /// file's `[refused]` entry), naming format, GPU and reason; `None` where it can.
+    pub fn refusal(gpu: &GpuSpec, w: WeightFormat) -> Option<String> {
+        let g = Generation::of(gpu).ok()?;
+        let key = moe_key(w);
+        g.kernels().refused.get(key).map(|why| {
+            format!(
+                "{key} weights cannot run on {} ({}): {why} (configs/kernels/{}.toml [refused])",
+                gpu.full_name,
+                gpu.architecture,
+                g.file().0
+            )
+        })
+    }
+}
+
 /// Every generation with a kernel-constants file.
-pub const ALL_GENERATIONS: [Generation; 4] = [
+pub const ALL_GENERATIONS: [Generation; 6] = [
     Generation::Ada,
     Generation::Hopper,
     Generation::BlackwellSm100,
     Generation::BlackwellSm120,
+    Generation::Cdna3,
+    Generation::Cdna4,
 ];
 
 /// Kernel-constants files given in place of the embedded ones, once per process.
@@ -172,6 +199,11 @@ pub struct KernelConstants {
     pub decode_attention_backends: BTreeMap<AttentionBackend, DecodeAttentionKernel>,
     /// The MLA latent decode attention kernel (absorbed form).
     pub mla_decode: MlaDecodeKernel,
+    /// Weight formats (keys of [`KERNEL_FORMATS`]) the engine has no kernel for on this
+    /// generation, each with the reason: a model storing any weight group in one is refused,
+    /// never priced at another format's kernel. A refused format has no [moe.*] or [gemm.*].
+    #[serde(default)]
+    pub refused: BTreeMap<String, String>,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -309,6 +341,39 @@ impl KernelConstants {
             if let Some(b) = g.sm_load_bandwidth {
                 if b.0 <= 0.0 {
                     return Err((format!("{at}.sm_load_bandwidth"), "a rate above 0".into()));
+                }
+            }
+        }
+        for (key, reason) in &self.refused {
+            if !KERNEL_FORMATS.contains(&key.as_str()) {
+                return Err((
+                    format!("refused.{key}"),
+                    format!("a weight-format key ({})", KERNEL_FORMATS.join(", ")),
+                ));
+            }
+            if self.moe.contains_key(key) || self.gemm.contains_key(key) {
+                return Err((
+                    format!("refused.{key}"),
+                    format!("a format with no [moe.{key}] or [gemm.{key}] kernel, or not refused"),
+                ));
+            }
+            if reason.trim().is_empty() {
+                return Err((format!("refused.{key}"), "the reason it is refused".into()));
+            }
+        }
+        for key in KERNEL_FORMATS {
+            if self.refused.contains_key(key) {
+                continue;
+            }
+            for (section, has) in [
+                ("moe", self.moe.contains_key(key)),
+                ("gemm", self.gemm.contains_key(key)),
+            ] {
+                if !has {
+                    return Err((
+                        format!("{section}.{key}"),
+                        format!("a {section} kernel for `{key}`, or `{key}` under [refused]"),
+                    ));
                 }
             }
         }
@@ -927,6 +992,32 @@ mod tests {
                     k.generation
                 );
             }
+        }
+    }
+
+    /// A refused format has a reason and no kernel; every other format has both kernels. The
+    /// AMD generations refuse NVFP4 (no vLLM kernel on ROCm) and price every other format.
+    #[test]
+    fn refused_formats_have_a_reason_and_no_kernel() {
+        for g in [Generation::Cdna3, Generation::Cdna4] {
+            let k = g.kernels();
+            assert_eq!(k.refused.keys().collect::<Vec<_>>(), ["nvfp4"]);
+            let mut bad = k.clone();
+            bad.refused.clear();
+            assert_eq!(bad.validate().unwrap_err().0, "moe.nvfp4");
+            let mut bad = k.clone();
+            bad.refused.insert("fp8".into(), "why".into());
+            assert_eq!(bad.validate().unwrap_err().0, "refused.fp8");
+            let mut bad = k.clone();
+            bad.refused.insert("nvfp4".into(), " ".into());
+            assert_eq!(bad.validate().unwrap_err().0, "refused.nvfp4");
+        }
+        for g in [
+            Generation::Ada,
+            Generation::Hopper,
+            Generation::BlackwellSm100,
+        ] {
+            assert!(g.kernels().refused.is_empty());
         }
     }
 

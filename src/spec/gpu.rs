@@ -64,7 +64,7 @@ pub struct GpuSpec {
     pub memory_capacity: Bytes,
     /// Peak DRAM bandwidth.
     pub memory_bandwidth: BytesPerSec,
-    /// Streaming multiprocessors.
+    /// Streaming multiprocessors (on AMD parts: compute units, the CDNA equivalent).
     #[serde(default)]
     pub sm_count: Option<u32>,
     /// Boost clock the dense peaks assume.
@@ -190,6 +190,19 @@ impl GpuSpec {
     /// Compute capabilities with kernel constants under `configs/kernels/`.
     pub const SUPPORTED_CAPABILITIES: [u32; 4] = [89, 90, 100, 120];
 
+    /// The AMD gfx target `architecture` names as `gfxNNN` (e.g. 942 for "CDNA3 gfx942"):
+    /// the LLVM target ROCm compiles for, which picks an AMD part's kernel generation as
+    /// `SMnn` does an NVIDIA one's.
+    pub fn gfx_target(&self) -> Option<u32> {
+        self.architecture
+            .to_ascii_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .find_map(|w| w.strip_prefix("gfx").and_then(|n| n.parse::<u32>().ok()))
+    }
+
+    /// AMD gfx targets with kernel constants under `configs/kernels/` (CDNA3, CDNA4).
+    pub const SUPPORTED_GFX_TARGETS: [u32; 2] = [942, 950];
+
     /// Check the physical constraints serde cannot: a BF16 peak (every GPU the cost model
     /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
     /// 1 GFLOPS at the bottom; 1 PB of memory at the top; a clock from 100 MHz to 10 GHz), so
@@ -198,21 +211,26 @@ impl GpuSpec {
     /// file, `--set` rewrites the loaded description, and both end in this one function), so
     /// no rule holds for one and not the other.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        if !self
+        let nvidia = self
             .compute_capability()
-            .is_some_and(|c| Self::SUPPORTED_CAPABILITIES.contains(&c))
-        {
+            .is_some_and(|c| Self::SUPPORTED_CAPABILITIES.contains(&c));
+        let amd = self
+            .gfx_target()
+            .is_some_and(|t| Self::SUPPORTED_GFX_TARGETS.contains(&t));
+        if !(nvidia || amd) {
             return Err((
                 "architecture".into(),
-                "the compute capability as SM89 (Ada), SM90 (Hopper), SM100 or SM120 (Blackwell): \
-                 the generations with kernel constants in configs/kernels/"
+                "the compute capability as SM89 (Ada), SM90 (Hopper), SM100 or SM120 (Blackwell), \
+                 or the AMD gfx target as gfx942 (CDNA3) or gfx950 (CDNA4): the generations with \
+                 kernel constants in configs/kernels/"
                     .into(),
             ));
         }
         if self.sm_count.is_none_or(|n| n == 0) {
             return Err((
                 "sm_count".into(),
-                "the number of streaming multiprocessors (at least 1)".into(),
+                "the number of streaming multiprocessors, or compute units on AMD parts (at least 1)"
+                    .into(),
             ));
         }
         if self.memory_bandwidth.0.is_nan() || self.memory_bandwidth.0 < 1e6 {

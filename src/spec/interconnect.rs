@@ -16,6 +16,9 @@ use std::collections::BTreeMap;
 pub enum LinkKind {
     Pcie,
     Nvlink,
+    /// AMD Infinity Fabric (xGMI): one point-to-point link per GPU pair; the description's
+    /// bandwidths are one link's.
+    Xgmi,
 }
 
 impl LinkKind {
@@ -24,6 +27,7 @@ impl LinkKind {
         match self {
             LinkKind::Pcie => "PCIe",
             LinkKind::Nvlink => "NVLink",
+            LinkKind::Xgmi => "xGMI (Infinity Fabric)",
         }
     }
 
@@ -34,6 +38,7 @@ impl LinkKind {
         match self {
             LinkKind::Pcie => &[Topology::RootComplex, Topology::PcieSwitch],
             LinkKind::Nvlink => &[Topology::Nvswitch],
+            LinkKind::Xgmi => &[Topology::FullMesh],
         }
     }
 }
@@ -118,6 +123,11 @@ pub struct CollectiveModel {
     /// call, under which the GPU work hides (none: the in-graph floor).
     #[serde(default)]
     pub custom_allreduce_eager_latency: Option<Seconds>,
+    /// The collective library's tuner estimate of LL's bus bandwidth as a share of Simple's,
+    /// where it is the library's own constant rather than NCCL's one half (RCCL's `bwRatio`
+    /// for the ring's LL protocol). Absent: NCCL's.
+    #[serde(default)]
+    pub ll_tuner_share: Option<Fraction>,
     /// Latency of one remote load over this link as vLLM's custom all-reduce issues them
     /// (peer memory read through P2P): with its fixed grid of CTAs, the loads in flight over
     /// this latency bound the kernel's rate (Little's law). None: no cap measured.
@@ -212,6 +222,14 @@ impl InterconnectSpec {
             }
             if let Some(l) = c.custom_allreduce_remote_load_latency {
                 latencies.push(("collective.custom_allreduce_remote_load_latency".into(), l));
+            }
+            if c.ll_tuner_share
+                .is_some_and(|f| !(f.0 >= 1e-3 && f.0 <= 1.0))
+            {
+                return Err((
+                    "collective.ll_tuner_share".into(),
+                    "a fraction between 0.001 and 1".into(),
+                ));
             }
             if c.ring_efficiency
                 .is_some_and(|f| !(f.0 >= 1e-3 && f.0 <= 1.0))

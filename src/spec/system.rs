@@ -22,6 +22,11 @@ pub enum Topology {
     PcieSwitch,
     /// All-to-all NVLink through NVSwitch: every pair at full link bandwidth.
     Nvswitch,
+    /// A fully connected mesh of point-to-point links (AMD Infinity Fabric / xGMI in an
+    /// 8-GPU OAM box): each GPU pair has one direct link of the interconnect's
+    /// `bandwidth_per_direction`, so a GPU reaches `n − 1` peers of an `n`-GPU group over
+    /// `n − 1` links and a single peer over one.
+    FullMesh,
 }
 
 impl Topology {
@@ -31,6 +36,7 @@ impl Topology {
             Topology::RootComplex => "root-complex",
             Topology::PcieSwitch => "pcie-switch",
             Topology::Nvswitch => "nvswitch",
+            Topology::FullMesh => "full-mesh",
         }
     }
 }

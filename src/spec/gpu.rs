@@ -124,8 +124,9 @@ impl GpuSpec {
             .find_map(|w| w.strip_prefix("SM").and_then(|n| n.parse::<u32>().ok()))
     }
 
-    /// Compute capabilities with kernel constants under `configs/kernels/`.
-    pub const SUPPORTED_CAPABILITIES: [u32; 4] = [89, 90, 100, 120];
+    /// Compute capabilities with kernel constants under `configs/kernels/`. SM103 (Blackwell
+    /// Ultra: B300, GB300) runs the SM100 generation's kernels (`Generation::of`).
+    pub const SUPPORTED_CAPABILITIES: [u32; 6] = [80, 89, 90, 100, 103, 120];
 
     /// Check the physical constraints serde cannot: a BF16 peak (every GPU the cost model
     /// handles has one), and every figure inside a range no real device leaves (1 MB/s, 1 MB,
@@ -141,8 +142,8 @@ impl GpuSpec {
         {
             return Err((
                 "architecture".into(),
-                "the compute capability as SM89 (Ada), SM90 (Hopper), SM100 or SM120 (Blackwell): \
-                 the generations with kernel constants in configs/kernels/"
+                "the compute capability as SM80 (Ampere), SM89 (Ada), SM90 (Hopper), SM100, SM103 \
+                 or SM120 (Blackwell): the generations with kernel constants in configs/kernels/"
                     .into(),
             ));
         }
@@ -213,7 +214,8 @@ impl GpuSpec {
                     "idle_power".into(),
                     format!(
                         "an idle power above 0 W and below the board power ({}), got {idle}",
-                        self.board_power.map_or("100 kW".to_string(), |p| p.to_string())
+                        self.board_power
+                            .map_or("100 kW".to_string(), |p| p.to_string())
                     ),
                 ));
             }

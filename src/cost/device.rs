@@ -11,7 +11,7 @@ use crate::cost::generation::{
 };
 use crate::cost::params::CostParams;
 use crate::error::{Error, Result};
-use crate::spec::{FormatKind, KvDtype, MathDtype, PerFormat, System};
+use crate::spec::{FormatKind, KvDtype, MathDtype, ModelSpec, PerFormat, System};
 
 /// How the call being priced runs: in a model step, or repeated by a benchmark harness that
 /// leaves in L2 what fits there (`validate` only; the measured kernel tables' harnesses).
@@ -109,21 +109,7 @@ impl<'a> Device<'a> {
                 ))
             };
             moe_kernels.push(kernels.moe.get(key).ok_or_else(|| missing("fused-MoE"))?);
-            // The engine's own family where it names one, else the generation's measured one.
-            let gk: &'static GemmKernel = match system.engine.gemm_family.get(key) {
-                Some(family) => kernels
-                    .gemm_families
-                    .get(family)
-                    .and_then(|f| f.get(key))
-                    .ok_or_else(|| {
-                        Error::Scenario(format!(
-                            "engine {} runs GEMM family `{family}` for `{key}`, but \
-                             configs/kernels/{}.toml has no [gemm_families.{family}.{key}]",
-                            system.engine.name, kernels.generation
-                        ))
-                    })?,
-                None => kernels.gemm.get(key).ok_or_else(|| missing("GEMM"))?,
-            };
+            let gk = gemm_kernel_for(system, kernels, key)?;
             gemm_kernels.push((
                 gk,
                 Device::attained(gk.memory_fraction, mem_eff) * g.memory_bandwidth.0,
@@ -265,17 +251,88 @@ impl<'a> Device<'a> {
     }
 }
 
-/// Math dtype a weight format's GEMM runs in on this GPU, and that dtype's dense peak: native
-/// low precision where the tensor cores have it, BF16 after dequantization otherwise (W4A16
-/// always).
-fn native_math(system: &System, f: FormatKind, bf16_peak: f64) -> (MathDtype, f64) {
-    let native = match f {
+/// The dense GEMM kernel `system` runs for weight-format key `key`: the engine's own family
+/// where it names one, else the generation's measured one.
+fn gemm_kernel_for(
+    system: &System,
+    kernels: &'static KernelConstants,
+    key: &str,
+) -> Result<&'static GemmKernel> {
+    match system.engine.gemm_family.get(key) {
+        Some(family) => kernels
+            .gemm_families
+            .get(family)
+            .and_then(|f| f.get(key))
+            .ok_or_else(|| {
+                Error::Scenario(format!(
+                    "engine {} runs GEMM family `{family}` for `{key}`, but \
+                     configs/kernels/{}.toml has no [gemm_families.{family}.{key}]",
+                    system.engine.name, kernels.generation
+                ))
+            }),
+        None => kernels.gemm.get(key).ok_or_else(|| {
+            Error::Scenario(format!(
+                "configs/kernels/{}.toml has no GEMM kernel for `{key}`",
+                kernels.generation
+            ))
+        }),
+    }
+}
+
+/// The tensor-core dtype a weight format computes in natively, if it is not BF16.
+fn native_dtype(f: FormatKind) -> Option<MathDtype> {
+    match f {
         FormatKind::Bf16 | FormatKind::Int4 => None,
         FormatKind::Fp8 => Some(MathDtype::Fp8),
         FormatKind::Int8 => Some(MathDtype::Int8),
         FormatKind::Nvfp4 | FormatKind::Mxfp4 => Some(MathDtype::Fp4),
-    };
-    native
+    }
+}
+
+/// Refuse weights whose GEMM needs a tensor-core dtype the GPU lacks. A format without its
+/// native dtype runs only where the generation's kernel for it is weight-only (dequantized to
+/// BF16 in registers: Marlin FP8 / FP4 on Ampere, Marlin FP4 on Ada and Hopper), and is then
+/// priced at the BF16 peak; a kernel that quantizes the activations to the format (W8A8,
+/// W4A4) has no such path, and pricing it at any peak would invent a rate the GPU does not
+/// have. The error names the format, the GPU, the missing dtype and the kernel.
+pub fn check_formats_run(model: &ModelSpec, system: &System) -> Result<()> {
+    let gpu = &system.gpu;
+    let q = &model.quantization;
+    let mut formats = vec![q.attention(), q.dense_mlp(), q.lm_head()];
+    if model.moe().is_some() {
+        formats.extend([q.shared_experts(), q.routed_experts()]);
+    }
+    let kernels = Generation::of(gpu)?.kernels();
+    for w in formats {
+        let Some(d) = native_dtype(w.kind).filter(|d| gpu.peak(*d).is_none()) else {
+            continue;
+        };
+        let key = moe_key(w);
+        let gk = gemm_kernel_for(system, kernels, key)?;
+        if gk.quantize_activations {
+            return Err(Error::Scenario(format!(
+                "model {}: weights stored as `{key}` need {} tensor cores, which GPU {} \
+                 lacks (no dense_peak.{} in its description); the GEMM configs/kernels/{}.toml \
+                 runs for `{key}` ({}) quantizes the activations to {}, and this generation \
+                 has no weight-only path for the format",
+                model.name,
+                d.name().to_uppercase(),
+                gpu.name,
+                d.name(),
+                kernels.generation,
+                gk.kernel,
+                d.name().to_uppercase(),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Math dtype a weight format's GEMM runs in on this GPU, and that dtype's dense peak: native
+/// low precision where the tensor cores have it, BF16 after dequantization otherwise (W4A16
+/// always).
+fn native_math(system: &System, f: FormatKind, bf16_peak: f64) -> (MathDtype, f64) {
+    native_dtype(f)
         .and_then(|d| system.gpu.peak(d).map(|p| (d, p.0)))
         .unwrap_or((MathDtype::Bf16, bf16_peak))
 }

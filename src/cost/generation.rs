@@ -8,8 +8,19 @@
 //! its generation from the `SMnn` compute capability in its description's `architecture`.
 //! Each file was fitted to its generation's measured tables (Ada, Hopper and SM100 to
 //! `shared/measured/dev`, SM120 to `shared/measured/dev-sm120`); a kernel or format no table
-//! measures is a prior, marked in its `kernel` and sources. `rooftop --kernels FILE` replaces
-//! one generation's file for a run.
+//! measures is a prior, marked in its `kernel` and sources. Ampere (SM80) has no measured
+//! table at all: every constant of `configs/kernels/ampere.toml` is a prior, copied from the
+//! measured generation that runs the same kernel on the same kind of SM (Ada's FlashAttention 2,
+//! Triton and Marlin fits; both generations issue `mma.sync`, neither has TMA or `wgmma`) and
+//! said so in its sources. `rooftop --kernels FILE` replaces one generation's file for a run.
+//!
+//! SM103 (Blackwell Ultra: B300, GB300) has no file of its own: it runs the SM100 kernels.
+//! vLLM gates its data-center Blackwell paths with `is_device_capability_family(100)`, which
+//! is true for any 10.x device (vllm/platforms/interface.py: capability // 10 == family // 10),
+//! and FlashInfer builds its SM100 kernels for `sm_100a` and `sm_103a` alike
+//! (`flashinfer/jit/core.py`, `sm103a_nvcc_flags`), so the libraries, tiles and code paths
+//! the SM100 constants describe are the ones a B300 runs; its own rates (FP4 peak, bandwidth,
+//! SMs) come from its GPU description.
 
 use crate::error::{Error, Result};
 use crate::spec::{FormatKind, GpuSpec, WeightFormat};
@@ -21,11 +32,13 @@ use std::sync::OnceLock;
 /// An architecture generation whose kernels share constants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Generation {
-    /// Ada Lovelace, SM89 (L40S, RTX 6000 Ada).
+    /// Ampere, SM80 (A100): priors only, no measured table.
+    Ampere,
+    /// Ada Lovelace, SM89 (L40S, RTX 6000 Ada, L4).
     Ada,
     /// Hopper, SM90 (H100, H200).
     Hopper,
-    /// Data-center Blackwell, SM100 (B200, GB200).
+    /// Data-center Blackwell, SM100 (B200, GB200) and SM103 (B300, GB300).
     BlackwellSm100,
     /// Workstation/consumer Blackwell, SM120 (RTX PRO 6000, RTX 5090).
     BlackwellSm120,
@@ -45,14 +58,17 @@ impl Generation {
             _ => {}
         }
         match gpu.compute_capability() {
+            Some(80) => Ok(Generation::Ampere),
             Some(89) => Ok(Generation::Ada),
             Some(90) => Ok(Generation::Hopper),
-            Some(100) => Ok(Generation::BlackwellSm100),
+            // Blackwell Ultra runs the SM100 family's kernels (see the module doc).
+            Some(100 | 103) => Ok(Generation::BlackwellSm100),
             Some(120) => Ok(Generation::BlackwellSm120),
             _ => Err(Error::Scenario(format!(
                 "GPU {}: `architecture` = \"{}\" names no generation with kernel constants; \
-                 expected its compute capability as SM89 (Ada), SM90 (Hopper), SM100 or \
-                 SM120 (Blackwell), or its gfx target as gfx942 (CDNA3) or gfx950 (CDNA4)",
+                 expected its compute capability as SM80 (Ampere), SM89 (Ada), SM90 (Hopper), \
+                 SM100, SM103 or SM120 (Blackwell), or its gfx target as gfx942 (CDNA3) or \
+                 gfx950 (CDNA4)",
                 gpu.name, gpu.architecture
             ))),
         }
@@ -60,6 +76,7 @@ impl Generation {
 
     fn file(self) -> (&'static str, &'static str) {
         match self {
+            Generation::Ampere => ("ampere", include_str!("../../configs/kernels/ampere.toml")),
             Generation::Ada => ("ada", include_str!("../../configs/kernels/ada.toml")),
             Generation::Hopper => ("hopper", include_str!("../../configs/kernels/hopper.toml")),
             Generation::BlackwellSm100 => (
@@ -119,7 +136,8 @@ impl Generation {
 }
 
 /// Every generation with a kernel-constants file.
-pub const ALL_GENERATIONS: [Generation; 6] = [
+pub const ALL_GENERATIONS: [Generation; 7] = [
+    Generation::Ampere,
     Generation::Ada,
     Generation::Hopper,
     Generation::BlackwellSm100,
@@ -978,6 +996,62 @@ mod tests {
             );
         }
         assert_eq!(sm120.decode_attention.backend, Some(AttentionBackend::Fa2));
+    }
+
+    /// Ampere has no measured table: each section copies the measured fit of the kernel vLLM
+    /// runs on it (Ada's FlashAttention 2, Triton fused_moe and Triton MLA; Ada's one measured
+    /// Marlin MoE fit for every weight-only MoE format), so a refit of Ada moves both. Only the
+    /// harness fields, which validate alone reads, are left at their defaults.
+    #[test]
+    fn ampere_priors_follow_the_fits_of_the_kernels_they_run() {
+        let (ada, ampere) = (Generation::Ada.kernels(), Generation::Ampere.kernels());
+        let moe = |m: &MoeKernel| {
+            let mut m = m.clone();
+            m.kernel.clear();
+            m.backend = None;
+            m.harness_warm_l2_speedup = 1.0;
+            format!("{m:?}")
+        };
+        for (ampere_key, ada_key) in [
+            ("bf16", "bf16"),
+            ("int8", "int8"),
+            ("fp8", "mxfp4"),
+            ("fp8-block", "mxfp4"),
+            ("int4", "mxfp4"),
+            ("mxfp4", "mxfp4"),
+            ("nvfp4", "mxfp4"),
+        ] {
+            assert_eq!(
+                moe(&ampere.moe[ampere_key]),
+                moe(&ada.moe[ada_key]),
+                "[moe.{ampere_key}] copies Ada's [moe.{ada_key}]"
+            );
+        }
+        let attention = |a: &DecodeAttentionKernel| {
+            let mut a = a.clone();
+            a.kernel.clear();
+            a.harness_warm_l2_speedup = 1.0;
+            a.harness_floor = Seconds(0.0);
+            format!("{a:?}")
+        };
+        assert_eq!(
+            attention(&ampere.decode_attention),
+            attention(&ada.decode_attention)
+        );
+        let mla = |k: &MlaDecodeKernel| {
+            let mut k = k.clone();
+            k.kernel.clear();
+            k.harness_floor = Seconds(0.0);
+            format!("{k:?}")
+        };
+        assert_eq!(mla(&ampere.mla_decode), mla(&ada.mla_decode));
+        // Every weight-only format computes in BF16 on a kernel that leaves the activations
+        // alone; INT8 alone has tensor cores of its own.
+        for key in ["fp8", "fp8-block", "int4", "mxfp4", "nvfp4"] {
+            assert!(!ampere.gemm[key].quantize_activations, "[gemm.{key}]");
+        }
+        assert!(ampere.gemm["int8"].quantize_activations);
+        assert!(ampere.sources["generation"].contains("priors"));
     }
 
     #[test]

@@ -145,6 +145,7 @@ impl Parallel {
             None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
             _ => {}
         }
+        crate::cost::device::check_formats_run(model, system)?;
         match system.engine.weight_block_split {
             WeightBlockSplit::WholeBlocks => self.check_weight_blocks(model, &system.engine.name),
             WeightBlockSplit::PartialBlocks => self.check_even_split(model),

@@ -211,13 +211,30 @@ pub struct WorldSizeRule {
     pub size: Bytes,
 }
 
-/// Scheduler limits by GPU memory: applies to GPUs of at least `min_gpu_memory`.
+/// Scheduler limits by GPU memory: applies to GPUs of at least `min_gpu_memory` whose
+/// marketing name contains none of `except_names`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRule {
     pub min_gpu_memory: Bytes,
+    /// Parts the rule leaves out, matched case-insensitively against the GPU's `full_name`
+    /// (vLLM's `get_batch_defaults` tests its device name for "a100").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub except_names: Vec<String>,
     pub max_num_seqs: u32,
     pub max_num_batched_tokens: u32,
+}
+
+impl BatchRule {
+    /// Whether the rule applies to `gpu`.
+    fn applies_to(&self, gpu: &GpuSpec) -> bool {
+        let name = gpu.full_name.to_ascii_lowercase();
+        gpu.memory_capacity.0 >= self.min_gpu_memory.0
+            && !self
+                .except_names
+                .iter()
+                .any(|n| name.contains(&n.to_ascii_lowercase()))
+    }
 }
 
 /// An engine release, as `0.15.1` or `0.24` (numeric components; a suffix such as
@@ -410,7 +427,7 @@ impl EngineFile {
         let batch = self
             .batch_defaults
             .iter()
-            .find(|r| gpu.memory_capacity.0 >= r.min_gpu_memory.0)
+            .find(|r| r.applies_to(gpu))
             .ok_or_else(|| {
                 (
                     "batch_defaults".to_string(),

@@ -187,8 +187,9 @@ impl GpuSpec {
             .find_map(|w| w.strip_prefix("SM").and_then(|n| n.parse::<u32>().ok()))
     }
 
-    /// Compute capabilities with kernel constants under `configs/kernels/`.
-    pub const SUPPORTED_CAPABILITIES: [u32; 4] = [89, 90, 100, 120];
+    /// Compute capabilities with kernel constants under `configs/kernels/`. SM103 (Blackwell
+    /// Ultra: B300, GB300) runs the SM100 generation's kernels (`Generation::of`).
+    pub const SUPPORTED_CAPABILITIES: [u32; 6] = [80, 89, 90, 100, 103, 120];
 
     /// The AMD gfx target `architecture` names as `gfxNNN` (e.g. 942 for "CDNA3 gfx942"):
     /// the LLVM target ROCm compiles for, which picks an AMD part's kernel generation as
@@ -220,9 +221,9 @@ impl GpuSpec {
         if !(nvidia || amd) {
             return Err((
                 "architecture".into(),
-                "the compute capability as SM89 (Ada), SM90 (Hopper), SM100 or SM120 (Blackwell), \
-                 or the AMD gfx target as gfx942 (CDNA3) or gfx950 (CDNA4): the generations with \
-                 kernel constants in configs/kernels/"
+                "the compute capability as SM80 (Ampere), SM89 (Ada), SM90 (Hopper), SM100, SM103 \
+                 or SM120 (Blackwell), or the AMD gfx target as gfx942 (CDNA3) or gfx950 (CDNA4): \
+                 the generations with kernel constants in configs/kernels/"
                     .into(),
             ));
         }

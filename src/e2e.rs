@@ -30,6 +30,9 @@ const MODELS_LABEL: &str = "configs/e2e/models.toml";
 pub struct E2eMap {
     /// The client of a run whose campaign `clients` does not name (`configs/clients/`).
     pub client: String,
+    /// The client of a disaggregated run (those files record no campaign); absent: `client`.
+    #[serde(default)]
+    pub disagg_client: Option<String>,
     /// A run's recorded campaign -> the client that measured it. A key ending in `*`
     /// matches every campaign that begins with what precedes it.
     #[serde(default)]
@@ -156,7 +159,7 @@ impl E2eMap {
 /// `model` with the user's `--set model.*` overrides applied (after the run's quant modes,
 /// so they win) and validated. A bad override is the user's error, not the run's: it fails
 /// the whole validation.
-fn with_user_sets(model: ModelSpec, user: &[Override]) -> Result<ModelSpec> {
+pub(crate) fn with_user_sets(model: ModelSpec, user: &[Override]) -> Result<ModelSpec> {
     if !user.iter().any(|o| o.target == Target::Model) {
         return Ok(model);
     }
@@ -402,7 +405,7 @@ fn predict(
 /// A run's TPOT below a fifth of the fastest step the hardware allows is a wrong value or
 /// unit in the file, refused. A fifth, not the step itself: speculative decoding emits
 /// several tokens per step, and the run does not say whether it used it.
-const REFUSE_BELOW_SOL: f64 = 0.2;
+pub(crate) const REFUSE_BELOW_SOL: f64 = 0.2;
 
 /// Evaluate every run with the user's `--set` overrides (`sets`, applied to every run's
 /// model, system, GPU, interconnect and engine); `source` labels the record and
@@ -557,6 +560,27 @@ pub fn evaluate(
             ),
         });
     }
+    Ok(summarise(
+        source,
+        runs.len(),
+        rows,
+        group_by,
+        harnesses.into_values().collect(),
+        skipped,
+    ))
+}
+
+/// The error summary of evaluated `rows` of a file of `total_runs` runs: grouped by the
+/// fields of `group_by` (each once, in order), overall, with the clients used and the
+/// skipped runs by reason (most first).
+pub fn summarise(
+    source: &str,
+    total_runs: usize,
+    rows: Vec<RunRow>,
+    group_by: &[GroupField],
+    harnesses: Vec<HarnessUse>,
+    skipped: BTreeMap<String, Skipped>,
+) -> E2eValidation {
     // Each field once, in the order asked.
     let mut fields: Vec<GroupField> = Vec::new();
     for f in group_by {
@@ -600,21 +624,21 @@ pub fn evaluate(
     let all: Vec<&RunRow> = rows.iter().collect();
     let mut skipped: Vec<Skipped> = skipped.into_values().collect();
     skipped.sort_by_key(|s| std::cmp::Reverse(s.runs));
-    Ok(E2eValidation {
+    E2eValidation {
         source: source.to_string(),
-        total_runs: runs.len(),
+        total_runs,
         overall_tpot: summary(&all, |r| r.tpot_error),
         overall_ttft: summary(&all, |r| r.ttft_error),
         group_by: fields,
         groups,
-        harnesses: harnesses.into_values().collect(),
+        harnesses,
         skipped,
         runs: rows,
-    })
+    }
 }
 
 /// A skip reason with the run's own figures replaced, so equal reasons count together.
-fn generalise(reason: &str) -> String {
+pub(crate) fn generalise(reason: &str) -> String {
     if let Some(i) = reason.find("does not fit") {
         return reason[i..]
             .split(':')

@@ -80,9 +80,10 @@ pub struct E2eRun {
 }
 
 /// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
-/// `model_path`).
+/// `model_path`, and not the prefill and decode columns of a disaggregated file).
 pub fn is_e2e_csv(text: &str) -> bool {
     super::csv_header_has(text, &["silicon_tpot_ms", "model_path"])
+        && !super::e2e_disagg_csv::is_disagg_csv(text)
 }
 
 /// Parse an e2e serving CSV. `file` labels errors.

@@ -6,6 +6,7 @@
 //! Every observation remembers where it came from, so residuals can be reported per point.
 
 pub mod e2e_csv;
+pub mod e2e_disagg_csv;
 pub mod gemm_csv;
 pub mod kernel_table;
 pub mod macro_log;

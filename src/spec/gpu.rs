@@ -213,7 +213,8 @@ impl GpuSpec {
                     "idle_power".into(),
                     format!(
                         "an idle power above 0 W and below the board power ({}), got {idle}",
-                        self.board_power.map_or("100 kW".to_string(), |p| p.to_string())
+                        self.board_power
+                            .map_or("100 kW".to_string(), |p| p.to_string())
                     ),
                 ));
             }

@@ -607,13 +607,7 @@ pub fn sweep(
         .map_err(|e| Error::Scenario(format!("prefill pool: {e}")))?;
     let dec_mem = fits(decode, 1.0, input + output)
         .map_err(|e| Error::Scenario(format!("decode pool: {e}")))?;
-    let block = dec_eng.kv.block_size.max(1) as f64;
-    let held = if dec_eng.kv.on_demand {
-        input + output / 2.0
-    } else {
-        input + output
-    };
-    let held = (held / block).ceil() * block;
+    let held = dec_eng.kv.held_tokens(input, output);
     let kv_max = crate::predict::sequences(dec_mem.max_kv_tokens, held).max(1.0);
     let cap = match d.decode.batch {
         Some(b) => b as f64 * d.decode.parallel.dp as f64,

@@ -16,17 +16,13 @@
 //! runs is the Dynamo release that packaged it (0.8.1), not TensorRT-LLM's own.
 
 use crate::deploy::{check_box, sweep, Deployment, KvLink, Pool};
-use crate::e2e::{
-    generalise, layout, summarise, with_user_sets, E2eMap, E2eValidation, GroupField, HarnessUse,
-    RunRow, Skipped, REFUSE_BELOW_SOL,
-};
-use crate::error::{Error, Result};
+use crate::e2e::{layout, E2eMap, E2eValidation, GroupField, HarnessUse, Loaded, RunRow, Tally};
+use crate::error::Result;
 use crate::measured::e2e_disagg_csv::{DisaggRun, RoleLayout};
 use crate::predict::Scenario;
 use crate::serve::{ClientModel, TpotDef, Workload};
 use crate::spec::overrides::Override;
-use crate::spec::{registry, ModelSpec, System};
-use std::collections::BTreeMap;
+use crate::spec::registry;
 
 /// The pool of one role, or why the run does not give one.
 ///
@@ -71,50 +67,16 @@ pub fn evaluate(
         },
     };
     let run_client: ClientModel = registry::load_client(&name)?.model();
-    let mut systems: BTreeMap<String, System> = BTreeMap::new();
-    let mut models: BTreeMap<
-        (String, String, String, String),
-        std::result::Result<ModelSpec, String>,
-    > = BTreeMap::new();
-    let mut rows = Vec::new();
-    let mut skipped: BTreeMap<String, Skipped> = BTreeMap::new();
-    let mut impossible: Option<(usize, f64, f64, String)> = None;
+    let mut loaded = Loaded::default();
+    let mut tally = Tally::default();
     for run in runs {
         let pre_run = run.as_e2e(&run.prefill);
         let dec_run = run.as_e2e(&run.decode);
-        let key = (
-            run.model_path.clone(),
-            run.precision.clone(),
-            run.gemm_quant_mode.clone(),
-            run.moe_quant_mode.clone(),
-        );
-        if !models.contains_key(&key) {
-            let m = match map.model(&dec_run) {
-                Ok(m) => Ok(with_user_sets(m, sets)?),
-                Err(why) => Err(why),
-            };
-            models.insert(key.clone(), m);
-        }
-        let system_key = match (map.system(&dec_run), map.engines.get(&run.backend)) {
-            (Ok(sys), Some(engine)) => {
-                let k = format!("{sys}|{engine}");
-                if !systems.contains_key(&k) {
-                    systems.insert(
-                        k.clone(),
-                        System::load_with_engine(sys, Some(engine), sets)?,
-                    );
-                }
-                Ok(k)
-            }
-            (Err(why), _) => Err(why),
-            (_, None) => Err(format!(
-                "backend \"{}\" not in configs/e2e/models.toml",
-                run.backend
-            )),
-        };
+        let model = loaded.model(&map, &dec_run, sets)?;
+        let system = loaded.system(&map, &dec_run, sets, str::to_string)?;
         let attempt = (|| -> std::result::Result<RunRow, String> {
-            let model = models[&key].clone()?;
-            let system = &systems[&system_key?];
+            let model = model?;
+            let system = system?;
             let moe = model.moe().is_some();
             let pre_par = layout(&pre_run, moe)?;
             let dec_par = layout(&dec_run, moe)?;
@@ -141,76 +103,36 @@ pub fn evaluate(
             let pre_s = Scenario::new(&model, system, pre_par).map_err(|e| e.to_string())?;
             let dec_s = Scenario::new(&model, system, dec_par).map_err(|e| e.to_string())?;
             let w = Workload {
-                input_len: run.isl,
-                output_len: run.osl,
+                input_len: dec_run.isl,
+                output_len: dec_run.osl,
                 tpot_def: TpotDef::Itl,
                 client: run_client,
             };
-            let r = sweep(&pre_s, &dec_s, &d, &[run.concurrency], w).map_err(|e| e.to_string())?;
+            let r =
+                sweep(&pre_s, &dec_s, &d, &[dec_run.concurrency], w).map_err(|e| e.to_string())?;
             let p = &r.points[0];
-            let ctx = run.isl as f64 + run.osl as f64 / 2.0;
+            let ctx = dec_run.isl as f64 + dec_run.osl as f64 / 2.0;
             let sol = dec_s
                 .sol_evaluator()
                 .map_err(|e| e.to_string())?
                 .evaluate(&crate::cost::Pass::decode(1.0, ctx))
                 .total;
-            if run.tpot < REFUSE_BELOW_SOL * sol && impossible.is_none() {
-                impossible = Some((run.line, run.tpot, sol, system.spec.name.clone()));
-            }
-            let (tpot, ttft) = (p.tpot_ms * 1e-3, p.ttft_ms * 1e-3);
-            Ok(RunRow {
-                line: run.line,
-                backend: run.backend.clone(),
-                backend_version: run.backend_version.clone(),
-                model_path: run.model_path.clone(),
-                model: model.name.clone(),
-                precision: run.precision.clone(),
-                system: system.spec.name.clone(),
-                parallel: format!(
+            tally.check_floor(dec_run.line, dec_run.tpot, sol, &system.spec.name);
+            Ok(RunRow::new(
+                &dec_run,
+                &model.name,
+                &system.spec.name,
+                format!(
                     "prefill {} / decode {}",
                     d.prefill.label(),
                     d.decode.label()
                 ),
-                isl: run.isl,
-                osl: run.osl,
-                concurrency: run.concurrency,
-                campaign: String::new(),
-                client: name.clone(),
-                measured_tpot_ms: run.tpot * 1e3,
-                predicted_tpot_ms: tpot * 1e3,
-                tpot_error: (tpot - run.tpot) / run.tpot,
-                measured_ttft_ms: run.ttft * 1e3,
-                predicted_ttft_ms: ttft * 1e3,
-                ttft_error: (ttft - run.ttft) / run.ttft,
-            })
+                &name,
+                p.tpot_ms * 1e-3,
+                p.ttft_ms * 1e-3,
+            ))
         })();
-        match attempt {
-            Ok(r) => rows.push(r),
-            Err(reason) => {
-                let k = generalise(&reason);
-                skipped
-                    .entry(k.clone())
-                    .or_insert(Skipped {
-                        reason: k,
-                        runs: 0,
-                        first_line: run.line,
-                    })
-                    .runs += 1;
-            }
-        }
-    }
-    if let Some((line, tpot, sol, system)) = impossible {
-        return Err(Error::Measured {
-            file: source.to_string(),
-            line: Some(line),
-            message: format!(
-                "silicon_tpot_ms {} ms is below a fifth of the fastest decode step this model \
-                 can take on {system} ({:.3} ms at the speed of light, one sequence): no run \
-                 can be; check the value and its unit",
-                tpot * 1e3,
-                sol * 1e3
-            ),
-        });
+        tally.add(dec_run.line, attempt);
     }
     let harnesses = vec![HarnessUse {
         campaign: String::new(),
@@ -218,12 +140,5 @@ pub fn evaluate(
         how,
         runs: runs.len(),
     }];
-    Ok(summarise(
-        source,
-        runs.len(),
-        rows,
-        group_by,
-        harnesses,
-        skipped,
-    ))
+    tally.finish(source, runs.len(), group_by, harnesses)
 }

@@ -3,7 +3,8 @@
 //! capacity, a worker that does not fit one box is refused, and `validate` reads the
 //! disaggregated dev file and reports per-backend errors.
 
-use assert_cmd::Command;
+mod common;
+
 use rooftop::deploy::{sweep, Deployment, DisaggSweep, KvLink, Pool};
 use rooftop::predict::Scenario;
 use rooftop::serve::{ClientModel, TpotDef, Workload};
@@ -151,47 +152,34 @@ fn throughput_never_exceeds_either_pools_capacity() {
     }
 }
 
-fn rooftop() -> Command {
-    Command::cargo_bin("rooftop").unwrap()
-}
-
 #[test]
 fn a_worker_larger_than_one_box_is_refused_naming_its_pool() {
-    let out = rooftop()
-        .args([
-            "sweep",
-            "--model",
-            "deepseek-v3-fp8",
-            "--system",
-            "8x-h100-nvlink",
-            "--prefill",
-            "workers=1,tp=8,ep=8",
-            "--decode",
-            "workers=2,tp=16,ep=16",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = common::failure_of(&[
+        "sweep",
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "8x-h100-nvlink",
+        "--prefill",
+        "workers=1,tp=8,ep=8",
+        "--decode",
+        "workers=2,tp=16,ep=16",
+    ]);
     assert!(
         e.contains("decode pool") && e.contains("needs 16 GPUs") && e.contains("has 8"),
         "{e}"
     );
     // The layout flags of one pool do not apply.
-    let out = rooftop()
-        .args([
-            "sweep",
-            "--tp",
-            "8",
-            "--prefill",
-            "tp=8",
-            "--decode",
-            "tp=8",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--tp does not apply"));
+    let e = common::failure_of(&[
+        "sweep",
+        "--tp",
+        "8",
+        "--prefill",
+        "tp=8",
+        "--decode",
+        "tp=8",
+    ]);
+    assert!(e.contains("--tp does not apply"), "{e}");
 }
 
 #[test]
@@ -216,13 +204,7 @@ fn a_deployment_toml_reads_like_the_flags() {
             "json",
         ];
         a.extend_from_slice(args);
-        let out = rooftop().args(&a).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        common::json_of(&a)
     };
     let a = json(&["--deployment", f.to_str().unwrap()]);
     let b = json(&[
@@ -235,35 +217,19 @@ fn a_deployment_toml_reads_like_the_flags() {
     assert_eq!(a["gpus"], 24);
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[prefill]\nworkers = 0\n[decode]\n").unwrap();
-    let out = rooftop()
-        .args(["sweep", "--deployment", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let e = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && e.contains("prefill.workers"),
-        "{e}"
-    );
+    let e = common::failure_of(&["sweep", "--deployment", bad.to_str().unwrap()]);
+    assert!(e.contains("prefill.workers"), "{e}");
 }
 
 #[test]
 fn validate_reads_the_disaggregated_file_and_reports_per_backend() {
-    let out = rooftop()
-        .args([
-            "validate",
-            "--measured",
-            "tests/data/dev/e2e_disagg.csv",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::json_of(&[
+        "validate",
+        "--measured",
+        "tests/data/dev/e2e_disagg.csv",
+        "--format",
+        "json",
+    ]);
     assert_eq!(v["total_runs"], 465);
     let groups = v["groups"].as_array().unwrap();
     for backend in ["sglang", "trtllm"] {

@@ -8,7 +8,7 @@ use crate::e2e::{evaluate, E2eValidation, ErrorSummary, GroupField, RunRow};
 use crate::error::{Error, Result};
 use crate::export::{self, table, Format, Table, Tabular};
 use crate::measured::e2e_csv::{is_e2e_csv, parse_e2e_csv};
-use crate::spec::overrides::parse_all;
+use crate::spec::overrides::{parse_all, Override};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -53,14 +53,41 @@ pub fn run_any(
             "give disaggregated serving CSVs (prefill_* and decode_* columns) apart from other measured files: their runs are a population of their own".into(),
         ));
     }
+    validate_files(
+        args,
+        m,
+        group_by,
+        format,
+        |f| {
+            let text = disagg_text(f).unwrap_or_default();
+            crate::measured::e2e_disagg_csv::parse_disagg_csv(&text, f)
+        },
+        crate::e2e_disagg::evaluate,
+    )
+}
+
+/// How a file's runs are evaluated (`crate::e2e::evaluate`'s arguments).
+type Evaluate<R> =
+    fn(&[R], &str, &[Override], Option<&str>, &[GroupField]) -> Result<E2eValidation>;
+
+/// Every `--measured` file's runs as `read` gives them, evaluated with `evaluate` under the
+/// `--set` overrides and `--client` of `args` and `m`, and reported in `format`; the options
+/// that would choose a run's model, system, engine or layout are refused.
+fn validate_files<R>(
+    args: &ScenarioArgs,
+    m: &MeasuredArgs,
+    group_by: &[GroupField],
+    format: Format,
+    read: impl Fn(&str) -> Result<Vec<R>>,
+    evaluate: Evaluate<R>,
+) -> Result<Vec<u8>> {
     refuse_chosen(args)?;
     let sets = parse_all(&args.set)?;
     let mut runs = Vec::new();
     for f in &m.measured {
-        let text = disagg_text(f).unwrap_or_default();
-        runs.extend(crate::measured::e2e_disagg_csv::parse_disagg_csv(&text, f)?);
+        runs.extend(read(f)?);
     }
-    let v = crate::e2e_disagg::evaluate(
+    let v = evaluate(
         &runs,
         &m.measured.join(", "),
         &sets,
@@ -125,27 +152,21 @@ pub fn run(
     group_by: &[GroupField],
     format: Format,
 ) -> Result<Vec<u8>> {
-    refuse_chosen(args)?;
-    let sets = parse_all(&args.set)?;
-    let measured = &m.measured;
-    let mut runs = Vec::new();
-    for m in measured {
-        let text = e2e_text(m).ok_or_else(|| {
-            Error::Scenario(format!(
-                "{m}: not an e2e serving CSV; give e2e files on their own (each run names its own model and system)"
-            ))
-        })?;
-        runs.extend(parse_e2e_csv(&text, m)?);
-    }
-    let v = evaluate(
-        &runs,
-        &measured.join(", "),
-        &sets,
-        m.client.as_deref(),
+    validate_files(
+        args,
+        m,
         group_by,
-    )?;
-    nothing_evaluated(&v)?;
-    export::export(&v, format, text)
+        format,
+        |f| {
+            let text = e2e_text(f).ok_or_else(|| {
+                Error::Scenario(format!(
+                    "{f}: not an e2e serving CSV; give e2e files on their own (each run names its own model and system)"
+                ))
+            })?;
+            parse_e2e_csv(&text, f)
+        },
+        evaluate,
+    )
 }
 
 impl Tabular for E2eValidation {

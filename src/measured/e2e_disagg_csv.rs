@@ -12,25 +12,14 @@
 //! aggregated reader's rule: `batch_size` is per attention-DP replica), and the row is
 //! refused where they are not. Latencies must be positive and finite.
 
-use super::e2e_csv::E2eRun;
+use super::e2e_csv::{read_request, E2eRun, REQUEST_COLUMNS};
 use super::measured_error;
 use crate::error::Result;
 use serde::Serialize;
 
-/// The model and request columns every file must have.
-pub const COLUMNS: [&str; 11] = [
-    "backend",
-    "backend_version",
-    "model_path",
-    "system",
-    "precision",
-    "gemm_quant_mode",
-    "moe_quant_mode",
-    "isl",
-    "osl",
-    "silicon_ttft_ms",
-    "silicon_tpot_ms",
-];
+/// The measured columns every file must have, after the aggregated form's request columns
+/// ([`super::e2e_csv::REQUEST_COLUMNS`]) and before each role's.
+pub const MEASURED_COLUMNS: [&str; 2] = ["silicon_ttft_ms", "silicon_tpot_ms"];
 
 /// Each role's columns, after its `prefill_` or `decode_` prefix.
 pub const ROLE_COLUMNS: [&str; 7] = [
@@ -63,25 +52,12 @@ pub struct RoleLayout {
 /// One measured disaggregated run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DisaggRun {
-    /// 1-based line in the file.
-    pub line: usize,
-    pub backend: String,
-    pub backend_version: String,
-    pub model_path: String,
-    pub system: String,
-    pub precision: String,
-    pub gemm_quant_mode: String,
-    pub moe_quant_mode: String,
-    pub isl: u32,
-    pub osl: u32,
+    /// The run's line, engine, model, system, precision, lengths, the client's concurrent
+    /// requests, the engine image and the measured TTFT and TPOT; its layout fields are the
+    /// decode pool's ([`DisaggRun::as_e2e`] gives either role's).
+    pub request: E2eRun,
     pub prefill: RoleLayout,
     pub decode: RoleLayout,
-    /// The client's concurrent requests.
-    pub concurrency: u32,
-    pub image: String,
-    /// Measured time to first token and decode inter-token latency, seconds.
-    pub ttft: f64,
-    pub tpot: f64,
 }
 
 impl DisaggRun {
@@ -89,27 +65,13 @@ impl DisaggRun {
     /// (`crate::e2e`): its layout, this run's model, precision and lengths.
     pub fn as_e2e(&self, role: &RoleLayout) -> E2eRun {
         E2eRun {
-            line: self.line,
-            backend: self.backend.clone(),
-            backend_version: self.backend_version.clone(),
-            model_path: self.model_path.clone(),
-            system: self.system.clone(),
-            precision: self.precision.clone(),
-            gemm_quant_mode: self.gemm_quant_mode.clone(),
-            moe_quant_mode: self.moe_quant_mode.clone(),
-            isl: self.isl,
-            osl: self.osl,
             batch_size: role.batch_size.unwrap_or(1),
-            concurrency: self.concurrency,
-            campaign: String::new(),
-            image: self.image.clone(),
             tp: role.tp,
             pp: role.pp,
             attention_dp: role.attention_dp,
             moe_tp: role.moe_tp,
             moe_ep: role.moe_ep,
-            ttft: self.ttft,
-            tpot: self.tpot,
+            ..self.request.clone()
         }
     }
 }
@@ -123,139 +85,67 @@ pub fn is_disagg_csv(text: &str) -> bool {
     )
 }
 
-/// Parse a disaggregated serving CSV. `file` labels errors.
-pub fn parse_disagg_csv(text: &str, file: &str) -> Result<Vec<DisaggRun>> {
-    let (text, mut rdr, headers) = super::open_csv(text, file)?;
-    let find = |name: &str| headers.iter().position(|h| h.trim() == name);
-    let mut names: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+/// The columns every file must have: the request and measured columns, then each role's.
+fn required_columns() -> Vec<String> {
+    let mut names: Vec<String> = REQUEST_COLUMNS
+        .iter()
+        .chain(&MEASURED_COLUMNS)
+        .map(|c| c.to_string())
+        .collect();
     for role in ["prefill", "decode"] {
         for c in ROLE_COLUMNS {
             names.push(format!("{role}_{c}"));
         }
     }
-    let mut idx = Vec::with_capacity(names.len());
-    for name in &names {
-        idx.push(find(name).ok_or_else(|| {
-            measured_error(
-                file,
-                Some(1),
-                format!(
-                    "missing column `{name}` (a disaggregated serving CSV has: {})",
-                    names.join(",")
-                ),
-            )
-        })?);
-    }
-    let optional: Vec<Option<usize>> = OPTIONAL_COLUMNS.iter().map(|n| find(n)).collect();
-    let mut runs = Vec::new();
-    let mut lines = super::CsvLines::new(text);
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| {
-            let line = lines.at(e.position());
-            measured_error(file, line, format!("unreadable row: {e}"))
-        })?;
-        let line = lines.at(rec.position()).unwrap_or(0);
-        let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim();
-        let err = |c: usize, what: &str| {
-            measured_error(
-                file,
-                Some(line),
-                format!("`{}` = \"{}\": expected {what}", names[c], get(c)),
-            )
-        };
-        let count = |c: usize, min: f64| -> Result<u32> {
-            let v: f64 = get(c).parse().map_err(|_| err(c, "a whole number"))?;
-            if !(v.is_finite() && v.fract() == 0.0 && v >= min && v <= u32::MAX as f64) {
-                return Err(err(c, &format!("a whole number of at least {min}")));
-            }
-            Ok(v as u32)
-        };
-        let maybe = |c: usize| -> Result<Option<u32>> {
-            if get(c).is_empty() {
-                Ok(None)
-            } else {
-                count(c, 1.0).map(Some)
-            }
-        };
-        let ms = |c: usize| -> Result<f64> {
-            let v: f64 = get(c)
-                .parse()
-                .map_err(|_| err(c, "a time in milliseconds"))?;
-            if !(v.is_finite() && v * 1e-3 >= super::MIN_MEASURED_SECONDS) {
-                return Err(err(c, "a positive time in milliseconds"));
-            }
-            Ok(v * 1e-3)
-        };
+    names
+}
+
+/// Parse a disaggregated serving CSV. `file` labels errors.
+pub fn parse_disagg_csv(text: &str, file: &str) -> Result<Vec<DisaggRun>> {
+    let owned = required_columns();
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let kind = "a disaggregated serving CSV";
+    super::read_rows(text, file, kind, &names, &OPTIONAL_COLUMNS, |row| {
+        let request = read_request(row, 9, 10)?;
         let role = |base: usize| -> Result<RoleLayout> {
             Ok(RoleLayout {
-                batch_size: maybe(base)?,
-                num_workers: maybe(base + 1)?,
-                tp: count(base + 2, 1.0)?,
-                pp: count(base + 3, 1.0)?,
-                attention_dp: maybe(base + 4)?.unwrap_or(1),
-                moe_tp: count(base + 5, 0.0)?,
-                moe_ep: count(base + 6, 0.0)?,
+                batch_size: row.maybe_count(base)?,
+                num_workers: row.maybe_count(base + 1)?,
+                tp: row.count(base + 2, 1.0)?,
+                pp: row.count(base + 3, 1.0)?,
+                attention_dp: row.maybe_count(base + 4)?.unwrap_or(1),
+                moe_tp: row.count(base + 5, 0.0)?,
+                moe_ep: row.count(base + 6, 0.0)?,
             })
         };
-        let base = COLUMNS.len();
+        let base = REQUEST_COLUMNS.len() + MEASURED_COLUMNS.len();
         let prefill = role(base)?;
         let decode = role(base + ROLE_COLUMNS.len())?;
-        let extra = |i: usize| optional[i].and_then(|c| rec.get(c)).unwrap_or("").trim();
-        let concurrency = match extra(0) {
-            "" => match (decode.batch_size, decode.num_workers) {
-                (Some(b), Some(w)) => b
-                    .saturating_mul(w)
-                    .saturating_mul(decode.attention_dp),
+        let concurrency = match super::concurrency_field(row.extra(0), file, row.line)? {
+            Some(c) => c,
+            None => match (decode.batch_size, decode.num_workers) {
+                (Some(b), Some(w)) => b.saturating_mul(w).saturating_mul(decode.attention_dp),
                 _ => {
                     return Err(measured_error(
                         file,
-                        Some(line),
+                        Some(row.line),
                         "`silicon_concurrency` is empty and so is the decode pool's `batch_size` or `num_workers`: the client's concurrency cannot be known",
                     ))
                 }
             },
-            v => match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x.fract() == 0.0 && x >= 1.0 && x <= u32::MAX as f64 => {
-                    x as u32
-                }
-                _ => {
-                    return Err(measured_error(
-                        file,
-                        Some(line),
-                        format!(
-                            "`silicon_concurrency` = \"{v}\": expected a whole number of at least 1"
-                        ),
-                    ))
-                }
-            },
         };
-        if get(2).is_empty() {
-            return Err(err(2, "a Hugging Face model id"));
-        }
-        let text_of = |c: usize| get(c).to_string();
-        runs.push(DisaggRun {
-            line,
-            backend: text_of(0),
-            backend_version: text_of(1),
-            model_path: text_of(2),
-            system: text_of(3),
-            precision: text_of(4),
-            gemm_quant_mode: text_of(5),
-            moe_quant_mode: text_of(6),
-            isl: count(7, 1.0)?,
-            osl: count(8, 1.0)?,
+        let mut run = DisaggRun {
+            request: E2eRun {
+                concurrency,
+                image: row.extra(1).to_string(),
+                ..request
+            },
             prefill,
             decode,
-            concurrency,
-            image: extra(1).to_string(),
-            ttft: ms(9)?,
-            tpot: ms(10)?,
-        });
-    }
-    if runs.is_empty() {
-        return Err(measured_error(file, None, "no runs in the file"));
-    }
-    Ok(runs)
+        };
+        run.request = run.as_e2e(&decode);
+        Ok(run)
+    })
 }
 
 #[cfg(test)]
@@ -281,8 +171,8 @@ mod tests {
         assert_eq!(r[1].prefill.num_workers, None);
         assert_eq!(r[1].decode.batch_size, None);
         // No concurrency recorded: the decode pool's batch × workers × DP.
-        assert_eq!(r[2].concurrency, 448);
-        assert!((r[0].ttft - 2.5382).abs() < 1e-9);
+        assert_eq!(r[2].request.concurrency, 448);
+        assert!((r[0].request.ttft - 2.5382).abs() < 1e-9);
     }
 
     #[test]

@@ -190,6 +190,44 @@ pub struct ServingArgs {
     pub client: Option<String>,
 }
 
+/// A disaggregated deployment (sweep and compare): a prefill pool and a decode pool, each
+/// `workers=N` and its layout, on the command's system(s).
+#[derive(Debug, Args, Clone, Default)]
+pub struct DeploymentArgs {
+    /// The prefill pool: workers=1,tp=8,ep=8 (keys workers, tp, ep, pp, dp and batch, prompts
+    /// per pass per attention-DP replica; missing degrees are 1, workers 1). With --decode.
+    #[arg(
+        long,
+        value_name = "POOL",
+        requires = "decode",
+        conflicts_with = "deployment"
+    )]
+    pub prefill: Option<crate::deploy::Pool>,
+    /// The decode pool: workers=2,dp=8,ep=8 (batch: sequences per attention-DP replica).
+    #[arg(
+        long,
+        value_name = "POOL",
+        requires = "prefill",
+        conflicts_with = "deployment"
+    )]
+    pub decode: Option<crate::deploy::Pool>,
+    /// A deployment TOML: [prefill] and [decode] tables (workers, tp, ep, pp, dp, batch) and
+    /// an optional kv_link.
+    #[arg(long, value_name = "FILE")]
+    pub deployment: Option<std::path::PathBuf>,
+    /// The link KV caches cross between the pools: the built-in cx7-8x400g (8 x 400 Gb/s
+    /// ConnectX-7 per 8-GPU node, RDMA) or a KV-link TOML in its form.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub kv_link: Option<String>,
+}
+
+impl DeploymentArgs {
+    /// Whether a disaggregated deployment was asked for.
+    pub fn given(&self) -> bool {
+        self.prefill.is_some() || self.decode.is_some() || self.deployment.is_some()
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Predict TPOT, its breakdown, throughput, SOL bound and memory fit for one design point.
@@ -199,7 +237,7 @@ pub enum Command {
     Predict(PredictArgs),
     /// TPOT, TTFT and throughput against concurrency: the plateau, what sets it, KV limits.
     #[command(
-        after_help = "Examples:\n  rooftop sweep --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --input-len 1000 --output-len 32 --tpot-def e2e\n  rooftop sweep --concurrency 1,8,64,512 --format csv\n  rooftop sweep --model deepseek-v3-fp8 --system 8x-h200-nvlink --format json"
+        after_help = "Examples:\n  rooftop sweep --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --input-len 1000 --output-len 32 --tpot-def e2e\n  rooftop sweep --concurrency 1,8,64,512 --format csv\n  rooftop sweep --model deepseek-v3-fp8 --system 8x-h200-nvlink --format json\n\nDisaggregated (a prefill pool and a decode pool, KV caches moved over the nodes' NICs):\n  rooftop sweep --model deepseek-v3-fp8 --system 8x-b200-nvlink --prefill workers=1,tp=8,ep=8 --decode workers=2,dp=8,ep=8 --input-len 8192 --output-len 1024 --concurrency 64,256,1024\n  rooftop sweep --model deepseek-v3-fp8 --system 8x-h200-nvlink --deployment deploy.toml --client inferencemax --format json\n  rooftop sweep --model llama-3.1-70b-fp8 --system 8x-h100-nvlink --prefill workers=2,tp=4 --decode workers=1,tp=8,batch=256 --kv-link my-link.toml"
     )]
     Sweep(SweepArgs),
     /// Fit efficiencies and fixed costs to measurements, with confidence intervals.
@@ -215,7 +253,7 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Measured vs speed-of-light vs default vs calibrated, point by point.
     #[command(
-        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured tests/data/dev/gemm_h100-sxm.csv\n  rooftop validate --measured tests/data/dev   (every kernel table in it, each on its GPU's system)\n  rooftop validate --measured tests/data/dev/e2e_serving.csv --group-by backend,version,precision"
+        after_help = "Examples:\n  rooftop validate\n  rooftop validate --measured k25b6000bench1 trace.json --format json\n  rooftop validate --system 8x-h100-nvlink --measured tests/data/dev/gemm_h100-sxm.csv\n  rooftop validate --measured tests/data/dev   (every kernel table in it, each on its GPU's system)\n  rooftop validate --measured tests/data/dev/e2e_serving.csv --group-by backend,version,precision\n  rooftop validate --measured tests/data/dev/e2e_disagg.csv   (disaggregated runs: prefill and decode pools)"
     )]
     Validate(ValidateArgs),
     /// Speculative decoding: TPOT, throughput and speedup per draft length and concurrency.
@@ -225,7 +263,7 @@ pub enum Command {
     Specdec(SpecdecArgs),
     /// Systems and layouts side by side: TPOT, throughput, plateau, memory fit, cost.
     #[command(
-        after_help = "Examples:\n  rooftop compare --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --concurrency 1,128\n  rooftop compare --systems '8x-rtx-pro-6000-pcie,8x-rtx-pro-6000-pcie[system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[system.interconnect=nvlink5]'\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink --parallel tp8,tp8ep8,tp4pp2 --format csv"
+        after_help = "Examples:\n  rooftop compare --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink --concurrency 1,128\n  rooftop compare --systems '8x-rtx-pro-6000-pcie,8x-rtx-pro-6000-pcie[system.interconnect=pcie-gen6-x16],8x-rtx-pro-6000-pcie[system.interconnect=nvlink5]'\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink --parallel tp8,tp8ep8,tp4pp2 --format csv\n  rooftop compare --model deepseek-v3-fp8 --systems 8x-h200-nvlink,8x-b200-nvlink --prefill workers=1,tp=8,ep=8 --decode workers=1,dp=8,ep=8 --concurrency 64,512"
     )]
     Compare(CompareArgs),
     /// Elasticity of TPOT and plateau to each parameter, and what it takes to reach a target.
@@ -284,6 +322,8 @@ pub struct SweepArgs {
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub serving: ServingArgs,
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }
@@ -381,6 +421,8 @@ pub struct CompareArgs {
     /// one line per system (PNG or SVG by the extension).
     #[arg(long)]
     pub plot: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

@@ -30,6 +30,9 @@ const MODELS_LABEL: &str = "configs/e2e/models.toml";
 pub struct E2eMap {
     /// The client of a run whose campaign `clients` does not name (`configs/clients/`).
     pub client: String,
+    /// The client of a disaggregated run (those files record no campaign); absent: `client`.
+    #[serde(default)]
+    pub disagg_client: Option<String>,
     /// A run's recorded campaign -> the client that measured it. A key ending in `*`
     /// matches every campaign that begins with what precedes it.
     #[serde(default)]
@@ -156,7 +159,7 @@ impl E2eMap {
 /// `model` with the user's `--set model.*` overrides applied (after the run's quant modes,
 /// so they win) and validated. A bad override is the user's error, not the run's: it fails
 /// the whole validation.
-fn with_user_sets(model: ModelSpec, user: &[Override]) -> Result<ModelSpec> {
+pub(crate) fn with_user_sets(model: ModelSpec, user: &[Override]) -> Result<ModelSpec> {
     if !user.iter().any(|o| o.target == Target::Model) {
         return Ok(model);
     }
@@ -402,7 +405,7 @@ fn predict(
 /// A run's TPOT below a fifth of the fastest step the hardware allows is a wrong value or
 /// unit in the file, refused. A fifth, not the step itself: speculative decoding emits
 /// several tokens per step, and the run does not say whether it used it.
-const REFUSE_BELOW_SOL: f64 = 0.2;
+pub(crate) const REFUSE_BELOW_SOL: f64 = 0.2;
 
 /// Evaluate every run with the user's `--set` overrides (`sets`, applied to every run's
 /// model, system, GPU, interconnect and engine); `source` labels the record and
@@ -419,15 +422,8 @@ pub fn evaluate(
     // The clients runs name, loaded once; the user's `--client` in place of every mapping.
     let mut clients: BTreeMap<String, crate::serve::ClientModel> = BTreeMap::new();
     let mut harnesses: BTreeMap<String, HarnessUse> = BTreeMap::new();
-    let mut systems: BTreeMap<String, System> = BTreeMap::new();
-    let mut models: BTreeMap<
-        (String, String, String, String),
-        std::result::Result<ModelSpec, String>,
-    > = BTreeMap::new();
-    let mut rows = Vec::new();
-    // The first run measured faster than half its hardware bound: (line, TPOT, bound, system).
-    let mut impossible: Option<(usize, f64, f64, String)> = None;
-    let mut skipped: BTreeMap<String, Skipped> = BTreeMap::new();
+    let mut loaded = Loaded::default();
+    let mut tally = Tally::default();
     // The engines whose rules depend on their release (read once, not per run).
     let released: BTreeMap<&str, bool> = map
         .engines
@@ -458,105 +454,226 @@ pub fn evaluate(
                 runs: 0,
             })
             .runs += 1;
-        // The model and system each run names, loaded once. A description that no longer
-        // loads after the user's `--set` is the user's error and stops the validation; a run
-        // rooftop cannot map is skipped with its reason.
-        let model_key = (
+        let model = loaded.model(&map, run, sets)?;
+        // An engine whose rules depend on its release runs at the run's recorded version,
+        // where the run records one.
+        let system = loaded.system(&map, run, sets, |engine| {
+            let versioned = released.get(engine).copied().unwrap_or(false)
+                && crate::spec::engine::Release::parse(&run.backend_version).is_some();
+            if versioned {
+                format!("{engine}@{}", run.backend_version.trim())
+            } else {
+                engine.to_string()
+            }
+        })?;
+        let attempt = (|| -> std::result::Result<RunRow, String> {
+            let model = model?;
+            let system = system?;
+            let parallel = layout(run, model.moe().is_some())?;
+            let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
+            let (tpot, ttft, sol) = predict(&s, run, run_client).map_err(|e| e.to_string())?;
+            tally.check_floor(run.line, run.tpot, sol, &system.spec.name);
+            Ok(RunRow::new(
+                run,
+                &model.name,
+                &system.spec.name,
+                parallel.to_string(),
+                name,
+                tpot,
+                ttft,
+            ))
+        })();
+        tally.add(run.line, attempt);
+    }
+    tally.finish(
+        source,
+        runs.len(),
+        group_by,
+        harnesses.into_values().collect(),
+    )
+}
+
+/// The models and systems an evaluation's runs name, each loaded once.
+#[derive(Default)]
+pub(crate) struct Loaded {
+    models: BTreeMap<(String, String, String, String), std::result::Result<ModelSpec, String>>,
+    systems: BTreeMap<String, System>,
+}
+
+impl Loaded {
+    /// The model `run` maps to, with the user's `--set` overrides. A description that no
+    /// longer loads after the user's `--set` is the user's error and stops the validation
+    /// (the outer error); a run rooftop cannot map gives its reason (the inner one).
+    pub(crate) fn model(
+        &mut self,
+        map: &E2eMap,
+        run: &E2eRun,
+        sets: &[Override],
+    ) -> Result<std::result::Result<ModelSpec, String>> {
+        let key = (
             run.model_path.clone(),
             run.precision.clone(),
             run.gemm_quant_mode.clone(),
             run.moe_quant_mode.clone(),
         );
-        if !models.contains_key(&model_key) {
+        if !self.models.contains_key(&key) {
             let m = match map.model(run) {
                 Ok(m) => Ok(with_user_sets(m, sets)?),
                 Err(why) => Err(why),
             };
-            models.insert(model_key.clone(), m);
+            self.models.insert(key.clone(), m);
         }
-        let system_key = match (map.system(run), map.engines.get(&run.backend)) {
-            (Ok(sys_name), Some(engine)) => {
-                // An engine whose rules depend on its release runs at the run's recorded
-                // version, where the run records one.
-                let versioned = released.get(engine.as_str()).copied().unwrap_or(false)
-                    && crate::spec::engine::Release::parse(&run.backend_version).is_some();
-                let engine = if versioned {
-                    format!("{engine}@{}", run.backend_version.trim())
-                } else {
-                    engine.clone()
-                };
-                let engine = &engine;
-                let key = format!("{sys_name}|{engine}");
-                if !systems.contains_key(&key) {
-                    let sys = System::load_with_engine(sys_name, Some(engine), sets)?;
-                    systems.insert(key.clone(), sys);
-                }
-                Ok(key)
+        Ok(self.models[&key].clone())
+    }
+
+    /// The system `run` maps to, with its backend's engine as `engine_of` names it (the
+    /// mapping's engine given) and the user's `--set` overrides; the errors as
+    /// [`Loaded::model`]'s.
+    pub(crate) fn system(
+        &mut self,
+        map: &E2eMap,
+        run: &E2eRun,
+        sets: &[Override],
+        engine_of: impl Fn(&str) -> String,
+    ) -> Result<std::result::Result<&System, String>> {
+        let (sys_name, engine) = match (map.system(run), map.engines.get(&run.backend)) {
+            (Ok(sys_name), Some(engine)) => (sys_name, engine_of(engine)),
+            (Err(why), _) => return Ok(Err(why)),
+            (_, None) => {
+                return Ok(Err(format!(
+                    "backend \"{}\" not in {MODELS_LABEL}",
+                    run.backend
+                )))
             }
-            (Err(why), _) => Err(why),
-            (_, None) => Err(format!("backend \"{}\" not in {MODELS_LABEL}", run.backend)),
         };
-        let attempt = (|| -> std::result::Result<RunRow, String> {
-            let model = models[&model_key].clone()?;
-            let key = system_key?;
-            let system = &systems[&key];
-            let parallel = layout(run, model.moe().is_some())?;
-            let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
-            let (tpot, ttft, sol) = predict(&s, run, run_client).map_err(|e| e.to_string())?;
-            if run.tpot < REFUSE_BELOW_SOL * sol && impossible.is_none() {
-                impossible = Some((run.line, run.tpot, sol, s.system.spec.name.clone()));
-            }
-            Ok(RunRow {
-                line: run.line,
-                backend: run.backend.clone(),
-                backend_version: run.backend_version.clone(),
-                model_path: run.model_path.clone(),
-                model: model.name.clone(),
-                precision: run.precision.clone(),
-                system: system.spec.name.clone(),
-                parallel: parallel.to_string(),
-                isl: run.isl,
-                osl: run.osl,
-                concurrency: run.concurrency,
-                campaign: run.campaign.clone(),
-                client: name.to_string(),
-                measured_tpot_ms: run.tpot * 1e3,
-                predicted_tpot_ms: tpot * 1e3,
-                tpot_error: (tpot - run.tpot) / run.tpot,
-                measured_ttft_ms: run.ttft * 1e3,
-                predicted_ttft_ms: ttft * 1e3,
-                ttft_error: (ttft - run.ttft) / run.ttft,
-            })
-        })();
+        let key = format!("{sys_name}|{engine}");
+        if !self.systems.contains_key(&key) {
+            let sys = System::load_with_engine(sys_name, Some(&engine), sets)?;
+            self.systems.insert(key.clone(), sys);
+        }
+        Ok(Ok(&self.systems[&key]))
+    }
+}
+
+impl RunRow {
+    /// `run`'s row: predicted as `tpot` and `ttft` (seconds) for `model` on `system` laid out
+    /// as `parallel`, with the client `client`.
+    pub(crate) fn new(
+        run: &E2eRun,
+        model: &str,
+        system: &str,
+        parallel: String,
+        client: &str,
+        tpot: f64,
+        ttft: f64,
+    ) -> RunRow {
+        RunRow {
+            line: run.line,
+            backend: run.backend.clone(),
+            backend_version: run.backend_version.clone(),
+            model_path: run.model_path.clone(),
+            model: model.to_string(),
+            precision: run.precision.clone(),
+            system: system.to_string(),
+            parallel,
+            isl: run.isl,
+            osl: run.osl,
+            concurrency: run.concurrency,
+            campaign: run.campaign.clone(),
+            client: client.to_string(),
+            measured_tpot_ms: run.tpot * 1e3,
+            predicted_tpot_ms: tpot * 1e3,
+            tpot_error: (tpot - run.tpot) / run.tpot,
+            measured_ttft_ms: run.ttft * 1e3,
+            predicted_ttft_ms: ttft * 1e3,
+            ttft_error: (ttft - run.ttft) / run.ttft,
+        }
+    }
+}
+
+/// What an evaluation gathers run by run: the rows, the runs skipped by reason, and the
+/// first run measured faster than its hardware allows.
+#[derive(Default)]
+pub(crate) struct Tally {
+    rows: Vec<RunRow>,
+    skipped: BTreeMap<String, Skipped>,
+    /// (line, TPOT, bound, system), seconds.
+    impossible: Option<(usize, f64, f64, String)>,
+}
+
+impl Tally {
+    /// Note the run at `line` measured at `tpot` against `sol`, the fastest decode step its
+    /// model can take on `system` (seconds): below [`REFUSE_BELOW_SOL`] of it, the first such
+    /// run is refused when the evaluation finishes.
+    pub(crate) fn check_floor(&mut self, line: usize, tpot: f64, sol: f64, system: &str) {
+        if tpot < REFUSE_BELOW_SOL * sol && self.impossible.is_none() {
+            self.impossible = Some((line, tpot, sol, system.to_string()));
+        }
+    }
+
+    /// The run at `line`: its row, or the reason it is skipped (counted by its general form).
+    pub(crate) fn add(&mut self, line: usize, attempt: std::result::Result<RunRow, String>) {
         match attempt {
-            Ok(r) => rows.push(r),
+            Ok(r) => self.rows.push(r),
             Err(reason) => {
                 let key = generalise(&reason);
-                skipped
+                self.skipped
                     .entry(key.clone())
                     .or_insert(Skipped {
                         reason: key,
                         runs: 0,
-                        first_line: run.line,
+                        first_line: line,
                     })
                     .runs += 1;
             }
         }
     }
-    if let Some((line, tpot, sol, system)) = impossible {
-        return Err(Error::Measured {
-            file: source.to_string(),
-            line: Some(line),
-            message: format!(
-                "silicon_tpot_ms {} ms is below a fifth of the fastest decode step this model \
-                 can take on {system} ({:.3} ms at the speed of light, one sequence; a fifth \
-                 leaves room for speculative decoding's tokens per step): no run can be; check \
-                 the value and its unit",
-                tpot * 1e3,
-                sol * 1e3
-            ),
-        });
+
+    /// The record of `source` (`total_runs` runs), or the error naming its first impossible
+    /// run.
+    pub(crate) fn finish(
+        self,
+        source: &str,
+        total_runs: usize,
+        group_by: &[GroupField],
+        harnesses: Vec<HarnessUse>,
+    ) -> Result<E2eValidation> {
+        if let Some((line, tpot, sol, system)) = self.impossible {
+            return Err(Error::Measured {
+                file: source.to_string(),
+                line: Some(line),
+                message: format!(
+                    "silicon_tpot_ms {} ms is below a fifth of the fastest decode step this \
+                     model can take on {system} ({:.3} ms at the speed of light, one sequence; \
+                     a fifth leaves room for speculative decoding's tokens per step): no run \
+                     can be; check the value and its unit",
+                    tpot * 1e3,
+                    sol * 1e3
+                ),
+            });
+        }
+        Ok(summarise(
+            source,
+            total_runs,
+            self.rows,
+            group_by,
+            harnesses,
+            self.skipped,
+        ))
     }
+}
+
+/// The error summary of evaluated `rows` of a file of `total_runs` runs: grouped by the
+/// fields of `group_by` (each once, in order), overall, with the clients used and the
+/// skipped runs by reason (most first).
+pub fn summarise(
+    source: &str,
+    total_runs: usize,
+    rows: Vec<RunRow>,
+    group_by: &[GroupField],
+    harnesses: Vec<HarnessUse>,
+    skipped: BTreeMap<String, Skipped>,
+) -> E2eValidation {
     // Each field once, in the order asked.
     let mut fields: Vec<GroupField> = Vec::new();
     for f in group_by {
@@ -600,21 +717,21 @@ pub fn evaluate(
     let all: Vec<&RunRow> = rows.iter().collect();
     let mut skipped: Vec<Skipped> = skipped.into_values().collect();
     skipped.sort_by_key(|s| std::cmp::Reverse(s.runs));
-    Ok(E2eValidation {
+    E2eValidation {
         source: source.to_string(),
-        total_runs: runs.len(),
+        total_runs,
         overall_tpot: summary(&all, |r| r.tpot_error),
         overall_ttft: summary(&all, |r| r.ttft_error),
         group_by: fields,
         groups,
-        harnesses: harnesses.into_values().collect(),
+        harnesses,
         skipped,
         runs: rows,
-    })
+    }
 }
 
 /// A skip reason with the run's own figures replaced, so equal reasons count together.
-fn generalise(reason: &str) -> String {
+pub(crate) fn generalise(reason: &str) -> String {
     if let Some(i) = reason.find("does not fit") {
         return reason[i..]
             .split(':')

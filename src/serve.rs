@@ -508,13 +508,7 @@ impl<'s, 'a> Server<'s, 'a> {
         let input = w.client.mean_length(w.input_len.max(1) as f64);
         let output = w.client.mean_length(w.output_len.max(1) as f64);
         let mem = fits_or_suggest(s, 1.0, input + output)?;
-        let block = eng.kv.block_size.max(1) as f64;
-        let held = if eng.kv.on_demand {
-            input + output / 2.0
-        } else {
-            input + output
-        };
-        let held = (held / block).ceil() * block;
+        let held = eng.kv.held_tokens(input, output);
         let kv_max = crate::predict::sequences(mem.max_kv_tokens, held).max(1.0) as u32;
         let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
         let prefill_alone = costs.prefill(1.0, input);

@@ -33,7 +33,9 @@ impl Dimension {
         match self {
             Dimension::Bytes => "a size such as \"96 GB\", \"512 MiB\" or \"14336 B\"",
             Dimension::Seconds => "a time such as \"24 us\", \"1.5 ms\" or \"2 s\"",
-            Dimension::BytesPerSecond => "a bandwidth such as \"1792 GB/s\" or \"1.8 TB/s\"",
+            Dimension::BytesPerSecond => {
+                "a bandwidth such as \"1792 GB/s\", \"1.8 TB/s\" or \"400 Gb/s\""
+            }
             Dimension::FlopsPerSecond => "a rate such as \"503.8 TFLOPS\" or \"1007 TOPS\"",
             Dimension::Hertz => "a frequency such as \"2617 MHz\" or \"2.1 GHz\"",
             Dimension::Watts => "a power such as \"600 W\" or \"1.2 kW\"",
@@ -76,6 +78,10 @@ impl Dimension {
                 "KiB/s" => 1024.0,
                 "MiB/s" => 1024.0 * 1024.0,
                 "GiB/s" => 1024.0 * 1024.0 * 1024.0,
+                // Bits per second, as NICs are rated.
+                "Mb/s" => 1e6 / 8.0,
+                "Gb/s" => 1e9 / 8.0,
+                "Tb/s" => 1e12 / 8.0,
                 _ => return None,
             },
             Dimension::FlopsPerSecond => match u {

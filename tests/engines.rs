@@ -2,6 +2,8 @@
 //! number in an engine file names its source, `--engine` replaces the system's default and
 //! `--set engine.X` still changes the resolved engine.
 
+mod common;
+
 use assert_cmd::Command;
 use rooftop::spec::registry::{builtin_names, builtin_text, load_engine, Kind};
 use rooftop::spec::System;
@@ -44,17 +46,7 @@ fn the_glm5_cast_path_belongs_to_the_vllm_version_that_had_it() {
 fn sweep_json(extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["sweep", "--concurrency", "1,512", "--format", "json"];
     args.extend_from_slice(extra);
-    let out = Command::cargo_bin("rooftop")
-        .unwrap()
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_of(&args)
 }
 
 #[test]

@@ -580,15 +580,15 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
 pub fn run_validate(a: &ValidateArgs) -> Result<Vec<u8>> {
     let (args, m, format) = (&a.scenario, &a.measured, a.format);
     // End-to-end serving runs name their own model and system: a path of their own.
-    if m.measured
-        .iter()
-        .any(|f| crate::commands::validate_e2e::e2e_text(f).is_some())
-    {
+    if m.measured.iter().any(|f| {
+        crate::commands::validate_e2e::e2e_text(f).is_some()
+            || crate::commands::validate_e2e::disagg_text(f).is_some()
+    }) {
         let group_by = a
             .group_by
             .as_deref()
             .unwrap_or(&crate::e2e::GroupField::DEFAULT);
-        return crate::commands::validate_e2e::run(args, m, group_by, format);
+        return crate::commands::validate_e2e::run_any(args, m, group_by, format);
     }
     // Speculative-decoding runs also name their own model, system and draft settings.
     if m.measured

@@ -3,6 +3,7 @@
 
 pub mod calibrate;
 pub mod catalog;
+pub mod deploy;
 pub mod explain;
 pub mod import_hf;
 pub mod kernel_validate;

@@ -53,6 +53,9 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
 }
 
 pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
+    if a.deployment.given() {
+        return crate::commands::deploy::run_sweep(a);
+    }
     let (args, serving, format) = (&a.scenario, &a.serving, a.format);
     let l = load(args)?;
     let s = l.scenario()?;

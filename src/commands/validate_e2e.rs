@@ -8,7 +8,7 @@ use crate::e2e::{evaluate, E2eValidation, ErrorSummary, GroupField, RunRow};
 use crate::error::{Error, Result};
 use crate::export::{self, table, Format, Table, Tabular};
 use crate::measured::e2e_csv::{is_e2e_csv, parse_e2e_csv};
-use crate::spec::overrides::parse_all;
+use crate::spec::overrides::{parse_all, Override};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -27,16 +27,80 @@ pub fn e2e_text(path: &str) -> Option<String> {
     text_if(path, is_e2e_csv)
 }
 
-/// Validate against the e2e serving CSVs given with `--measured` (all must be e2e files),
-/// with the `--set` overrides and `--client` of `args` and `measured`. Each run names its own
-/// model, system, engine and layout: the options that would choose those are refused rather
-/// than ignored.
-pub fn run(
+/// The text of `path` when it is a disaggregated serving CSV.
+pub fn disagg_text(path: &str) -> Option<String> {
+    text_if(path, crate::measured::e2e_disagg_csv::is_disagg_csv)
+}
+
+/// Validate against e2e files: disaggregated ones when every `--measured` file is one,
+/// aggregated ones otherwise (a mix is refused: the two summaries are not one population).
+pub fn run_any(
     args: &ScenarioArgs,
     m: &MeasuredArgs,
     group_by: &[GroupField],
     format: Format,
 ) -> Result<Vec<u8>> {
+    let disagg = m
+        .measured
+        .iter()
+        .filter(|f| disagg_text(f).is_some())
+        .count();
+    if disagg == 0 {
+        return run(args, m, group_by, format);
+    }
+    if disagg < m.measured.len() {
+        return Err(Error::Scenario(
+            "give disaggregated serving CSVs (prefill_* and decode_* columns) apart from other measured files: their runs are a population of their own".into(),
+        ));
+    }
+    validate_files(
+        args,
+        m,
+        group_by,
+        format,
+        |f| {
+            let text = disagg_text(f).unwrap_or_default();
+            crate::measured::e2e_disagg_csv::parse_disagg_csv(&text, f)
+        },
+        crate::e2e_disagg::evaluate,
+    )
+}
+
+/// How a file's runs are evaluated (`crate::e2e::evaluate`'s arguments).
+type Evaluate<R> =
+    fn(&[R], &str, &[Override], Option<&str>, &[GroupField]) -> Result<E2eValidation>;
+
+/// Every `--measured` file's runs as `read` gives them, evaluated with `evaluate` under the
+/// `--set` overrides and `--client` of `args` and `m`, and reported in `format`; the options
+/// that would choose a run's model, system, engine or layout are refused.
+fn validate_files<R>(
+    args: &ScenarioArgs,
+    m: &MeasuredArgs,
+    group_by: &[GroupField],
+    format: Format,
+    read: impl Fn(&str) -> Result<Vec<R>>,
+    evaluate: Evaluate<R>,
+) -> Result<Vec<u8>> {
+    refuse_chosen(args)?;
+    let sets = parse_all(&args.set)?;
+    let mut runs = Vec::new();
+    for f in &m.measured {
+        runs.extend(read(f)?);
+    }
+    let v = evaluate(
+        &runs,
+        &m.measured.join(", "),
+        &sets,
+        m.client.as_deref(),
+        group_by,
+    )?;
+    nothing_evaluated(&v)?;
+    export::export(&v, format, text)
+}
+
+/// The options that would choose a run's model, system, engine or layout are refused, not
+/// ignored: each run names its own.
+fn refuse_chosen(args: &ScenarioArgs) -> Result<()> {
     let chosen = [
         ("--model", args.model != DEFAULT_MODEL),
         ("--system", args.system != DEFAULT_SYSTEM),
@@ -52,44 +116,57 @@ pub fn run(
             "{flag} does not apply to an e2e serving CSV: each run names its own model, system, engine and layout (--set and --client apply to every run)"
         )));
     }
-    let sets = parse_all(&args.set)?;
-    let measured = &m.measured;
-    let mut runs = Vec::new();
-    for m in measured {
-        let text = e2e_text(m).ok_or_else(|| {
-            Error::Scenario(format!(
-                "{m}: not an e2e serving CSV; give e2e files on their own (each run names its own model and system)"
-            ))
-        })?;
-        runs.extend(parse_e2e_csv(&text, m)?);
+    Ok(())
+}
+
+/// Nothing evaluated is no validation: a table of NaN medians (or an empty CSV) with exit
+/// 0 read as a pass.
+fn nothing_evaluated(v: &E2eValidation) -> Result<()> {
+    if v.overall_tpot.n > 0 {
+        return Ok(());
     }
-    let v = evaluate(
-        &runs,
-        &measured.join(", "),
-        &sets,
-        m.client.as_deref(),
+    let reasons: Vec<String> = v
+        .skipped
+        .iter()
+        .map(|s| format!("{} x {} (first at line {})", s.runs, s.reason, s.first_line))
+        .collect();
+    Err(Error::Scenario(format!(
+        "{}: none of its {} runs could be evaluated; skipped: {}",
+        v.source,
+        v.total_runs,
+        if reasons.is_empty() {
+            "none (the file holds no runs)".to_string()
+        } else {
+            reasons.join("; ")
+        }
+    )))
+}
+
+/// Validate against the e2e serving CSVs given with `--measured` (all must be e2e files),
+/// with the `--set` overrides and `--client` of `args` and `measured`. Each run names its own
+/// model, system, engine and layout: the options that would choose those are refused rather
+/// than ignored.
+pub fn run(
+    args: &ScenarioArgs,
+    m: &MeasuredArgs,
+    group_by: &[GroupField],
+    format: Format,
+) -> Result<Vec<u8>> {
+    validate_files(
+        args,
+        m,
         group_by,
-    )?;
-    // Nothing evaluated is no validation: a table of NaN medians (or an empty CSV) with exit
-    // 0 read as a pass.
-    if v.overall_tpot.n == 0 {
-        let reasons: Vec<String> = v
-            .skipped
-            .iter()
-            .map(|s| format!("{} x {} (first at line {})", s.runs, s.reason, s.first_line))
-            .collect();
-        return Err(Error::Scenario(format!(
-            "{}: none of its {} runs could be evaluated; skipped: {}",
-            v.source,
-            v.total_runs,
-            if reasons.is_empty() {
-                "none (the file holds no runs)".to_string()
-            } else {
-                reasons.join("; ")
-            }
-        )));
-    }
-    export::export(&v, format, text)
+        format,
+        |f| {
+            let text = e2e_text(f).ok_or_else(|| {
+                Error::Scenario(format!(
+                    "{f}: not an e2e serving CSV; give e2e files on their own (each run names its own model and system)"
+                ))
+            })?;
+            parse_e2e_csv(&text, f)
+        },
+        evaluate,
+    )
 }
 
 impl Tabular for E2eValidation {

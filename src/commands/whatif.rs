@@ -107,6 +107,9 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
 
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
+    if a.deployment.given() {
+        return crate::commands::deploy::run_compare(a);
+    }
     let r = build_comparison(&a.scenario, &a.comparison)?;
     if let Some(objective) = a.objective {
         let b = crate::whatif::buyer_table(&r, objective);

@@ -12,12 +12,13 @@
 //! refused by the layout mapping, not here). An empty `attention_dp_size` means no attention
 //! data parallelism (1). Latencies must be positive and finite.
 
-use super::measured_error;
+use super::CsvRow;
 use crate::error::Result;
 use serde::Serialize;
 
-/// Columns every file must have.
-pub const COLUMNS: [&str; 17] = [
+/// The engine, model, system, precision and request-length columns every serving file's
+/// rows start with (the disaggregated form's too).
+pub const REQUEST_COLUMNS: [&str; 9] = [
     "backend",
     "backend_version",
     "model_path",
@@ -27,15 +28,32 @@ pub const COLUMNS: [&str; 17] = [
     "moe_quant_mode",
     "isl",
     "osl",
-    "batch_size",
-    "tp_size",
-    "pp_size",
-    "attention_dp_size",
-    "moe_tp_size",
-    "moe_ep_size",
-    "silicon_ttft_ms",
-    "silicon_tpot_ms",
 ];
+
+/// Columns every file must have: [`REQUEST_COLUMNS`], the layout and the measured TTFT and
+/// TPOT.
+pub const COLUMNS: [&str; 17] = {
+    let r = REQUEST_COLUMNS;
+    [
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        "batch_size",
+        "tp_size",
+        "pp_size",
+        "attention_dp_size",
+        "moe_tp_size",
+        "moe_ep_size",
+        "silicon_ttft_ms",
+        "silicon_tpot_ms",
+    ]
+};
 
 /// Columns a file may have: how each run was made (`campaign`, `image`, `measured_at`) and
 /// the client's concurrency (`silicon_concurrency`: `batch_size` is per attention-DP replica).
@@ -80,122 +98,67 @@ pub struct E2eRun {
 }
 
 /// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
-/// `model_path`).
+/// `model_path`, and not the prefill and decode columns of a disaggregated file).
 pub fn is_e2e_csv(text: &str) -> bool {
     super::csv_header_has(text, &["silicon_tpot_ms", "model_path"])
+        && !super::e2e_disagg_csv::is_disagg_csv(text)
 }
 
 /// Parse an e2e serving CSV. `file` labels errors.
 pub fn parse_e2e_csv(text: &str, file: &str) -> Result<Vec<E2eRun>> {
-    let (text, mut rdr, headers) = super::open_csv(text, file)?;
-    let mut idx = [0usize; COLUMNS.len()];
-    for (i, name) in COLUMNS.iter().enumerate() {
-        idx[i] = headers
-            .iter()
-            .position(|h| h.trim() == *name)
-            .ok_or_else(|| {
-                measured_error(
-                    file,
-                    Some(1),
-                    format!(
-                        "missing column `{name}` (an e2e serving CSV has: {})",
-                        COLUMNS.join(",")
-                    ),
-                )
-            })?;
-    }
-    let optional: Vec<Option<usize>> = OPTIONAL_COLUMNS
-        .iter()
-        .map(|name| headers.iter().position(|h| h.trim() == *name))
-        .collect();
-    let mut runs = Vec::new();
-    let mut lines = super::CsvLines::new(text);
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| {
-            let line = lines.at(e.position());
-            measured_error(file, line, format!("unreadable row: {e}"))
-        })?;
-        let line = lines.at(rec.position()).unwrap_or(0);
-        let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim();
-        let err = |c: usize, what: &str| {
-            measured_error(
-                file,
-                Some(line),
-                format!("`{}` = \"{}\": expected {what}", COLUMNS[c], get(c)),
-            )
-        };
-        let count = |c: usize, min: f64| -> Result<u32> {
-            let v: f64 = get(c).parse().map_err(|_| err(c, "a whole number"))?;
-            if !(v.is_finite() && v.fract() == 0.0 && v >= min && v <= u32::MAX as f64) {
-                return Err(err(c, &format!("a whole number of at least {min}")));
-            }
-            Ok(v as u32)
-        };
-        let ms = |c: usize| -> Result<f64> {
-            let v: f64 = get(c)
-                .parse()
-                .map_err(|_| err(c, "a time in milliseconds"))?;
-            if !(v.is_finite() && v * 1e-3 >= super::MIN_MEASURED_SECONDS) {
-                return Err(err(c, "a positive time in milliseconds"));
-            }
-            Ok(v * 1e-3)
-        };
-        let text_of = |c: usize| get(c).to_string();
-        let extra = |i: usize| optional[i].and_then(|c| rec.get(c)).unwrap_or("").trim();
-        let batch_size = count(9, 1.0)?;
-        let attention_dp = if get(12).is_empty() {
-            1
-        } else {
-            count(12, 1.0)?
-        };
-        let concurrency = match extra(3) {
-            "" => batch_size.saturating_mul(attention_dp),
-            v => match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x.fract() == 0.0 && x >= 1.0 && x <= u32::MAX as f64 => {
-                    x as u32
-                }
-                _ => {
-                    return Err(measured_error(
-                        file,
-                        Some(line),
-                        format!(
-                            "`silicon_concurrency` = \"{v}\": expected a whole number of at least 1"
-                        ),
-                    ))
-                }
-            },
-        };
-        if get(2).is_empty() {
-            return Err(err(2, "a Hugging Face model id"));
-        }
-        runs.push(E2eRun {
-            line,
-            backend: text_of(0),
-            backend_version: text_of(1),
-            model_path: text_of(2),
-            system: text_of(3),
-            precision: text_of(4),
-            gemm_quant_mode: text_of(5),
-            moe_quant_mode: text_of(6),
-            isl: count(7, 1.0)?,
-            osl: count(8, 1.0)?,
+    let kind = "an e2e serving CSV";
+    super::read_rows(text, file, kind, &COLUMNS, &OPTIONAL_COLUMNS, |row| {
+        let request = read_request(row, 15, 16)?;
+        let batch_size = row.count(9, 1.0)?;
+        let attention_dp = row.maybe_count(12)?.unwrap_or(1);
+        let concurrency = super::concurrency_field(row.extra(3), file, row.line)?
+            .unwrap_or_else(|| batch_size.saturating_mul(attention_dp));
+        Ok(E2eRun {
             batch_size,
             concurrency,
-            campaign: extra(0).to_string(),
-            image: extra(1).to_string(),
-            tp: count(10, 1.0)?,
-            pp: count(11, 1.0)?,
+            campaign: row.extra(0).to_string(),
+            image: row.extra(1).to_string(),
+            tp: row.count(10, 1.0)?,
+            pp: row.count(11, 1.0)?,
             attention_dp,
-            moe_tp: count(13, 0.0)?,
-            moe_ep: count(14, 0.0)?,
-            ttft: ms(15)?,
-            tpot: ms(16)?,
-        });
+            moe_tp: row.count(13, 0.0)?,
+            moe_ep: row.count(14, 0.0)?,
+            ..request
+        })
+    })
+}
+
+/// The columns a serving run's row starts with, backend to osl (the first nine of
+/// [`COLUMNS`], and of the disaggregated form's), and its measured TTFT and TPOT at columns
+/// `ttft` and `tpot` of `row`: a run of one sequence on one GPU and no campaign, its
+/// layout, concurrency and provenance the caller's to set.
+pub(crate) fn read_request(row: &CsvRow, ttft: usize, tpot: usize) -> Result<E2eRun> {
+    if row.get(2).is_empty() {
+        return Err(row.err(2, "a Hugging Face model id"));
     }
-    if runs.is_empty() {
-        return Err(measured_error(file, None, "no runs in the file"));
-    }
-    Ok(runs)
+    Ok(E2eRun {
+        line: row.line,
+        backend: row.text(0),
+        backend_version: row.text(1),
+        model_path: row.text(2),
+        system: row.text(3),
+        precision: row.text(4),
+        gemm_quant_mode: row.text(5),
+        moe_quant_mode: row.text(6),
+        isl: row.count(7, 1.0)?,
+        osl: row.count(8, 1.0)?,
+        batch_size: 1,
+        concurrency: 1,
+        campaign: String::new(),
+        image: String::new(),
+        tp: 1,
+        pp: 1,
+        attention_dp: 1,
+        moe_tp: 1,
+        moe_ep: 1,
+        ttft: row.ms(ttft)?,
+        tpot: row.ms(tpot)?,
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! Every observation remembers where it came from, so residuals can be reported per point.
 
 pub mod e2e_csv;
+pub mod e2e_disagg_csv;
 pub mod gemm_csv;
 pub mod kernel_table;
 pub mod macro_log;
@@ -616,6 +617,148 @@ impl<'t> CsvLines<'t> {
             .count();
         self.byte = byte;
         Some(self.line)
+    }
+}
+
+/// Every row of the CSV `text` (a byte-order mark dropped, `#` lines skipped) as `read`
+/// gives it. Its header must name every column of `names` (the error names the first one
+/// missing and what a `kind` file has); `optional` are the columns it may have. A row that
+/// cannot be read, or a file of no rows, is the error naming `file` (and the row's line).
+pub(crate) fn read_rows<T>(
+    text: &str,
+    file: &str,
+    kind: &str,
+    names: &[&str],
+    optional: &[&str],
+    mut read: impl FnMut(&CsvRow) -> Result<T>,
+) -> Result<Vec<T>> {
+    let (text, rdr, headers) = open_csv(text, file)?;
+    let position = |name: &str| headers.iter().position(|h| h.trim() == name);
+    let idx = names
+        .iter()
+        .map(|name| {
+            position(name).ok_or_else(|| {
+                measured_error(
+                    file,
+                    Some(1),
+                    format!("missing column `{name}` ({kind} has: {})", names.join(",")),
+                )
+            })
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let optional: Vec<Option<usize>> = optional.iter().map(|name| position(name)).collect();
+    let mut lines = CsvLines::new(text);
+    let mut rows = Vec::new();
+    for rec in rdr.into_records() {
+        let rec = rec.map_err(|e| {
+            let line = lines.at(e.position());
+            measured_error(file, line, format!("unreadable row: {e}"))
+        })?;
+        let line = lines.at(rec.position()).unwrap_or(0);
+        rows.push(read(&CsvRow {
+            file,
+            line,
+            rec: &rec,
+            idx: &idx,
+            names,
+            optional: &optional,
+        })?);
+    }
+    if rows.is_empty() {
+        return Err(measured_error(file, None, "no runs in the file"));
+    }
+    Ok(rows)
+}
+
+/// One row of a CSV read by [`read_rows`]: its fields read by their index in the required
+/// columns, an unreadable one the error naming the file, the row's line and the column.
+pub(crate) struct CsvRow<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) line: usize,
+    rec: &'a csv::StringRecord,
+    idx: &'a [usize],
+    names: &'a [&'a str],
+    optional: &'a [Option<usize>],
+}
+
+impl CsvRow<'_> {
+    /// Column `c`'s text, trimmed (empty where the row is short).
+    pub(crate) fn get(&self, c: usize) -> &str {
+        self.rec.get(self.idx[c]).unwrap_or("").trim()
+    }
+
+    /// Optional column `i`'s text, trimmed (empty where the file or the row does not have it).
+    pub(crate) fn extra(&self, i: usize) -> &str {
+        self.optional[i]
+            .and_then(|c| self.rec.get(c))
+            .unwrap_or("")
+            .trim()
+    }
+
+    /// Column `c`'s text as an owned string.
+    pub(crate) fn text(&self, c: usize) -> String {
+        self.get(c).to_string()
+    }
+
+    /// The error that column `c` is not `what`.
+    pub(crate) fn err(&self, c: usize, what: &str) -> Error {
+        measured_error(
+            self.file,
+            Some(self.line),
+            format!("`{}` = \"{}\": expected {what}", self.names[c], self.get(c)),
+        )
+    }
+
+    /// Column `c` as a whole number of at least `min` (written as an integer or a float).
+    pub(crate) fn count(&self, c: usize, min: f64) -> Result<u32> {
+        let v: f64 = self
+            .get(c)
+            .parse()
+            .map_err(|_| self.err(c, "a whole number"))?;
+        if !(v.is_finite() && v.fract() == 0.0 && v >= min && v <= u32::MAX as f64) {
+            return Err(self.err(c, &format!("a whole number of at least {min}")));
+        }
+        Ok(v as u32)
+    }
+
+    /// Column `c` as a whole number of at least 1, or `None` where it is empty.
+    pub(crate) fn maybe_count(&self, c: usize) -> Result<Option<u32>> {
+        if self.get(c).is_empty() {
+            Ok(None)
+        } else {
+            self.count(c, 1.0).map(Some)
+        }
+    }
+
+    /// Column `c`, a time in milliseconds, in seconds: finite and at least
+    /// [`MIN_MEASURED_SECONDS`].
+    pub(crate) fn ms(&self, c: usize) -> Result<f64> {
+        let v: f64 = self
+            .get(c)
+            .parse()
+            .map_err(|_| self.err(c, "a time in milliseconds"))?;
+        if !(v.is_finite() && v * 1e-3 >= MIN_MEASURED_SECONDS) {
+            return Err(self.err(c, "a positive time in milliseconds"));
+        }
+        Ok(v * 1e-3)
+    }
+}
+
+/// A `silicon_concurrency` field: `None` where it is empty, else a whole number of at least
+/// 1, or the error naming `file` and `line`.
+pub(crate) fn concurrency_field(v: &str, file: &str, line: usize) -> Result<Option<u32>> {
+    match v {
+        "" => Ok(None),
+        v => match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x.fract() == 0.0 && x >= 1.0 && x <= u32::MAX as f64 => {
+                Ok(Some(x as u32))
+            }
+            _ => Err(measured_error(
+                file,
+                Some(line),
+                format!("`silicon_concurrency` = \"{v}\": expected a whole number of at least 1"),
+            )),
+        },
     }
 }
 

@@ -67,80 +67,53 @@ pub fn is_specdec_csv(text: &str) -> bool {
 
 /// Parse a speculative-decoding runs CSV. `file` labels errors.
 pub fn parse_specdec_csv(text: &str, file: &str) -> Result<Vec<SpecRun>> {
-    let (text, mut rdr, headers) = super::open_csv(text, file)?;
-    let col = |name: &str| headers.iter().position(|h| h.trim() == name);
-    let mut idx = [0usize; COLUMNS.len()];
-    for (i, name) in COLUMNS.iter().enumerate() {
-        idx[i] = col(name).ok_or_else(|| {
-            measured_error(
-                file,
-                Some(1),
-                format!(
-                    "missing column `{name}` (a speculative-decoding runs CSV has: {})",
-                    COLUMNS.join(",")
-                ),
-            )
-        })?;
-    }
-    let per_position = col("per_position_acceptance");
-    let mut runs = Vec::new();
-    let mut lines = super::CsvLines::new(text);
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| {
-            let line = lines.at(e.position());
-            measured_error(file, line, format!("unreadable row: {e}"))
-        })?;
-        let line = lines.at(rec.position()).unwrap_or(0);
-        let get = |c: usize| rec.get(idx[c]).unwrap_or("").trim().to_string();
-        let value = |c: usize| -> Result<Option<f64>> {
-            let t = get(c);
-            if t.is_empty() {
-                return Ok(None);
-            }
-            match t.parse::<f64>() {
-                Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
-                _ => Err(measured_error(
+    let kind = "a speculative-decoding runs CSV";
+    super::read_rows(
+        text,
+        file,
+        kind,
+        &COLUMNS,
+        &["per_position_acceptance"],
+        |row| {
+            let get = |c: usize| row.text(c);
+            let value = |c: usize| -> Result<Option<f64>> {
+                let t = row.get(c);
+                if t.is_empty() {
+                    return Ok(None);
+                }
+                match t.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+                    _ => Err(row.err(c, "a positive number")),
+                }
+            };
+            let (baseline, spec) = (value(12)?, value(13)?);
+            if row.get(3).is_empty() {
+                return Err(measured_error(
                     file,
-                    Some(line),
-                    format!("`{}` = \"{t}\": expected a positive number", COLUMNS[c]),
-                )),
+                    Some(row.line),
+                    "`model_id` is empty: expected the model the run served",
+                ));
             }
-        };
-        let (baseline, spec) = (value(12)?, value(13)?);
-        if get(3).is_empty() {
-            return Err(measured_error(
-                file,
-                Some(line),
-                "`model_id` is empty: expected the model the run served",
-            ));
-        }
-        runs.push(SpecRun {
-            line,
-            gpu: get(0),
-            num_gpus: get(1),
-            engine: get(2),
-            model_id: get(3),
-            precision: get(4),
-            tp: get(5),
-            method: get(6),
-            spec_tokens: get(7),
-            input_len: get(8),
-            output_len: get(9),
-            concurrency: get(10),
-            metric: get(11),
-            baseline,
-            spec,
-            acceptance_metric: get(14),
-            acceptance_value: get(15),
-            per_position: per_position
-                .and_then(|i| rec.get(i))
-                .unwrap_or("")
-                .trim()
-                .to_string(),
-        });
-    }
-    if runs.is_empty() {
-        return Err(measured_error(file, None, "no runs in the file"));
-    }
-    Ok(runs)
+            Ok(SpecRun {
+                line: row.line,
+                gpu: get(0),
+                num_gpus: get(1),
+                engine: get(2),
+                model_id: get(3),
+                precision: get(4),
+                tp: get(5),
+                method: get(6),
+                spec_tokens: get(7),
+                input_len: get(8),
+                output_len: get(9),
+                concurrency: get(10),
+                metric: get(11),
+                baseline,
+                spec,
+                acceptance_metric: get(14),
+                acceptance_value: get(15),
+                per_position: row.extra(0).to_string(),
+            })
+        },
+    )
 }

@@ -184,6 +184,21 @@ pub struct KvPolicy {
     pub on_demand: bool,
 }
 
+impl KvPolicy {
+    /// The KV tokens one sequence of `input` prompt and `output` generated tokens holds: on
+    /// average input + output/2 where blocks are allocated as tokens arrive, else the whole
+    /// request reserved at admission; rounded up to whole blocks.
+    pub fn held_tokens(&self, input: f64, output: f64) -> f64 {
+        let block = self.block_size.max(1) as f64;
+        let held = if self.on_demand {
+            input + output / 2.0
+        } else {
+            input + output
+        };
+        (held / block).ceil() * block
+    }
+}
+
 impl Default for KvPolicy {
     /// Reserve the whole request at admission, one-token blocks: the model before engines
     /// carried a policy.

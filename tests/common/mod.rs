@@ -43,3 +43,29 @@ pub fn data_and_shared(name: &str, shared_path: &str) -> Vec<PathBuf> {
     v.extend(shared(shared_path));
     v
 }
+
+/// The standard error of `rooftop ARGS`, which must fail (a test failure where it succeeds).
+pub fn failure_of(args: &[&str]) -> String {
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "rooftop {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The JSON `rooftop ARGS` writes, which must succeed (its standard error in the failure).
+pub fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -1,0 +1,262 @@
+//! Disaggregated serving (`src/deploy.rs`): TTFT is the sum of its terms, a faster link
+//! between the pools never slows the first token, throughput stays under every pool's
+//! capacity, a worker that does not fit one box is refused, and `validate` reads the
+//! disaggregated dev file and reports per-backend errors.
+
+mod common;
+
+use rooftop::deploy::{sweep, Deployment, DisaggSweep, KvLink, Pool};
+use rooftop::predict::Scenario;
+use rooftop::serve::{ClientModel, TpotDef, Workload};
+use rooftop::spec::{registry, System};
+
+const CONCURRENCY: [u32; 7] = [1, 4, 16, 64, 256, 1024, 4096];
+
+fn shapes() -> Vec<(u32, u32, ClientModel)> {
+    let imax = registry::load_client("inferencemax").unwrap().model();
+    vec![
+        (1024, 1024, ClientModel::IDEAL),
+        (8192, 1024, imax),
+        (1024, 8192, imax),
+    ]
+}
+
+fn run(system: &str, prefill: &str, decode: &str, link: KvLink, w: Workload) -> DisaggSweep {
+    let model = registry::load_model("deepseek-v3-fp8").unwrap();
+    let sys = System::load(system).unwrap();
+    let d = Deployment {
+        prefill: prefill.parse::<Pool>().unwrap(),
+        decode: decode.parse::<Pool>().unwrap(),
+        link,
+    };
+    let pre = Scenario::new(&model, &sys, d.prefill.parallel).unwrap();
+    let dec = Scenario::new(&model, &sys, d.decode.parallel).unwrap();
+    sweep(&pre, &dec, &d, &CONCURRENCY, w).unwrap()
+}
+
+fn workload(i: u32, o: u32, client: ClientModel) -> Workload {
+    Workload {
+        input_len: i,
+        output_len: o,
+        tpot_def: TpotDef::Itl,
+        client,
+    }
+}
+
+const DEPLOYMENTS: [(&str, &str, &str); 3] = [
+    (
+        "8x-b200-nvlink",
+        "workers=1,tp=8,ep=8",
+        "workers=1,dp=8,ep=8",
+    ),
+    (
+        "8x-h200-nvlink",
+        "workers=3,dp=8,ep=8",
+        "workers=1,tp=8,batch=64",
+    ),
+    ("8x-b200-nvlink", "workers=2,tp=8", "workers=5,tp=8,ep=8"),
+];
+
+#[test]
+fn ttft_is_prefill_plus_queue_plus_transfer_plus_first_step() {
+    for (sys, p, d) in DEPLOYMENTS {
+        for (i, o, c) in shapes() {
+            let r = run(sys, p, d, KvLink::builtin().unwrap(), workload(i, o, c));
+            for x in &r.points {
+                let terms = [x.prefill_ms, x.queue_ms, x.kv_transfer_ms, x.first_step_ms];
+                assert!(
+                    terms.iter().all(|t| t.is_finite() && *t >= 0.0),
+                    "{sys} {p} {d} C={}: {terms:?}",
+                    x.concurrency
+                );
+                let sum: f64 = terms.iter().sum();
+                assert!(
+                    (sum - x.ttft_ms).abs() <= 1e-9 * x.ttft_ms.max(1.0),
+                    "{sys} C={}: {sum} != {}",
+                    x.concurrency,
+                    x.ttft_ms
+                );
+                assert_eq!(x.first_step_ms, x.tpot_ms);
+                assert!(x.kv_transfer_ms >= r.kv_transfer_alone_ms * (1.0 - 1e-12));
+            }
+        }
+    }
+}
+
+#[test]
+fn more_link_bandwidth_never_raises_ttft() {
+    for (sys, p, d) in DEPLOYMENTS {
+        for (i, o, c) in shapes() {
+            let w = workload(i, o, c);
+            let mut prev: Option<DisaggSweep> = None;
+            for rate in ["50 Gb/s", "100 Gb/s", "400 Gb/s", "800 Gb/s", "3200 Gb/s"] {
+                let mut link = KvLink::builtin().unwrap();
+                link.nic_rate = rooftop::units::BytesPerSec::parse(rate).unwrap();
+                let r = run(sys, p, d, link, w);
+                if let Some(q) = &prev {
+                    for (a, b) in q.points.iter().zip(&r.points) {
+                        assert!(
+                            b.ttft_ms <= a.ttft_ms * (1.0 + 1e-9),
+                            "{sys} {p} {d} {i}/{o} C={} at {rate}: {} ms > {} ms",
+                            a.concurrency,
+                            b.ttft_ms,
+                            a.ttft_ms
+                        );
+                        assert!(b.kv_transfer_ms <= a.kv_transfer_ms * (1.0 + 1e-12));
+                    }
+                }
+                prev = Some(r);
+            }
+        }
+    }
+}
+
+#[test]
+fn throughput_never_exceeds_either_pools_capacity() {
+    for (sys, p, d) in DEPLOYMENTS {
+        for (i, o, c) in shapes() {
+            let r = run(sys, p, d, KvLink::builtin().unwrap(), workload(i, o, c));
+            let mut last = 0.0;
+            for x in &r.points {
+                let cap = x
+                    .prefill_capacity_req_s
+                    .min(x.decode_capacity_req_s)
+                    .min(x.kv_link_capacity_req_s);
+                assert!(
+                    x.request_rate_req_s <= cap * (1.0 + 1e-9),
+                    "{sys} C={}",
+                    x.concurrency
+                );
+                let out = o as f64;
+                for pool in [x.prefill_capacity_req_s, x.decode_capacity_req_s] {
+                    assert!(x.throughput_tok_s <= pool * c.mean_length(out) * (1.0 + 1e-9));
+                }
+                assert!(x.decode_batch <= x.decode_slots as f64 + 1e-9);
+                // A closed loop of more clients never carries fewer requests.
+                assert!(
+                    x.request_rate_req_s >= last * (1.0 - 1e-6),
+                    "{sys} C={}",
+                    x.concurrency
+                );
+                last = x.request_rate_req_s;
+                if x.saturated {
+                    let named = match x.limiting_pool {
+                        "prefill" => x.prefill_capacity_req_s,
+                        "decode" => x.decode_capacity_req_s,
+                        _ => x.kv_link_capacity_req_s,
+                    };
+                    assert_eq!(named, cap);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_worker_larger_than_one_box_is_refused_naming_its_pool() {
+    let e = common::failure_of(&[
+        "sweep",
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "8x-h100-nvlink",
+        "--prefill",
+        "workers=1,tp=8,ep=8",
+        "--decode",
+        "workers=2,tp=16,ep=16",
+    ]);
+    assert!(
+        e.contains("decode pool") && e.contains("needs 16 GPUs") && e.contains("has 8"),
+        "{e}"
+    );
+    // The layout flags of one pool do not apply.
+    let e = common::failure_of(&[
+        "sweep",
+        "--tp",
+        "8",
+        "--prefill",
+        "tp=8",
+        "--decode",
+        "tp=8",
+    ]);
+    assert!(e.contains("--tp does not apply"), "{e}");
+}
+
+#[test]
+fn a_deployment_toml_reads_like_the_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("d.toml");
+    std::fs::write(
+        &f,
+        "[prefill]\nworkers = 1\ntp = 8\nep = 8\n\n[decode]\nworkers = 2\ndp = 8\nep = 8\n",
+    )
+    .unwrap();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec![
+            "sweep",
+            "--model",
+            "deepseek-v3-fp8",
+            "--system",
+            "8x-b200-nvlink",
+            "--concurrency",
+            "8,512",
+            "--format",
+            "json",
+        ];
+        a.extend_from_slice(args);
+        common::json_of(&a)
+    };
+    let a = json(&["--deployment", f.to_str().unwrap()]);
+    let b = json(&[
+        "--prefill",
+        "workers=1,tp=8,ep=8",
+        "--decode",
+        "workers=2,dp=8,ep=8",
+    ]);
+    assert_eq!(a, b);
+    assert_eq!(a["gpus"], 24);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[prefill]\nworkers = 0\n[decode]\n").unwrap();
+    let e = common::failure_of(&["sweep", "--deployment", bad.to_str().unwrap()]);
+    assert!(e.contains("prefill.workers"), "{e}");
+}
+
+#[test]
+fn validate_reads_the_disaggregated_file_and_reports_per_backend() {
+    let v = common::json_of(&[
+        "validate",
+        "--measured",
+        "tests/data/dev/e2e_disagg.csv",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["total_runs"], 465);
+    let groups = v["groups"].as_array().unwrap();
+    for backend in ["sglang", "trtllm"] {
+        let g = groups
+            .iter()
+            .find(|g| g["backend"] == backend && g["system"] == "8x-b200-nvlink")
+            .unwrap_or_else(|| panic!("no {backend} B200 group"));
+        assert!(g["tpot"]["n"].as_u64().unwrap() > 10);
+        assert!(g["tpot"]["median_abs"].as_f64().unwrap().is_finite());
+        assert!(g["ttft"]["median_abs"].as_f64().unwrap().is_finite());
+    }
+    // The H100 TP16 workers span two boxes: skipped with that reason, never predicted.
+    let boxed: u64 = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["reason"]
+                .as_str()
+                .unwrap()
+                .contains("must fit in one box")
+        })
+        .map(|s| s["runs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(boxed, 100);
+    let runs = v["runs"].as_array().unwrap();
+    assert!(runs.iter().all(
+        |r| r["system"] != "8x-h100-nvlink" || !r["parallel"].as_str().unwrap().contains("16")
+    ));
+}

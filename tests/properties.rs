@@ -59,10 +59,19 @@ fn gpu() -> impl Strategy<Value = GpuSpec> {
         proptest::option::of(1.0f64..=2.0), // FP8 / BF16
         proptest::option::of(1.0f64..=2.0), // FP4 / FP8
         proptest::option::of(1.0f64..=2.0), // INT8 / BF16
-        prop_oneof![Just(89u32), Just(90), Just(100), Just(120)], // generation
+        prop_oneof![Just(80u32), Just(89), Just(90), Just(100), Just(120)], // generation
         16u32..=256,                        // SMs
     )
         .prop_map(|(bw, cap, bf16, fp8, fp4, int8, sm, sms)| {
+            // A part carries the tensor-core dtypes its generation's kernels quantize
+            // activations to (INT8 everywhere; FP8 from SM89; FP4 on SM100 and SM120): one
+            // without them is refused by name (tests/hardware.rs), not priced. Ampere has
+            // neither FP8 nor FP4; FP4 stays optional on Ada and Hopper (weight-only there).
+            let (fp8, fp4, int8) = match sm {
+                80 => (None, None, int8.or(Some(2.0))),
+                89 | 90 => (fp8.or(Some(2.0)), fp4, int8.or(Some(2.0))),
+                _ => (fp8.or(Some(2.0)), fp4.or(Some(2.0)), int8.or(Some(2.0))),
+            };
             let fp8 = fp8.map(|r| bf16 * r);
             GpuSpec {
                 name: "prop-gpu".into(),

@@ -6,6 +6,8 @@
 //! pair, and a faster link never slows one.
 
 use assert_cmd::Command;
+
+mod common;
 use rooftop::cost::collective::{self, mesh_links};
 use rooftop::cost::generation::Generation;
 use rooftop::cost::CostParams;
@@ -282,19 +284,7 @@ fn a_faster_link_never_slows_anything() {
 /// `predict`, `sweep` and `compare` run on the AMD boxes from the command line.
 #[test]
 fn predict_sweep_and_compare_run_on_amd() {
-    let run = |args: &[&str]| {
-        let out = Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run = common::stdout_of;
     let p = run(&[
         "predict",
         "--model",

@@ -55,8 +55,9 @@ pub fn failure_of(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The JSON `rooftop ARGS` writes, which must succeed (its standard error in the failure).
-pub fn json_of(args: &[&str]) -> serde_json::Value {
+/// What `rooftop ARGS` writes to standard output; the run must succeed (its arguments and
+/// standard error in the failure).
+pub fn stdout_of(args: &[&str]) -> String {
     let out = assert_cmd::Command::cargo_bin("rooftop")
         .unwrap()
         .args(args)
@@ -64,8 +65,13 @@ pub fn json_of(args: &[&str]) -> serde_json::Value {
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "rooftop {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The JSON `rooftop ARGS` writes, which must succeed (its standard error in the failure).
+pub fn json_of(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&stdout_of(args)).unwrap()
 }

@@ -289,7 +289,9 @@ fn native_dtype(f: FormatKind) -> Option<MathDtype> {
     }
 }
 
-/// Refuse weights whose GEMM needs a tensor-core dtype the GPU lacks. A format without its
+/// Refuse weights the GPU cannot run: a format its generation's kernel file refuses outright
+/// (`[refused]`: no engine kernel on that generation), and weights whose GEMM needs a
+/// tensor-core dtype the GPU lacks. A format without its
 /// native dtype runs only where the generation's kernel for it is weight-only (dequantized to
 /// BF16 in registers: Marlin FP8 / FP4 on Ampere, Marlin FP4 on Ada and Hopper), and is then
 /// priced at the BF16 peak; a kernel that quantizes the activations to the format (W8A8,
@@ -297,10 +299,13 @@ fn native_dtype(f: FormatKind) -> Option<MathDtype> {
 /// have. The error names the format, the GPU, the missing dtype and the kernel.
 pub fn check_formats_run(model: &ModelSpec, system: &System) -> Result<()> {
     let gpu = &system.gpu;
-    let q = &model.quantization;
-    let mut formats = vec![q.attention(), q.dense_mlp(), q.lm_head()];
-    if model.moe().is_some() {
-        formats.extend([q.shared_experts(), q.routed_experts()]);
+    let formats = model.weight_formats();
+    // First what the generation's kernel file refuses outright (`[refused]`).
+    if let Some(why) = formats.iter().find_map(|w| Generation::refusal(gpu, *w)) {
+        return Err(Error::Scenario(format!(
+            "{} cannot run on {}: {why}",
+            model.name, system.spec.name
+        )));
     }
     let kernels = Generation::of(gpu)?.kernels();
     for w in formats {

@@ -85,28 +85,9 @@ impl Parallel {
                 system.spec.gpu_count
             ));
         }
-        // A weight format the GPU's engine has no kernel for is refused, never priced at
-        // another format's kernel.
-        let q = &model.quantization;
-        let mut groups = vec![q.attention(), q.lm_head()];
-        if model.dense_layers() > 0 {
-            groups.push(q.dense_mlp());
-        }
-        if let Some(m) = model.moe() {
-            groups.push(q.routed_experts());
-            if m.shared > 0 {
-                groups.push(q.shared_experts());
-            }
-        }
-        if let Some(why) = groups
-            .into_iter()
-            .find_map(|w| crate::cost::generation::Generation::refusal(&system.gpu, w))
-        {
-            return bad(format!(
-                "{} cannot run on {}: {why}",
-                model.name, system.spec.name
-            ));
-        }
+        // A weight format the GPU's engine has no kernel for, or no tensor-core path, is
+        // refused, never priced at another format's kernel or another dtype's peak.
+        crate::cost::device::check_formats_run(model, system)?;
         let heads = model.config.num_attention_heads;
         if !heads.is_multiple_of(self.tp) {
             return bad(format!(
@@ -145,7 +126,6 @@ impl Parallel {
             None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
             _ => {}
         }
-        crate::cost::device::check_formats_run(model, system)?;
         match system.engine.weight_block_split {
             WeightBlockSplit::WholeBlocks => self.check_weight_blocks(model, &system.engine.name),
             WeightBlockSplit::PartialBlocks => self.check_even_split(model),

@@ -673,6 +673,23 @@ impl ModelSpec {
             expert_intermediate: c.moe_intermediate_size.or(c.intermediate_size).unwrap_or(0),
         })
     }
+    /// The weight formats the model's layers store: attention and the LM head always, the
+    /// dense MLP where there are dense layers, routed experts where there are experts and
+    /// shared experts where there are any. What a GPU must be able to run.
+    pub fn weight_formats(&self) -> Vec<WeightFormat> {
+        let q = &self.quantization;
+        let mut formats = vec![q.attention(), q.lm_head()];
+        if self.dense_layers() > 0 {
+            formats.push(q.dense_mlp());
+        }
+        if let Some(m) = self.moe() {
+            formats.push(q.routed_experts());
+            if m.shared > 0 {
+                formats.push(q.shared_experts());
+            }
+        }
+        formats
+    }
 
     /// Layers with a dense MLP.
     pub fn dense_layers(&self) -> u32 {

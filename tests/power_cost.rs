@@ -3,7 +3,6 @@
 //! watts stay between idle and the limit, $/Mtok is GPUs × price / throughput to the cent,
 //! and a capped clock lands near the parts NVIDIA rates at lower power (checks, not fits).
 
-use assert_cmd::Command;
 use rooftop::cost::power::{PowerModel, Utilisation, Work};
 use rooftop::cost::Parallel;
 use rooftop::predict::{predict, Scenario};
@@ -11,6 +10,8 @@ use rooftop::serve::{sweep, TpotDef, Workload};
 use rooftop::spec::overrides::parse_all;
 use rooftop::spec::registry::load_model;
 use rooftop::spec::System;
+
+mod common;
 
 fn capped(system: &str, limit: Option<&str>) -> System {
     let sets = match limit {
@@ -170,34 +171,21 @@ fn capped_clocks_land_near_the_parts_rated_at_lower_power() {
     );
 }
 
-fn rooftop() -> Command {
-    Command::cargo_bin("rooftop").unwrap()
-}
-
 #[test]
 fn usd_per_million_is_gpus_times_price_over_throughput_to_the_cent() {
-    let out = rooftop()
-        .args([
-            "compare",
-            "--model",
-            "kimi-k2.5-int4",
-            "--systems",
-            "8x-h200-nvlink,8x-b200-nvlink,8x-rtx-pro-6000-pcie",
-            "--tpot-target",
-            "50ms",
-            "--objective",
-            "cost",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::json_of(&[
+        "compare",
+        "--model",
+        "kimi-k2.5-int4",
+        "--systems",
+        "8x-h200-nvlink,8x-b200-nvlink,8x-rtx-pro-6000-pcie",
+        "--tpot-target",
+        "50ms",
+        "--objective",
+        "cost",
+        "--format",
+        "json",
+    ]);
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for r in rows {
@@ -231,24 +219,19 @@ fn usd_per_million_is_gpus_times_price_over_throughput_to_the_cent() {
 
 #[test]
 fn a_target_no_point_meets_gives_no_number() {
-    let out = rooftop()
-        .args([
-            "compare",
-            "--model",
-            "kimi-k2.5-int4",
-            "--systems",
-            "8x-h200-nvlink",
-            "--tpot-target",
-            "1ms",
-            "--objective",
-            "cost",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::json_of(&[
+        "compare",
+        "--model",
+        "kimi-k2.5-int4",
+        "--systems",
+        "8x-h200-nvlink",
+        "--tpot-target",
+        "1ms",
+        "--objective",
+        "cost",
+        "--format",
+        "json",
+    ]);
     let r = &v["rows"][0];
     assert!(r["usd_per_million_output_tokens"].is_null());
     assert!(r["unmet"]
@@ -265,12 +248,7 @@ fn limits_and_old_keys_are_refused_by_name() {
         ("system.price_per_gpu_hour_usd=2.5", "price_per_gpu_hour"),
         ("system.electricity=0.1 USD/kWh", "electricity"),
     ] {
-        let out = rooftop()
-            .args(["predict", "--system", "8x-h200-nvlink", "--set", set])
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{set} accepted");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = common::failure_of(&["predict", "--system", "8x-h200-nvlink", "--set", set]);
         assert!(err.contains(field), "{set}: {err}");
     }
 }

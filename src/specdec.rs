@@ -509,7 +509,8 @@ fn draft_time(
 }
 
 /// One speculative step of `shape` for `batch` sequences at `ctx`, `e` tokens accepted per
-/// step: the draft's time and the verify pass's, seconds. The verify pass checks every token
+/// step: the draft's time (with the engine's host work around the passes) and the verify
+/// pass's, seconds. The verify pass checks every token
 /// the draft proposed: `k + 1` per sequence for a chain, the whole tree (its draft-token
 /// budget) for a tree, through the target's attention and MoE at the real batch.
 fn speculative_step(
@@ -525,7 +526,25 @@ fn speculative_step(
         tokens_per_sequence: shape.verify_tokens.max(shape.k + 1) as f64,
         ..Pass::decode(batch, ctx)
     });
-    Ok((draft_time(s, draft, shape, e, batch, ctx)?, verify))
+    Ok((
+        draft_time(s, draft, shape, e, batch, ctx)? + scaffolding(s, draft, shape),
+        verify,
+    ))
+}
+
+/// The engine's host work around a speculative step's passes ([`SpeculationHost`]), in the
+/// step's timeline and counted with the draft. N-gram lookup has no draft passes to glue:
+/// its CPU cost is its own figure.
+///
+/// [`SpeculationHost`]: crate::spec::engine::SpeculationHost
+fn scaffolding(s: &Scenario, draft: &Draft, shape: DraftShape) -> f64 {
+    if matches!(draft, Draft::Ngram { .. }) || shape.k == 0 {
+        return 0.0;
+    }
+    let engine = &s.system.engine;
+    engine
+        .speculation
+        .step_cost(shape.k, shape.topk > 1, engine.kernel_launch.0)
 }
 
 /// How a step drafts: `k` tokens along each path (a chain, or SGLang's tree depth

@@ -60,6 +60,17 @@ pub struct SpecRunRow {
     pub error: f64,
     /// Prediction and measurement on the same side of 1 (gain or loss).
     pub gain_loss_right: bool,
+    /// The predicted plain decode step at this concurrency, ms.
+    pub predicted_plain_step_ms: f64,
+    /// The predicted speculative step and its draft and verify passes, ms.
+    pub predicted_step_ms: f64,
+    pub predicted_draft_ms: f64,
+    pub predicted_verify_ms: f64,
+    /// What one speculative step costs in plain steps: predicted (`step / plain step`) and
+    /// as the measurement implies it (`tokens per step / measured speedup`, with the row's
+    /// acceptance). Where the two part, the step is mispriced, not the acceptance.
+    pub predicted_step_in_plain_steps: f64,
+    pub measured_step_in_plain_steps: f64,
 }
 
 /// Errors of one method × engine (or of every row).
@@ -365,6 +376,8 @@ fn evaluate_row(
         .points
         .first()
         .ok_or_else(|| "no prediction at this concurrency".to_string())?;
+    // The plain step is the speculative TPOT times the speedup.
+    let plain_ms = p.tpot_ms * p.speedup;
     Ok(SpecRunRow {
         line: run.line,
         method: family,
@@ -383,6 +396,12 @@ fn evaluate_row(
         predicted_speedup: p.speedup,
         error: (p.speedup - measured) / measured,
         gain_loss_right: (p.speedup > 1.0) == (measured > 1.0),
+        predicted_plain_step_ms: plain_ms,
+        predicted_step_ms: p.step_ms,
+        predicted_draft_ms: p.draft_ms,
+        predicted_verify_ms: p.verify_ms,
+        predicted_step_in_plain_steps: p.step_ms / plain_ms,
+        measured_step_in_plain_steps: p.expected_tokens_per_step / measured,
     })
 }
 

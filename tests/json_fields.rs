@@ -157,6 +157,13 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
                 "--format",
                 "json",
             ]],
+            "validate --measured SPECDEC.csv" => vec![vec![
+                "validate",
+                "--measured",
+                "tests/data/dev/specdec_runs.csv",
+                "--format",
+                "json",
+            ]],
             "calibrate" => vec![vec!["calibrate", "--format", "json"]],
             "validate" => vec![vec!["validate", "--format", "json"]],
             "validate --measured E2E.csv" => vec![vec![

@@ -214,6 +214,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 gemm_family: Default::default(),
                 fusion: Default::default(),
                 cpu: Default::default(),
+                speculation: Default::default(),
                 kv: Default::default(),
                 cuda_graph_max_tokens: None,
             },

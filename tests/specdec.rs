@@ -350,29 +350,36 @@ fn kv_lookahead_never_raises_the_sequences_that_fit() {
     }
 }
 
+/// Llama-3.1-70B on 8 × H100 under SGLang (with `sets` overriding descriptions), EAGLE at a
+/// constant acceptance of 0.8, context 2,048: the record and the engine it ran under.
+fn sglang_70b_eagle(
+    sets: &[&str],
+    ks: &[u32],
+    cs: &[u32],
+) -> (
+    rooftop::specdec::SpecDec,
+    rooftop::spec::engine::EngineSpec,
+    f64,
+) {
+    use rooftop::spec::overrides::parse_all;
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sys =
+        System::load_with_engine("8x-h100-nvlink", Some("sglang"), &parse_all(&sets).unwrap())
+            .unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let r = specdec(&sc, &Draft::Eagle, &Acceptance(vec![0.8]), ks, cs, 2048).unwrap();
+    (r, sys.engine.clone(), sc.params.step_overhead)
+}
+
 #[test]
 fn an_engine_that_turns_overlap_off_to_speculate_pays_its_cpu_in_series() {
     // SGLang turns its overlap scheduler off for EAGLE drafts: the speculative step carries
     // the engine's CPU after the GPU, while the plain step hides it. The same draft with the
     // overlap kept is faster by exactly that CPU work where the GPU step is the longer.
-    use rooftop::spec::overrides::parse_all;
-    let model = load_model("llama-3.1-70b").unwrap();
     let run = |sets: &[&str]| {
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        let sys =
-            System::load_with_engine("8x-h100-nvlink", Some("sglang"), &parse_all(&sets).unwrap())
-                .unwrap();
-        let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
-        let r = specdec(
-            &sc,
-            &Draft::Eagle,
-            &Acceptance(vec![0.8]),
-            &[3],
-            &[1, 8],
-            2048,
-        )
-        .unwrap();
-        (r, sys.engine.cpu, sc.params.step_overhead)
+        let (r, e, o) = sglang_70b_eagle(sets, &[3], &[1, 8]);
+        (r, e.cpu, o)
     };
     let (off, cpu, overhead) = run(&[]);
     assert_eq!(cpu.overlap_when_speculating, Some(false));
@@ -446,4 +453,40 @@ fn specdec_says_where_speculation_stops_paying() {
         "no draft length stopped paying by C = 2048: {:?}",
         r.breakeven
     );
+}
+
+#[test]
+fn an_engines_host_work_around_the_passes_costs_what_its_counts_say() {
+    // SGLang's [speculation] table counts the eager launches, host syncs and forward-batch
+    // builds around its EAGLE passes. Dropping them leaves a step shorter by exactly their
+    // cost, never longer, and the speedup never higher with them.
+    let run = |sets: &[&str]| {
+        let (r, e, _) = sglang_70b_eagle(sets, &[1, 3, 6], &[1, 8, 64]);
+        (r, e)
+    };
+    let (with, engine) = run(&[]);
+    let h = engine.speculation;
+    assert!(h.eager_launches > 0 && h.host_syncs > 0);
+    let (without, _) = run(&[
+        "engine.speculation.eager_launches=0",
+        "engine.speculation.eager_launches_per_draft_pass=0",
+        "engine.speculation.host_syncs=0",
+        "engine.speculation.extra_forward_batches=0",
+    ]);
+    for (a, b) in with.points.iter().zip(&without.points) {
+        // A chain (topk 1): launches, syncs and forward batches only.
+        let cost = (h.eager_launches + h.eager_launches_per_draft_pass * (a.k - 1)) as f64
+            * engine.kernel_launch.0
+            + h.host_syncs as f64 * h.host_sync.0
+            + h.extra_forward_batches as f64 * h.forward_batch.0;
+        assert!(a.speedup <= b.speedup, "k={} C={}", a.k, a.concurrency);
+        assert!(
+            ((a.step_ms - b.step_ms) - cost * 1e3).abs() < 1e-9 * a.step_ms,
+            "k={} C={}: the steps differ by {} ms, the counted host work is {} ms",
+            a.k,
+            a.concurrency,
+            a.step_ms - b.step_ms,
+            cost * 1e3
+        );
+    }
 }

@@ -110,6 +110,8 @@ pub fn text(v: &SpecValidation) -> String {
                 format!("{:.2}", r.measured_speedup),
                 format!("{:.2}", r.predicted_speedup),
                 format!("{:+.1} %", r.error * 100.0),
+                format!("{:.2}", r.measured_step_in_plain_steps),
+                format!("{:.2}", r.predicted_step_in_plain_steps),
             ]
         })
         .collect();
@@ -125,9 +127,15 @@ pub fn text(v: &SpecValidation) -> String {
             "measured",
             "predicted",
             "error",
+            "step/plain measured",
+            "predicted",
         ],
         &rows,
     ));
+    let _ = writeln!(
+        o,
+        "step/plain: one speculative step in plain decode steps (measured: tokens per step / measured speedup)"
+    );
     let others: Vec<_> = v
         .not_evaluated
         .iter()

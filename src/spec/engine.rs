@@ -82,6 +82,9 @@ pub struct EngineSpec {
     pub fusion: EngineFusion,
     #[serde(default)]
     pub cpu: CpuCosts,
+    /// Host work of a speculative step (EAGLE, MTP, draft model).
+    #[serde(default)]
+    pub speculation: SpeculationHost,
     #[serde(default)]
     pub kv: KvPolicy,
     /// Most tokens per forward the engine replays from its captured CUDA graphs; a larger
@@ -169,6 +172,70 @@ impl CpuCosts {
         } else {
             kernels + cpu
         }
+    }
+}
+
+/// Host work a speculative step adds outside its CUDA graphs, as counted in the engine's
+/// source (`[speculation]`): eager glue kernels (KV-slot assignment, tree building, the
+/// attention metadata of each pass, the acceptance bookkeeping), each launch-bound at the
+/// engine's `kernel_launch`; host synchronisations (`.item()`, `.tolist()`, boolean-mask
+/// indexing) after which the GPU waits for the CPU to prepare the next pass; and the extra
+/// forward-batch builds of the draft, verify and draft-extend passes. It sits in the step's
+/// timeline: an overlap scheduler does not hide it, since the GPU needs its results to go
+/// on. An engine without the table prices none.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculationHost {
+    /// Eager kernel launches per speculative step, besides those per draft pass.
+    #[serde(default)]
+    pub eager_launches: u32,
+    /// Eager launches per draft pass after the first (its attention metadata).
+    #[serde(default)]
+    pub eager_launches_per_draft_pass: u32,
+    /// Host synchronisations per step.
+    #[serde(default)]
+    pub host_syncs: u32,
+    /// CPU time one synchronisation costs beyond the wait itself.
+    #[serde(default)]
+    pub host_sync: Seconds,
+    /// Forward-batch (inputs and attention metadata) builds per step beyond the plain
+    /// step's one.
+    #[serde(default)]
+    pub extra_forward_batches: u32,
+    /// CPU time of one forward-batch build.
+    #[serde(default)]
+    pub forward_batch: Seconds,
+    /// With a tree draft (topk > 1): the extra eager launches and synchronisations, and
+    /// the host-side attention plans (a fixed number plus one per draft pass after the
+    /// first) its attention backend runs, each costing `tree_plan`.
+    #[serde(default)]
+    pub tree_eager_launches: u32,
+    #[serde(default)]
+    pub tree_host_syncs: u32,
+    #[serde(default)]
+    pub tree_plans: u32,
+    #[serde(default)]
+    pub tree_plan: Seconds,
+}
+
+impl SpeculationHost {
+    /// Seconds of host work in one speculative step with `k` draft passes, a tree when
+    /// `tree`, at `kernel_launch` seconds per eager launch.
+    pub fn step_cost(&self, k: u32, tree: bool, kernel_launch: f64) -> f64 {
+        let later = k.saturating_sub(1) as f64;
+        let mut launches =
+            self.eager_launches as f64 + later * self.eager_launches_per_draft_pass as f64;
+        let mut syncs = self.host_syncs as f64;
+        let mut plans = 0.0;
+        if tree {
+            launches += self.tree_eager_launches as f64;
+            syncs += self.tree_host_syncs as f64;
+            plans = self.tree_plans as f64 + later;
+        }
+        launches * kernel_launch
+            + syncs * self.host_sync.0
+            + self.extra_forward_batches as f64 * self.forward_batch.0
+            + plans * self.tree_plan.0
     }
 }
 
@@ -393,6 +460,8 @@ pub struct EngineFile {
     #[serde(default)]
     pub cpu: CpuCosts,
     #[serde(default)]
+    pub speculation: SpeculationHost,
+    #[serde(default)]
     pub kv: KvPolicy,
     /// Largest batch (tokens per forward) with a captured CUDA graph; larger ones run
     /// eagerly. Absent: every batch is graphed.
@@ -498,6 +567,7 @@ impl EngineFile {
             gemm_family,
             fusion: self.fusion,
             cpu: self.cpu,
+            speculation: self.speculation,
             kv: self.kv,
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
         };
@@ -565,5 +635,34 @@ impl EngineSpec {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speculation_host_work_counts_a_tree_only_when_drafting_one() {
+        let h = SpeculationHost {
+            eager_launches: 10,
+            eager_launches_per_draft_pass: 2,
+            host_syncs: 3,
+            host_sync: Seconds(20e-6),
+            extra_forward_batches: 2,
+            forward_batch: Seconds(100e-6),
+            tree_eager_launches: 5,
+            tree_host_syncs: 4,
+            tree_plans: 2,
+            tree_plan: Seconds(50e-6),
+        };
+        let launch = 7e-6;
+        // A chain of 4 passes: 10 + 2·3 launches, 3 syncs, 2 forward batches.
+        let chain = 16.0 * launch + 3.0 * 20e-6 + 2.0 * 100e-6;
+        assert!((h.step_cost(4, false, launch) - chain).abs() < 1e-15);
+        // A tree of depth 4: 5 more launches, 4 more syncs, 2 + 3 attention plans.
+        let tree = chain + 5.0 * launch + 4.0 * 20e-6 + 5.0 * 50e-6;
+        assert!((h.step_cost(4, true, launch) - tree).abs() < 1e-15);
+        assert_eq!(SpeculationHost::default().step_cost(8, true, launch), 0.0);
     }
 }

@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
-use rooftop::explore::{explore, Stream};
+use rooftop::explore::{explore, Selection, Stream};
 use rooftop::predict::{predict, Scenario};
 use rooftop::serve::{sweep, TpotDef, Workload};
 use rooftop::spec::registry::load_model;
@@ -98,6 +98,7 @@ fn bench(c: &mut Criterion) {
                         &contexts,
                         Stream::None,
                         true,
+                        &Selection::default(),
                         &mut sink,
                         false,
                     )

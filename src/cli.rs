@@ -273,7 +273,7 @@ pub enum Command {
     Sensitivity(SensitivityArgs),
     /// Evaluate a Cartesian design space on every core; stream rows or keep the Pareto front.
     #[command(
-        after_help = "Examples:\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink,8x-h100-nvlink --batch 1..4096 --context 1024..131072:1024 --pareto\n  rooftop explore --systems 8x-h200-nvlink --parallel tp8,tp4pp2 --batch 1..1024:x2 --context 1024,8192 --format csv > grid.csv\n  rooftop explore --quant int4-g32,nvfp4,fp8 --batch 1,8,64 --context 4096 --format json"
+        after_help = "Examples:\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink,8x-h100-nvlink --batch 1..4096 --context 1024..131072:1024 --pareto\n  rooftop explore --systems 8x-h200-nvlink --parallel tp8,tp4pp2 --batch 1..1024:x2 --context 1024,8192 --format csv > grid.csv\n  rooftop explore --quant int4-g32,nvfp4,fp8 --batch 1,8,64 --context 4096 --format json\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-h200-nvlink,8x-b200-nvlink --batch 1..4096 --context 1024..131072:1024 --objective cost --tpot-target 50ms --format text\n  rooftop explore --systems 8x-h200-nvlink,8x-b200-nvlink,8x-rtx-pro-6000-pcie --batch 1..1024:x2 --context 1024..32768:x2 --objective energy --pareto --format text\n  rooftop explore --systems 8x-h200-nvlink --batch 1..512 --context 8192 --objective throughput --top 5 --input-len 8000 --output-len 500 --format csv"
     )]
     Explore(ExploreArgs),
     /// Draw charts (PNG or SVG by the --out extension).
@@ -414,7 +414,7 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub comparison: ComparisonArgs,
     /// Print one buyer's table at the targets, ranked by cost ($ per million output
-    /// tokens), energy (J per token) or latency (TPOT).
+    /// tokens), energy (J per token), latency (TPOT) or throughput (tok/s per GPU).
     #[arg(long, value_enum)]
     pub objective: Option<Objective>,
     /// With --objective: also draw $ per million output tokens against tokens/s per user,
@@ -437,6 +437,8 @@ pub enum Objective {
     Energy,
     /// TPOT, lowest first.
     Latency,
+    /// Output tokens/s per GPU, highest first.
+    Throughput,
 }
 
 /// What a comparison runs over (compare and its plot).
@@ -503,9 +505,27 @@ pub struct ExploreArgs {
     /// fp8 ... (default: as shipped).
     #[arg(long, value_delimiter = ',')]
     pub quant: Vec<String>,
-    /// Print only the Pareto front (TPOT vs throughput per GPU) and a summary.
+    /// Print only the Pareto front (TPOT vs throughput per GPU; under --objective cost or
+    /// energy, $ or J per output token vs tokens/s per user) and a summary.
     #[arg(long)]
     pub pareto: bool,
+    /// Rank by cost ($ per million output tokens), energy (J per output token), latency
+    /// (TPOT) or throughput (tok/s per GPU): the best --top points, best first, or with
+    /// --pareto the front in that order. Without it, rows stream in the grid's order.
+    #[arg(long, value_enum)]
+    pub objective: Option<Objective>,
+    /// With --objective and no --pareto: how many of the best points to print.
+    #[arg(long, value_parser = crate::options::positive_u32, default_value_t = 20, requires = "objective")]
+    pub top: u32,
+    /// Keep only points whose TPOT is at most this (e.g. 50ms), as compare reads cost at
+    /// the highest-throughput point meeting it; the others are counted, not written. There
+    /// is no --ttft-target: explore prices decode steps, not prompts (compare has it).
+    #[arg(long)]
+    pub tpot_target: Option<Duration>,
+    /// --input-len and --output-len: the request shape $ per million tokens in and out
+    /// counts ((input + output) / output tokens per output token).
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Most design points to evaluate: a larger grid is refused, with its estimated time,
     /// before it starts.
     #[arg(long, value_parser = crate::options::points_u64, default_value_t = 100_000_000)]

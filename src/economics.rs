@@ -124,6 +124,49 @@ impl Pricing {
     }
 }
 
+/// What one serving point costs: the deployment's dollars per hour and per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointCost {
+    /// The deployment's US dollars per hour.
+    pub usd_per_hour: f64,
+    /// Per million output tokens (`None` without throughput).
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// Per million tokens in and out: a request's input counted with its output.
+    pub usd_per_million_total_tokens: Option<f64>,
+}
+
+impl Pricing {
+    /// One serving point of `gpus` GPUs drawing `watts` each (`None`: the GPU has no power
+    /// model) at `output_tok_s` output tokens/s, with `tokens_per_output` tokens in and out
+    /// per output token ([`tokens_per_output`]). An owned system whose watts are unknown
+    /// has no cost: its electricity would be a made-up number.
+    pub fn point_cost(
+        &self,
+        gpus: u32,
+        watts: Option<f64>,
+        output_tok_s: f64,
+        tokens_per_output: f64,
+    ) -> Option<PointCost> {
+        let watts = match (self, watts) {
+            (Pricing::Rent { .. }, w) => w.unwrap_or(0.0),
+            (Pricing::Owned { .. }, Some(w)) => w,
+            (Pricing::Owned { .. }, None) => return None,
+        };
+        let h = self.usd_per_hour(gpus, watts);
+        Some(PointCost {
+            usd_per_hour: h,
+            usd_per_million_output_tokens: usd_per_million(h, output_tok_s),
+            usd_per_million_total_tokens: usd_per_million(h, output_tok_s * tokens_per_output),
+        })
+    }
+}
+
+/// Tokens in and out per output token of requests of `input_len` prompt and `output_len`
+/// output tokens: `(input + output) / output`.
+pub fn tokens_per_output(input_len: u32, output_len: u32) -> f64 {
+    (input_len as f64 + output_len as f64) / output_len.max(1) as f64
+}
+
 /// US dollars per million tokens at `tokens_per_s` for a deployment costing `usd_per_hour`;
 /// `None` without throughput.
 pub fn usd_per_million(usd_per_hour: f64, tokens_per_s: f64) -> Option<f64> {

@@ -39,6 +39,11 @@ pub enum Error {
     #[error("{0}")]
     Scenario(String),
 
+    /// Arguments that ask what the descriptions cannot answer (`explore --objective cost`
+    /// over a system without a price): bad usage, exit code 2, as clap's own refusals.
+    #[error("{0}")]
+    Usage(String),
+
     /// A chart that cannot be drawn or written (unsupported file extension, a backend
     /// failure); the message names the output file.
     #[error("{0}")]

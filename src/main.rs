@@ -1,5 +1,5 @@
 //! The `rooftop` binary: parse arguments, run the command, print its output. Errors print
-//! their whole cause chain and exit 1; bad usage exits 2 (clap).
+//! their whole cause chain and exit 1; bad usage exits 2 (clap's, and `Error::Usage`).
 
 use clap::Parser;
 use rooftop::cli::{Cli, Command};
@@ -99,9 +99,15 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
             }
         }
-        Err(e) => {
-            rooftop::cli::stderr_line(&format!("Error: {e:#}"));
-            ExitCode::from(1)
-        }
+        Err(e) => match e.downcast_ref::<rooftop::error::Error>() {
+            Some(rooftop::error::Error::Usage(m)) => {
+                rooftop::cli::stderr_line(&format!("error: {m}"));
+                ExitCode::from(2)
+            }
+            _ => {
+                rooftop::cli::stderr_line(&format!("Error: {e:#}"));
+                ExitCode::from(1)
+            }
+        },
     }
 }

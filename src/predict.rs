@@ -291,6 +291,9 @@ pub struct Prediction {
     pub watts_per_gpu: Option<f64>,
     /// Energy per output token over all the GPUs, J: watts × GPUs × TPOT / batch.
     pub joules_per_token: Option<f64>,
+    /// US dollars per million output tokens at this step's throughput ([`crate::economics`]);
+    /// `None` where the system has no price.
+    pub usd_per_million_output_tokens: Option<f64>,
     pub layers: Vec<LayerRow>,
     pub ops: Vec<OpRow>,
 }
@@ -405,6 +408,12 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         watts_per_gpu: watts,
         joules_per_token: watts
             .and_then(|w| joules_per_token(w, s.parallel.gpus(), batch as f64 / step.total)),
+        // Output tokens only: a decode step has no request shape to count inputs by.
+        usd_per_million_output_tokens: crate::economics::Pricing::of(&s.system.spec)
+            .ok()
+            .flatten()
+            .and_then(|q| q.point_cost(s.parallel.gpus(), watts, batch as f64 / step.total, 1.0))
+            .and_then(|c| c.usd_per_million_output_tokens),
         layers,
         ops,
     })

@@ -177,6 +177,10 @@ pub struct ServePoint {
     pub watts_per_gpu: Option<f64>,
     /// Energy per output token over all the GPUs, J (prefill's share included).
     pub joules_per_token: Option<f64>,
+    /// US dollars per million output tokens, and per million tokens in and out, at this
+    /// throughput ([`crate::economics`]); `None` where the system has no price.
+    pub usd_per_million_output_tokens: Option<f64>,
+    pub usd_per_million_total_tokens: Option<f64>,
     /// 95 % interval of `tpot_ms` (with `--calibration`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpot_ci95_ms: Option<[f64; 2]>,
@@ -737,6 +741,17 @@ impl<'s, 'a> Server<'s, 'a> {
                 .plus(prompt_work.scaled(throughput / output));
             m.watts_for(per_second, 1.0, gpu)
         });
+        let cost = crate::economics::Pricing::of(&s.system.spec)
+            .ok()
+            .flatten()
+            .and_then(|q| {
+                q.point_cost(
+                    s.parallel.gpus(),
+                    watts,
+                    throughput,
+                    crate::economics::tokens_per_output(w.input_len, w.output_len),
+                )
+            });
         let point = ServePoint {
             concurrency: c,
             running: running as u32,
@@ -761,6 +776,8 @@ impl<'s, 'a> Server<'s, 'a> {
             watts_per_gpu: watts,
             joules_per_token: watts
                 .and_then(|w| joules_per_token(w, s.parallel.gpus(), throughput)),
+            usd_per_million_output_tokens: cost.and_then(|c| c.usd_per_million_output_tokens),
+            usd_per_million_total_tokens: cost.and_then(|c| c.usd_per_million_total_tokens),
             tpot_ci95_ms: None,
             throughput_ci95_tok_s: None,
         };

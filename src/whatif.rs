@@ -8,7 +8,7 @@
 
 use crate::calibration::Calibration;
 use crate::cost::{Category, CostParams, Parallel};
-use crate::economics::{usd_per_million, Pricing};
+use crate::economics::{tokens_per_output, Pricing};
 use crate::error::{Error, Result};
 use crate::predict::{predict_fitting, Scenario};
 use crate::serve::{sweep, ServePoint, Workload};
@@ -179,10 +179,14 @@ pub fn target_point(
     p: &ServePoint,
     limited_by: String,
 ) -> TargetPoint {
-    let pricing = Pricing::of(&system.spec).ok().flatten();
-    let watts = p.watts_per_gpu.unwrap_or(0.0);
-    let per_hour = pricing.map(|q| q.usd_per_hour(gpus, watts));
-    let total_per_output = (w.input_len as f64 + w.output_len as f64) / w.output_len.max(1) as f64;
+    let cost = Pricing::of(&system.spec).ok().flatten().and_then(|q| {
+        q.point_cost(
+            gpus,
+            p.watts_per_gpu,
+            p.throughput_tok_s,
+            tokens_per_output(w.input_len, w.output_len),
+        )
+    });
     TargetPoint {
         concurrency: p.concurrency,
         tpot_ms: p.tpot_ms,
@@ -192,11 +196,9 @@ pub fn target_point(
         throughput_per_gpu_tok_s: p.throughput_tok_s / gpus as f64,
         watts_per_gpu: p.watts_per_gpu,
         joules_per_token: p.joules_per_token,
-        usd_per_hour: per_hour,
-        usd_per_million_output_tokens: per_hour
-            .and_then(|h| usd_per_million(h, p.throughput_tok_s)),
-        usd_per_million_total_tokens: per_hour
-            .and_then(|h| usd_per_million(h, p.throughput_tok_s * total_per_output)),
+        usd_per_hour: cost.map(|c| c.usd_per_hour),
+        usd_per_million_output_tokens: cost.and_then(|c| c.usd_per_million_output_tokens),
+        usd_per_million_total_tokens: cost.and_then(|c| c.usd_per_million_total_tokens),
         limited_by,
     }
 }
@@ -420,6 +422,7 @@ impl BuyerTable {
             crate::cli::Objective::Cost => "$ per million output tokens",
             crate::cli::Objective::Energy => "joules per output token",
             crate::cli::Objective::Latency => "TPOT",
+            crate::cli::Objective::Throughput => "output tokens/s per GPU (highest first)",
         }
     }
 }
@@ -461,6 +464,7 @@ pub fn buyer_table(c: &Comparison, objective: crate::cli::Objective) -> BuyerTab
         crate::cli::Objective::Cost => r.usd_per_million_output_tokens,
         crate::cli::Objective::Energy => r.joules_per_token,
         crate::cli::Objective::Latency => r.tpot_ms,
+        crate::cli::Objective::Throughput => r.throughput_per_gpu_tok_s.map(|t| -t),
     };
     rows.sort_by(|a, b| match (key(a), key(b)) {
         (Some(x), Some(y)) => x.total_cmp(&y),

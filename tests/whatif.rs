@@ -3,7 +3,7 @@
 //! design-space explorer agrees with single predictions.
 
 use rooftop::cost::{CostParams, Parallel};
-use rooftop::explore::{explore, pareto_front, DesignPoint, Stream};
+use rooftop::explore::{explore, pareto_front, DesignPoint, Selection, Stream};
 use rooftop::options::parse_values;
 use rooftop::predict::{predict, predict_fitting, Scenario};
 use rooftop::serve::{sweep, TpotDef, Workload};
@@ -228,6 +228,7 @@ fn explore_agrees_with_predict_and_the_front_is_undominated() {
         &contexts,
         Stream::Csv,
         false,
+        &Selection::default(),
         &mut out,
         false,
     )
@@ -275,6 +276,10 @@ fn explore_agrees_with_predict_and_the_front_is_undominated() {
             throughput_tok_s: 0.0,
             throughput_per_gpu_tok_s: ((i * 13) % 29) as f64,
             fits: true,
+            watts_per_gpu: None,
+            joules_per_token: None,
+            usd_per_million_output_tokens: None,
+            usd_per_million_total_tokens: None,
         })
         .collect();
     let front = pareto_front(pts.clone());
@@ -308,6 +313,7 @@ fn explore_pareto_equals_the_front_of_all_points() {
             &contexts,
             stream,
             pareto,
+            &Selection::default(),
             &mut buf,
             false,
         )
@@ -328,6 +334,10 @@ fn explore_pareto_equals_the_front_of_all_points() {
                 throughput_tok_s: v["throughput_tok_s"].as_f64().unwrap(),
                 throughput_per_gpu_tok_s: v["throughput_per_gpu_tok_s"].as_f64().unwrap(),
                 fits: v["fits"].as_bool().unwrap(),
+                watts_per_gpu: v["watts_per_gpu"].as_f64(),
+                joules_per_token: v["joules_per_token"].as_f64(),
+                usd_per_million_output_tokens: v["usd_per_million_output_tokens"].as_f64(),
+                usd_per_million_total_tokens: v["usd_per_million_total_tokens"].as_f64(),
             }
         })
         .collect();

@@ -103,6 +103,15 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
         "speed of light     {:>9.3} ms   {:>10.1} tok/s",
         p.sol_tpot_ms, p.sol_throughput_tok_s
     );
+    if let (Some(w), Some(j)) = (p.watts_per_gpu, p.joules_per_token) {
+        let usd = p
+            .usd_per_million_output_tokens
+            .map_or("- (no price)".to_string(), |u| format!("{u:.2}"));
+        let _ = writeln!(
+            o,
+            "power              {w:>9.0} W/GPU  {j:>10.3} J/token; $ per million output tokens {usd}"
+        );
+    }
     if p.allreduces_per_step == 0 {
         let _ = writeln!(
             o,

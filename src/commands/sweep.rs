@@ -105,6 +105,10 @@ pub fn text(r: &Sweep) -> String {
                 format!("{:.2}", p.sol_tpot_ms),
                 format!("{:.0}", p.ttft_ms),
                 format!("{:.0}", p.throughput_tok_s),
+                p.watts_per_gpu.map_or("-".into(), |w| format!("{w:.0}")),
+                p.joules_per_token.map_or("-".into(), |j| format!("{j:.3}")),
+                p.usd_per_million_output_tokens
+                    .map_or("-".into(), |u| format!("{u:.2}")),
                 top.join(", "),
             ]
         })
@@ -117,6 +121,9 @@ pub fn text(r: &Sweep) -> String {
             "SOL ms",
             "TTFT ms",
             "tok/s",
+            "W/GPU",
+            "J/tok",
+            "$/Mtok",
             "largest terms",
         ],
         &rows,

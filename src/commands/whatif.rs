@@ -4,7 +4,7 @@ use crate::cli::{CompareArgs, ComparisonArgs, ExploreArgs, ScenarioArgs, Sensiti
 use crate::commands::load;
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::explore::{explore, Stream};
+use crate::explore::{explore, Selection, Stream};
 use crate::export::Tabular;
 use crate::export::{self, num, table, Format};
 
@@ -411,6 +411,7 @@ fn bounded_grid(
             &contexts[..contexts.len().min(c)],
             Stream::None,
             true,
+            &Selection::default(),
             &mut std::io::sink(),
             false,
         )
@@ -472,6 +473,10 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         pareto,
         format,
         max_points: _,
+        objective,
+        top,
+        tpot_target,
+        request,
     } = a;
     let (systems, pareto, format) = (systems.as_ref(), *pareto, *format);
     let model = crate::commands::load_model(args)?;
@@ -484,6 +489,24 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     for n in &names {
         syss.push(load_variant(n, &sets)?);
     }
+    // An objective some system has no figure for is refused before anything runs.
+    if let Some(o) = *objective {
+        if let Some(why) = syss
+            .iter()
+            .find_map(|(l, s)| crate::explore::refusal(o, l, s))
+        {
+            return Err(Error::Usage(why));
+        }
+    }
+    let selection = Selection {
+        objective: *objective,
+        tpot_target_ms: tpot_target.map(|t| t.0.ms()),
+        top: *top as usize,
+        tokens_per_output: crate::economics::tokens_per_output(
+            request.input_len,
+            request.output_len,
+        ),
+    };
     let lays = layouts(parallel);
     let (batches, contexts) = (&batches.0, &contexts.0);
     let quants: Vec<Option<WeightFormat>> = if quant.is_empty() {
@@ -511,7 +534,8 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     let (_combos, summary) = explore(
-        &model, &syss, &lays, &quants, batches, contexts, stream, pareto, &mut lock, true,
+        &model, &syss, &lays, &quants, batches, contexts, stream, pareto, &selection, &mut lock,
+        true,
     )?;
     drop(lock);
     let mut o = Vec::new();
@@ -535,28 +559,50 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
                 summary.points_per_second,
                 summary.threads
             );
-            if pareto {
-                let cols = [
-                    "system",
-                    "parallel",
-                    "quant",
-                    "batch",
-                    "context",
-                    "tpot_ms",
-                    "throughput_per_gpu_tok_s",
-                ];
-                t.push_str(&table(
-                    &[
-                        "system",
-                        "layout",
-                        "quant",
-                        "batch",
-                        "context",
-                        "TPOT ms",
-                        "tok/s per GPU",
-                    ],
-                    &pareto_rows(&summary, &cols),
-                ));
+            if let Some(o) = objective {
+                let what = match o {
+                    crate::cli::Objective::Cost => "$ per million output tokens",
+                    crate::cli::Objective::Energy => "joules per output token",
+                    crate::cli::Objective::Latency => "TPOT",
+                    crate::cli::Objective::Throughput => "tok/s per GPU (highest first)",
+                };
+                let which = if pareto {
+                    "the Pareto front".to_string()
+                } else {
+                    format!("the best {} points", summary.top.len())
+                };
+                let _ = writeln!(t, "{which}, ranked by {what}");
+            }
+            if pareto || objective.is_some() {
+                let (cols, header): (Vec<&str>, Vec<&str>) = [
+                    ("system", "system"),
+                    ("parallel", "layout"),
+                    ("quant", "quant"),
+                    ("batch", "batch"),
+                    ("context", "context"),
+                    ("tpot_ms", "TPOT ms"),
+                    ("tok_s_per_user", "tok/s/user"),
+                    ("throughput_per_gpu_tok_s", "tok/s per GPU"),
+                    ("watts_per_gpu", "W/GPU"),
+                    ("joules_per_token", "J/tok"),
+                    ("usd_per_million_output_tokens", "$/Mtok out"),
+                    ("usd_per_million_total_tokens", "$/Mtok in+out"),
+                ]
+                .into_iter()
+                .unzip();
+                let rows = if pareto {
+                    &summary.pareto
+                } else {
+                    &summary.top
+                };
+                t.push_str(&table(&header, &pareto_rows(rows, &cols)));
+                let _ = writeln!(
+                    t,
+                    "W/GPU: idle + DRAM and tensor utilisation of the step (power model in the README)\n\
+                     $/Mtok: GPUs x (rent, or capital / amortisation + W x electricity) / throughput; \
+                     in+out counts {} in / {} out per request; \"-\" where a system has no price",
+                    request.input_len, request.output_len
+                );
             }
             o = t.into_bytes();
         }
@@ -571,6 +617,12 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     for s in &summary.skipped {
         crate::cli::stderr_line(&format!("skipped: {s}"));
     }
+    if summary.points_over_target > 0 {
+        crate::cli::stderr_line(&format!(
+            "not shown: {} of {} points over the TPOT target",
+            summary.points_over_target, summary.points_evaluated
+        ));
+    }
     if summary.points_not_fitting > 0 {
         crate::cli::stderr_line(&format!(
             "not shown: {} of {} points do not fit in memory",
@@ -583,17 +635,19 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     Ok(o)
 }
 
-/// The Pareto points as text rows of `cols`: strings as they are, numbers with up to 4
-/// decimals.
-fn pareto_rows(summary: &crate::explore::ExploreSummary, cols: &[&str]) -> Vec<Vec<String>> {
-    summary
-        .pareto
+/// Points (the front or the best) as text rows of `cols`: strings as they are, numbers
+/// with up to 4 decimals, "-" for a figure the point has none of (no price).
+fn pareto_rows(
+    points: &[std::collections::BTreeMap<&'static str, serde_json::Value>],
+    cols: &[&str],
+) -> Vec<Vec<String>> {
+    points
         .iter()
         .map(|m| {
             cols.iter()
                 .map(|k| match m.get(k) {
                     Some(serde_json::Value::String(s)) => s.clone(),
-                    Some(v) => num(v.as_f64().unwrap_or(0.0), 4),
+                    Some(v) => v.as_f64().map_or("-".to_string(), |x| num(x, 4)),
                     None => String::new(),
                 })
                 .collect()

@@ -30,7 +30,7 @@
 //! on one GPU]. Under a power limit below the board power the clock falls by `r`
 //! ([`GpuSpec::clock_ratio`]) and the tensor part with it as `r^k`; memory is unchanged.
 
-use crate::cost::{Category, StepCost};
+use crate::cost::{Category, OpCost, StepCost};
 use crate::spec::GpuSpec;
 use serde::Serialize;
 
@@ -53,19 +53,24 @@ impl Work {
     pub fn of(step: &StepCost, gpu: &GpuSpec) -> Work {
         let mut w = Work::default();
         for (o, n) in step.ops_with_counts() {
-            if matches!(
-                o.category,
-                Category::Allreduce | Category::Alltoall | Category::Pipeline
-            ) {
-                continue;
-            }
-            let n = n as f64;
-            w.dram_bytes += o.bytes * n;
-            if let Some(p) = o.math.and_then(|d| gpu.peak(d)) {
-                w.tensor_seconds += o.flops * n / p.0;
-            }
+            w.add(&o, n as f64, gpu);
         }
         w
+    }
+
+    /// Add the work of `n` runs of the priced operator `o` (collectives and pipeline
+    /// transfers add none: their bytes cross the link).
+    pub fn add(&mut self, o: &OpCost, n: f64, gpu: &GpuSpec) {
+        if matches!(
+            o.category,
+            Category::Allreduce | Category::Alltoall | Category::Pipeline
+        ) {
+            return;
+        }
+        self.dram_bytes += o.bytes * n;
+        if let Some(p) = o.math.and_then(|d| gpu.peak(d)) {
+            self.tensor_seconds += o.flops * n / p.0;
+        }
     }
 
     /// `self − other`, never below zero (the extra work a prompt adds to a decode step).
@@ -127,6 +132,9 @@ pub struct PowerModel {
     pub limit: f64,
     /// Sustained clock under the limit over the rated one ([`GpuSpec::clock_ratio`]).
     pub clock_ratio: f64,
+    /// `clock_ratio^k` ([`GpuSpec::POWER_CLOCK_EXPONENT`]): the tensor part's scale, worked
+    /// out once (`explore` reads watts at millions of points).
+    tensor_scale: f64,
 }
 
 impl PowerModel {
@@ -139,13 +147,14 @@ impl PowerModel {
             board,
             limit: gpu.limit().map_or(board, |l| l.0),
             clock_ratio: gpu.clock_ratio(),
+            tensor_scale: gpu.clock_ratio().powf(GpuSpec::POWER_CLOCK_EXPONENT),
         })
     }
 
     /// Watts drawn at utilisation `u`, in [idle, limit].
     pub fn watts(&self, u: Utilisation) -> f64 {
         let range = (self.board - self.idle).max(0.0);
-        let tensor = u.tensor * self.clock_ratio.powf(GpuSpec::POWER_CLOCK_EXPONENT);
+        let tensor = u.tensor * self.tensor_scale;
         let p = self.idle + range * (MEMORY_SHARE * u.dram + (1.0 - MEMORY_SHARE) * tensor);
         p.clamp(self.idle, self.limit.max(self.idle))
     }

@@ -13,6 +13,7 @@ use crate::cost::breakdown::{Breakdown, OpCost};
 use crate::cost::collective;
 use crate::cost::device::Device;
 use crate::cost::params::CostParams;
+use crate::cost::power::Work;
 use crate::cost::price::{add_to, cost_with, CollectiveMemo};
 use crate::error::Result;
 use crate::ops::{BlockKind, BuildContext, Category, Fusion, LayerPlan, Operator, Parallel, Pass};
@@ -52,10 +53,7 @@ pub struct StepCost {
 impl StepCost {
     /// Layers that run block `b`.
     pub fn block_count(&self, b: usize) -> u32 {
-        self.layers
-            .iter()
-            .filter(|(a, f)| *a == b || *f == b)
-            .count() as u32
+        block_count(&self.layers, b)
     }
 
     /// Every operator of the pass with the number of times it runs on the busiest GPU chain.
@@ -103,6 +101,11 @@ impl StepCost {
     }
 }
 
+/// Layers of `layers` ((attention, feed-forward) block indices) that run block `b`.
+fn block_count(layers: &[(usize, usize)], b: usize) -> u32 {
+    layers.iter().filter(|(a, f)| *a == b || *f == b).count() as u32
+}
+
 /// Evaluates passes for one (model, system, layout, parameters). Built once, evaluated many
 /// times (sweeps reuse it).
 #[derive(Debug, Clone)]
@@ -123,6 +126,8 @@ pub struct Evaluator<'a> {
     fusion: Fusion,
     /// Distinct (attention, feed-forward) pairs and how many layers run each (pp = 1).
     layer_kinds: Vec<((usize, usize), f64)>,
+    /// Layers that run each block kind (`StepCost::block_count`), for the work of a pass.
+    block_counts: Vec<f64>,
 }
 
 /// Buffers reused by the evaluations that keep no per-operator record.
@@ -137,11 +142,14 @@ thread_local! {
     static BUF: RefCell<Buffers> = RefCell::new(Buffers::default());
 }
 
-/// A block's time split into what reads the cached context and what does not.
+/// A block's time split into what reads the cached context and what does not, and, where
+/// asked, the work of each part (`power::Work`).
 #[derive(Debug, Clone, Copy, Default)]
 struct Split {
     context_free: Breakdown,
     context: Breakdown,
+    context_free_work: Work,
+    context_work: Work,
 }
 
 impl Split {
@@ -166,6 +174,9 @@ impl<'a> Evaluator<'a> {
                 None => layer_kinds.push((*l, 1.0)),
             }
         }
+        let block_counts = (0..plan.blocks.len())
+            .map(|b| block_count(&plan.layers, b) as f64)
+            .collect();
         let device = Device::new(system, params)?;
         let unfused = system.engine.unfused_dequant.clone();
         let fusion = fusion(model, &device, &unfused);
@@ -182,6 +193,7 @@ impl<'a> Evaluator<'a> {
             unfused,
             fusion,
             layer_kinds,
+            block_counts,
         })
     }
 
@@ -235,25 +247,29 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Price `ops` of a pass of `cx` into a split breakdown, keeping the priced records when
-    /// `keep` is given.
+    /// `keep` is given and summing their work when `work` is set.
     fn price(
         &self,
         cx: &BuildContext,
         ops: &[Operator],
         memo: &mut CollectiveMemo,
         keep: Option<&mut Vec<OpCost>>,
+        work: bool,
     ) -> Split {
         let mut s = Split::default();
         let mut keep = keep;
         let dev = self.device_for(cx);
         for op in ops {
             let c = cost_with(op, dev, memo);
-            let into = if op.reads_context() {
-                &mut s.context
+            let (into, w) = if op.reads_context() {
+                (&mut s.context, &mut s.context_work)
             } else {
-                &mut s.context_free
+                (&mut s.context_free, &mut s.context_free_work)
             };
             add_to(into, &c);
+            if work {
+                w.add(&c, 1.0, &self.system.gpu);
+            }
             if let Some(k) = keep.as_deref_mut() {
                 k.push(c);
             }
@@ -275,7 +291,9 @@ impl<'a> Evaluator<'a> {
                 ops.clear();
                 cx.block_ops(kind, &mut ops);
                 let mut priced = Vec::with_capacity(ops.len());
-                let b = self.price(&cx, &ops, &mut memo, Some(&mut priced)).total();
+                let b = self
+                    .price(&cx, &ops, &mut memo, Some(&mut priced), false)
+                    .total();
                 BlockCost {
                     kind,
                     operators: ops.clone(),
@@ -287,7 +305,9 @@ impl<'a> Evaluator<'a> {
         ops.clear();
         cx.head_ops(&mut ops);
         let mut head = Vec::with_capacity(ops.len());
-        let head_b = self.price(&cx, &ops, &mut memo, Some(&mut head)).total();
+        let head_b = self
+            .price(&cx, &ops, &mut memo, Some(&mut head), false)
+            .total();
         let bs: Vec<Breakdown> = blocks.iter().map(|b| b.breakdown).collect();
         let breakdown = self.combine(&bs, head_b, micro, &mpass);
         StepCost {
@@ -313,7 +333,7 @@ impl<'a> Evaluator<'a> {
         let cx = self.context(mpass);
         BUF.with(|b| {
             let b = &mut *b.borrow_mut();
-            let head = self.price_blocks(&cx, b);
+            let (head, _) = self.price_blocks(&cx, b, false);
             b.blocks.clear();
             b.blocks.extend(b.splits.iter().map(Split::total));
             self.combine(&b.blocks, head, micro, &mpass)
@@ -321,32 +341,63 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Price every block kind and the head for `cx` into `b.splits` (one per block kind), and
-    /// return the head's breakdown.
-    fn price_blocks(&self, cx: &BuildContext, b: &mut Buffers) -> Breakdown {
+    /// return the head's breakdown and (with `work`) its work.
+    fn price_blocks(&self, cx: &BuildContext, b: &mut Buffers, work: bool) -> (Breakdown, Work) {
         let mut memo = CollectiveMemo::default();
         b.splits.clear();
         for &kind in &self.plan.blocks {
             b.ops.clear();
             cx.block_ops(kind, &mut b.ops);
-            b.splits.push(self.price(cx, &b.ops, &mut memo, None));
+            b.splits.push(self.price(cx, &b.ops, &mut memo, None, work));
         }
         b.ops.clear();
         cx.head_ops(&mut b.ops);
-        self.price(cx, &b.ops, &mut memo, None).total()
+        let head = self.price(cx, &b.ops, &mut memo, None, work);
+        (head.total(), head.context_free_work.plus(head.context_work))
     }
 
     /// Decode-step times (seconds) of `batch` sequences at each of `contexts`, written to
     /// `out`: what does not read the context is priced once, attention per context. Equal to
     /// `step_time(&Pass::decode(batch, c))` for every `c`.
     pub fn decode_times(&self, batch: f64, contexts: &[f64], out: &mut Vec<f64>) {
+        self.decode_points(batch, contexts, out, None);
+    }
+
+    /// [`Self::decode_times`], and with `work` the work each step asks of one GPU, the same
+    /// as `power::Work::of(&self.evaluate(&Pass::decode(batch, c)), gpu)` (one micro-batch
+    /// through every layer, summed per block kind rather than per operator).
+    pub fn decode_points(
+        &self,
+        batch: f64,
+        contexts: &[f64],
+        out: &mut Vec<f64>,
+        mut work: Option<&mut Vec<Work>>,
+    ) {
         out.clear();
+        if let Some(w) = work.as_deref_mut() {
+            w.clear();
+        }
         let Some(&first) = contexts.first() else {
             return;
         };
+        let want = work.is_some();
+        let gpu = &self.system.gpu;
         let (micro, mpass) = self.micro_batch(&Pass::decode(batch, first));
         BUF.with(|b| {
             let b = &mut *b.borrow_mut();
-            let head = self.price_blocks(&self.context(mpass), b);
+            let (head, head_work) = self.price_blocks(&self.context(mpass), b, want);
+            // The work no context changes: the head, every block's context-free operators,
+            // and the context-reading ones of blocks that are not attention (priced once).
+            let mut fixed = head_work;
+            for (i, &kind) in self.plan.blocks.iter().enumerate() {
+                let sp = &b.splits[i];
+                let w = if matches!(kind, BlockKind::Attention { .. }) {
+                    sp.context_free_work
+                } else {
+                    sp.context_free_work.plus(sp.context_work)
+                };
+                fixed = fixed.plus(w.scaled(self.block_counts[i]));
+            }
             b.blocks.clear();
             b.blocks
                 .resize(self.plan.blocks.len(), Breakdown::default());
@@ -357,14 +408,21 @@ impl<'a> Evaluator<'a> {
                     ..mpass
                 };
                 let cx = self.context(pass);
+                let mut step_work = fixed;
                 for (i, &kind) in self.plan.blocks.iter().enumerate() {
                     let context = if matches!(kind, BlockKind::Attention { .. }) {
                         b.ops.clear();
                         cx.block_ops(kind, &mut b.ops);
                         let mut bd = Breakdown::default();
+                        let mut w = Work::default();
                         for op in b.ops.iter().filter(|o| o.reads_context()) {
-                            add_to(&mut bd, &cost_with(op, self.device_for(&cx), &mut memo));
+                            let priced = cost_with(op, self.device_for(&cx), &mut memo);
+                            add_to(&mut bd, &priced);
+                            if want {
+                                w.add(&priced, 1.0, gpu);
+                            }
                         }
+                        step_work = step_work.plus(w.scaled(self.block_counts[i]));
                         bd
                     } else {
                         b.splits[i].context
@@ -372,6 +430,9 @@ impl<'a> Evaluator<'a> {
                     b.blocks[i] = b.splits[i].context_free.plus(&context);
                 }
                 out.push(self.combine(&b.blocks, head, micro, &pass).total());
+                if let Some(w) = work.as_deref_mut() {
+                    w.push(step_work);
+                }
             }
         })
     }

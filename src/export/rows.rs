@@ -13,6 +13,11 @@ use crate::whatif::{Comparison, SensitivityReport};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// `v` rounded to `digits` decimals, `None` (an empty cell, a JSON null) kept.
+fn round_opt(v: Option<f64>, digits: i32) -> Option<f64> {
+    v.map(|x| round(x, digits))
+}
+
 /// `(name_ms, value)` columns of a category → ms map, in the map's order.
 fn breakdown_columns(b: &BTreeMap<&'static str, f64>) -> (Vec<String>, Vec<Option<f64>>) {
     b.iter()
@@ -45,6 +50,12 @@ pub struct PredictRow<'a> {
     pub max_kv_tokens: f64,
     /// Whether this point fits in memory.
     pub fits: bool,
+    /// Power per GPU, W (empty without a power model).
+    pub watts_per_gpu: Option<f64>,
+    /// Energy per output token over all GPUs, J.
+    pub joules_per_token: Option<f64>,
+    /// US dollars per million output tokens (empty without a price).
+    pub usd_per_million_output_tokens: Option<f64>,
 }
 
 impl Tabular for Prediction {
@@ -65,6 +76,9 @@ impl Tabular for Prediction {
                 weights_per_gpu_gb: round(p.memory.weights_per_gpu_gb, 3),
                 max_kv_tokens: round(p.memory.max_kv_tokens, 0),
                 fits: p.memory.fits,
+                watts_per_gpu: round_opt(p.watts_per_gpu, 1),
+                joules_per_token: round_opt(p.joules_per_token, 6),
+                usd_per_million_output_tokens: round_opt(p.usd_per_million_output_tokens, 4),
             }],
             extra_columns,
             extra: vec![extra],
@@ -93,6 +107,14 @@ pub struct SweepRow {
     pub throughput_tok_s: f64,
     /// Speed-of-light TPOT, ms.
     pub sol_tpot_ms: f64,
+    /// Mean power per GPU, W (empty without a power model).
+    pub watts_per_gpu: Option<f64>,
+    /// Energy per output token over all GPUs, J.
+    pub joules_per_token: Option<f64>,
+    /// US dollars per million output tokens (empty without a price).
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// US dollars per million tokens in and out (empty without a price).
+    pub usd_per_million_total_tokens: Option<f64>,
 }
 
 impl Tabular for Sweep {
@@ -117,6 +139,10 @@ impl Tabular for Sweep {
                     ttft_ms: round(p.ttft_ms, 3),
                     throughput_tok_s: round(p.throughput_tok_s, 2),
                     sol_tpot_ms: round(p.sol_tpot_ms, 4),
+                    watts_per_gpu: round_opt(p.watts_per_gpu, 1),
+                    joules_per_token: round_opt(p.joules_per_token, 6),
+                    usd_per_million_output_tokens: round_opt(p.usd_per_million_output_tokens, 4),
+                    usd_per_million_total_tokens: round_opt(p.usd_per_million_total_tokens, 4),
                 })
                 .collect(),
             extra_columns,
@@ -433,6 +459,14 @@ pub struct ExploreRow<'a> {
     pub throughput_per_gpu_tok_s: f64,
     /// Whether the KV cache holds this batch at this context.
     pub fits: bool,
+    /// Watts per GPU (1 decimal; empty without a power model).
+    pub watts_per_gpu: Option<f64>,
+    /// Energy per output token over all GPUs, J (6 decimals).
+    pub joules_per_token: Option<f64>,
+    /// US dollars per million output tokens (4 decimals; empty without a price).
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// US dollars per million tokens in and out (4 decimals; empty without a price).
+    pub usd_per_million_total_tokens: Option<f64>,
 }
 
 impl<'a> ExploreRow<'a> {
@@ -458,6 +492,10 @@ impl<'a> ExploreRow<'a> {
             throughput_tok_s: round(p.throughput_tok_s, 3),
             throughput_per_gpu_tok_s: round(p.throughput_per_gpu_tok_s, 3),
             fits: p.fits,
+            watts_per_gpu: round_opt(p.watts_per_gpu, 1),
+            joules_per_token: round_opt(p.joules_per_token, 6),
+            usd_per_million_output_tokens: round_opt(p.usd_per_million_output_tokens, 4),
+            usd_per_million_total_tokens: round_opt(p.usd_per_million_total_tokens, 4),
         }
     }
 }
@@ -481,6 +519,16 @@ pub struct ParetoRow {
     pub throughput_tok_s: f64,
     /// Output tokens per second per GPU.
     pub throughput_per_gpu_tok_s: f64,
+    /// Output tokens per second one sequence sees (1000 / TPOT).
+    pub tok_s_per_user: Option<f64>,
+    /// Watts per GPU (empty without a power model).
+    pub watts_per_gpu: Option<f64>,
+    /// Energy per output token over all GPUs, J.
+    pub joules_per_token: Option<f64>,
+    /// US dollars per million output tokens (empty without a price).
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// US dollars per million tokens in and out (empty without a price).
+    pub usd_per_million_total_tokens: Option<f64>,
 }
 
 impl Tabular for ExploreSummary {
@@ -497,6 +545,11 @@ impl Tabular for ExploreSummary {
                     tpot_ms: round(p.tpot_ms, 4),
                     throughput_tok_s: round(p.throughput_tok_s, 4),
                     throughput_per_gpu_tok_s: round(p.throughput_per_gpu_tok_s, 4),
+                    tok_s_per_user: round_opt(p.tok_s_per_user, 4),
+                    watts_per_gpu: round_opt(p.watts_per_gpu, 1),
+                    joules_per_token: round_opt(p.joules_per_token, 6),
+                    usd_per_million_output_tokens: round_opt(p.usd_per_million_output_tokens, 4),
+                    usd_per_million_total_tokens: round_opt(p.usd_per_million_total_tokens, 4),
                     ..p
                 })
                 .collect(),
@@ -524,6 +577,10 @@ mod tests {
             throughput_tok_s: 2.0,
             throughput_per_gpu_tok_s: 3.0,
             fits: true,
+            watts_per_gpu: None,
+            joules_per_token: None,
+            usd_per_million_output_tokens: None,
+            usd_per_million_total_tokens: None,
         };
         let row = ExploreRow::new(&c, &p);
         assert_eq!(

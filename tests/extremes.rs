@@ -87,8 +87,14 @@ fn assert_no_non_finite_text(s: &str, args: &[&str]) {
     }
 }
 
-/// Keys whose value is absent by design (no sliding window, a memory-only operator).
-const NULLABLE: &[&str] = &["window", "math"];
+/// Keys whose value is absent by design (no sliding window, a memory-only operator, a
+/// system that states no price).
+const NULLABLE: &[&str] = &[
+    "window",
+    "math",
+    "usd_per_million_output_tokens",
+    "usd_per_million_total_tokens",
+];
 
 fn assert_json_finite(v: &serde_json::Value, path: &str, args: &[&str]) {
     match v {

@@ -809,11 +809,18 @@ proptest! {
         let sc = Scenario::new(&c.model, &c.system, c.par).unwrap();
         let rec = predict(&sc, c.batch, c.context).unwrap();
         // Watts and joules are absent by design where the GPU states no board power (the
-        // generated GPUs here state none).
+        // generated GPUs here state none), and dollars where the system states no price.
         assert_json_finite(
             &serde_json::to_value(&rec).unwrap(),
             "prediction",
-            &["window", "math", "watts_per_gpu", "joules_per_token"],
+            &[
+                "window",
+                "math",
+                "watts_per_gpu",
+                "joules_per_token",
+                "usd_per_million_output_tokens",
+                "usd_per_million_total_tokens",
+            ],
         );
     }
 
@@ -915,7 +922,12 @@ proptest! {
         assert_json_finite(
             &serde_json::to_value(&r).unwrap(),
             "sweep",
-            &["watts_per_gpu", "joules_per_token"],
+            &[
+                "watts_per_gpu",
+                "joules_per_token",
+                "usd_per_million_output_tokens",
+                "usd_per_million_total_tokens",
+            ],
         );
         prop_assert!(r.plateau_tok_s > 0.0);
         for p in &r.points {

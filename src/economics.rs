@@ -122,20 +122,7 @@ impl Pricing {
     pub fn usd_per_hour(&self, gpus: u32, watts: f64) -> f64 {
         gpus as f64 * self.usd_per_gpu_hour(watts)
     }
-}
 
-/// What one serving point costs: the deployment's dollars per hour and per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PointCost {
-    /// The deployment's US dollars per hour.
-    pub usd_per_hour: f64,
-    /// Per million output tokens (`None` without throughput).
-    pub usd_per_million_output_tokens: Option<f64>,
-    /// Per million tokens in and out: a request's input counted with its output.
-    pub usd_per_million_total_tokens: Option<f64>,
-}
-
-impl Pricing {
     /// One serving point of `gpus` GPUs drawing `watts` each (`None`: the GPU has no power
     /// model) at `output_tok_s` output tokens/s, with `tokens_per_output` tokens in and out
     /// per output token ([`tokens_per_output`]). An owned system whose watts are unknown
@@ -159,6 +146,17 @@ impl Pricing {
             usd_per_million_total_tokens: usd_per_million(h, output_tok_s * tokens_per_output),
         })
     }
+}
+
+/// What one serving point costs: the deployment's dollars per hour and per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointCost {
+    /// The deployment's US dollars per hour.
+    pub usd_per_hour: f64,
+    /// Per million output tokens (`None` without throughput).
+    pub usd_per_million_output_tokens: Option<f64>,
+    /// Per million tokens in and out: a request's input counted with its output.
+    pub usd_per_million_total_tokens: Option<f64>,
 }
 
 /// Tokens in and out per output token of requests of `input_len` prompt and `output_len`

@@ -376,8 +376,12 @@ fn evaluate_row(
         .points
         .first()
         .ok_or_else(|| "no prediction at this concurrency".to_string())?;
-    // The plain step is the speculative TPOT times the speedup.
-    let plain_ms = p.tpot_ms * p.speedup;
+    let plain_ms = r
+        .baseline_tpot_ms
+        .iter()
+        .find(|(at, _)| *at == c)
+        .map(|(_, ms)| *ms)
+        .ok_or_else(|| "no plain step at this concurrency".to_string())?;
     Ok(SpecRunRow {
         line: run.line,
         method: family,

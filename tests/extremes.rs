@@ -4,6 +4,8 @@
 //! is refused with a reason (exit 1, `Error: …` on stderr, nothing on stdout); bad usage exits
 //! 2. No JSON record ever carries a NaN or an infinity (serde_json writes them as `null`).
 
+mod common;
+
 use assert_cmd::Command;
 use regex::Regex;
 use std::path::PathBuf;
@@ -87,21 +89,12 @@ fn assert_no_non_finite_text(s: &str, args: &[&str]) {
     }
 }
 
-/// Keys whose value is absent by design (no sliding window, a memory-only operator, a
-/// system that states no price).
-const NULLABLE: &[&str] = &[
-    "window",
-    "math",
-    "usd_per_million_output_tokens",
-    "usd_per_million_total_tokens",
-];
-
 fn assert_json_finite(v: &serde_json::Value, path: &str, args: &[&str]) {
     match v {
         serde_json::Value::Null => {
             let key = path.rsplit('.').next().unwrap_or(path);
             assert!(
-                NULLABLE.contains(&key),
+                common::ABSENT_BY_DESIGN.contains(&key),
                 "{args:?}: {path} is null (a NaN or an infinity?)"
             );
         }

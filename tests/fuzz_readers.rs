@@ -19,6 +19,8 @@
 //! each target for a bounded time (`FUZZ_SECONDS`, default 60):
 //! `cargo test --release --test fuzz_readers -- --ignored --nocapture`.
 
+mod common;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use regex::Regex;
@@ -902,24 +904,12 @@ fn check_step(s: &StepCost, what: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Keys whose value is absent by design: no sliding window, a memory-only operator, a GPU
-/// that states no board power (a fuzzed GPU may lose its `board_power`), a system that
-/// states no price.
-const ABSENT_BY_DESIGN: &[&str] = &[
-    "window",
-    "math",
-    "watts_per_gpu",
-    "joules_per_token",
-    "usd_per_million_output_tokens",
-    "usd_per_million_total_tokens",
-];
-
 /// Every number of a serialised record is finite (serde_json writes NaN/inf as null).
 fn check_json(v: &serde_json::Value, path: &str) -> Result<(), TestCaseError> {
     match v {
         serde_json::Value::Null => {
             let key = path.rsplit('.').next().unwrap_or(path);
-            check(ABSENT_BY_DESIGN.contains(&key), || {
+            check(common::ABSENT_BY_DESIGN.contains(&key), || {
                 format!("{path} is null")
             })
         }

@@ -6,6 +6,19 @@
 
 use std::path::PathBuf;
 
+/// Keys of a serialised record whose value is absent (`null`) by design: no sliding window,
+/// a memory-only operator, a GPU that states no board power (watts and joules), a system
+/// that states no price (dollars). Any other `null` is a NaN or an infinity that serde_json
+/// wrote as `null`.
+pub const ABSENT_BY_DESIGN: &[&str] = &[
+    "window",
+    "math",
+    "watts_per_gpu",
+    "joules_per_token",
+    "usd_per_million_output_tokens",
+    "usd_per_million_total_tokens",
+];
+
 /// `tests/data/<name>`: a folder that ships with the repository. Panics (a failing test)
 /// when it is missing, never skips.
 pub fn data(name: &str) -> PathBuf {

@@ -496,6 +496,15 @@ impl Calibration {
         }
     }
 
+    /// 95 % interval of a new measurement of `f(params)`: for now the parameters' interval.
+    pub fn prediction_interval<F: Fn(&CostParams) -> f64>(
+        &self,
+        base: &CostParams,
+        f: F,
+    ) -> (f64, f64) {
+        self.interval(base, f)
+    }
+
     /// `f` at the fitted parameters and its standard deviation by the delta method on the
     /// covariance (finite-difference gradient, each step kept inside its parameter's bounds).
     fn delta<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {

@@ -242,7 +242,7 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Fit efficiencies and fixed costs to measurements, with confidence intervals.
     #[command(
-        after_help = "Examples:\n  rooftop calibrate --measured k25b6000bench1 --out calibrated.toml\n  rooftop calibrate --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --measured bench/*.json nccl.txt --format json\n  rooftop predict --calibration calibrated.toml --batch 64"
+        after_help = "Examples:\n  rooftop calibrate --measured k25b6000bench1 --out calibrated.toml\n  rooftop calibrate --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --measured bench/*.json nccl.txt --format json\n  rooftop predict --calibration calibrated.toml --batch 64\n  rooftop calibrate --measured e2e_serving.csv --holdout 3   (fit each deployment on 3 runs; coverage of the rest)"
     )]
     Calibrate(CalibrateArgs),
     /// Why a measured throughput curve stops growing: every mechanism that could hold the
@@ -338,6 +338,14 @@ pub struct CalibrateArgs {
     /// Write the calibration TOML here (for --calibration).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// With e2e serving CSVs: fit each deployment on N of its runs (a seeded draw) and
+    /// report how often the calibrated 95 % intervals cover the held-out rest, per
+    /// deployment and backend.
+    #[arg(value_parser = crate::options::positive_u32, long)]
+    pub holdout: Option<u32>,
+    /// Seed of --holdout's draw of the runs to fit on.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

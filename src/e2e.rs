@@ -418,67 +418,33 @@ pub fn evaluate(
     client: Option<&str>,
     group_by: &[GroupField],
 ) -> Result<E2eValidation> {
-    let map = E2eMap::builtin()?;
-    // The clients runs name, loaded once; the user's `--client` in place of every mapping.
-    let mut clients: BTreeMap<String, crate::serve::ClientModel> = BTreeMap::new();
+    let mut resolver = Resolver::new()?;
     let mut harnesses: BTreeMap<String, HarnessUse> = BTreeMap::new();
-    let mut loaded = Loaded::default();
     let mut tally = Tally::default();
-    // The engines whose rules depend on their release (read once, not per run).
-    let released: BTreeMap<&str, bool> = map
-        .engines
-        .values()
-        .map(|e| {
-            let bound = registry::load_engine(e).is_ok_and(|f| f.release.is_some());
-            (e.as_str(), bound)
-        })
-        .collect();
     for run in runs {
-        let (name, how) = match client {
-            Some(c) => (c, "--client"),
-            None => match map.client_of(run) {
-                (c, true) => (c, "mapped"),
-                (c, false) => (c, "default"),
-            },
-        };
-        if !clients.contains_key(name) {
-            clients.insert(name.to_string(), registry::load_client(name)?.model());
-        }
-        let run_client = clients[name];
+        let resolved = resolver.resolve(run, sets, client)?;
         harnesses
             .entry(run.campaign.clone())
             .or_insert(HarnessUse {
                 campaign: run.campaign.clone(),
-                client: name.to_string(),
-                how,
+                client: resolved.client_name.clone(),
+                how: resolved.client_how,
                 runs: 0,
             })
             .runs += 1;
-        let model = loaded.model(&map, run, sets)?;
-        // An engine whose rules depend on its release runs at the run's recorded version,
-        // where the run records one.
-        let system = loaded.system(&map, run, sets, |engine| {
-            let versioned = released.get(engine).copied().unwrap_or(false)
-                && crate::spec::engine::Release::parse(&run.backend_version).is_some();
-            if versioned {
-                format!("{engine}@{}", run.backend_version.trim())
-            } else {
-                engine.to_string()
-            }
-        })?;
         let attempt = (|| -> std::result::Result<RunRow, String> {
-            let model = model?;
-            let system = system?;
+            let model = resolved.model?;
+            let system = resolved.system?;
             let parallel = layout(run, model.moe().is_some())?;
             let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
-            let (tpot, ttft, sol) = predict(&s, run, run_client).map_err(|e| e.to_string())?;
+            let (tpot, ttft, sol) = predict(&s, run, resolved.client).map_err(|e| e.to_string())?;
             tally.check_floor(run.line, run.tpot, sol, &system.spec.name);
             Ok(RunRow::new(
                 run,
                 &model.name,
                 &system.spec.name,
                 parallel.to_string(),
-                name,
+                &resolved.client_name,
                 tpot,
                 ttft,
             ))
@@ -491,6 +457,91 @@ pub fn evaluate(
         group_by,
         harnesses.into_values().collect(),
     )
+}
+
+/// What one run maps to: its model and system (or the reason it cannot be mapped), and the
+/// client that measured it.
+pub(crate) struct Resolved<'r> {
+    pub model: std::result::Result<ModelSpec, String>,
+    pub system: std::result::Result<&'r System, String>,
+    pub client: crate::serve::ClientModel,
+    pub client_name: String,
+    /// How the client was chosen: "--client", "mapped" (from the run's campaign) or
+    /// "default" (the campaign's harness is unknown).
+    pub client_how: &'static str,
+}
+
+/// Maps runs to rooftop's descriptions through `configs/e2e/models.toml`, loading each
+/// model, system and client once.
+pub(crate) struct Resolver {
+    map: E2eMap,
+    clients: BTreeMap<String, crate::serve::ClientModel>,
+    loaded: Loaded,
+    /// The engines whose rules depend on their release.
+    released: BTreeMap<String, bool>,
+}
+
+impl Resolver {
+    pub(crate) fn new() -> Result<Resolver> {
+        let map = E2eMap::builtin()?;
+        let released = map
+            .engines
+            .values()
+            .map(|e| {
+                let bound = registry::load_engine(e).is_ok_and(|f| f.release.is_some());
+                (e.clone(), bound)
+            })
+            .collect();
+        Ok(Resolver {
+            map,
+            clients: BTreeMap::new(),
+            loaded: Loaded::default(),
+            released,
+        })
+    }
+
+    /// `run` under the user's `--set` overrides `sets`, measured by `client` (`--client`)
+    /// or by the client its campaign maps to. A description that no longer loads after the
+    /// user's `--set` is the outer error; a run rooftop cannot map gives its reason inside.
+    pub(crate) fn resolve(
+        &mut self,
+        run: &E2eRun,
+        sets: &[Override],
+        client: Option<&str>,
+    ) -> Result<Resolved<'_>> {
+        let (name, how) = match client {
+            Some(c) => (c.to_string(), "--client"),
+            None => match self.map.client_of(run) {
+                (c, true) => (c.to_string(), "mapped"),
+                (c, false) => (c.to_string(), "default"),
+            },
+        };
+        if !self.clients.contains_key(&name) {
+            let c = registry::load_client(&name)?.model();
+            self.clients.insert(name.clone(), c);
+        }
+        let run_client = self.clients[&name];
+        let model = self.loaded.model(&self.map, run, sets)?;
+        // An engine whose rules depend on its release runs at the run's recorded version,
+        // where the run records one.
+        let released = &self.released;
+        let system = self.loaded.system(&self.map, run, sets, |engine| {
+            let versioned = released.get(engine).copied().unwrap_or(false)
+                && crate::spec::engine::Release::parse(&run.backend_version).is_some();
+            if versioned {
+                format!("{engine}@{}", run.backend_version.trim())
+            } else {
+                engine.to_string()
+            }
+        })?;
+        Ok(Resolved {
+            model,
+            system,
+            client: run_client,
+            client_name: name,
+            client_how: how,
+        })
+    }
 }
 
 /// The models and systems an evaluation's runs name, each loaded once.

@@ -17,6 +17,7 @@ pub mod error;
 pub mod explore;
 pub mod files;
 pub mod harness;
+pub mod holdout;
 pub mod spec;
 pub mod units;
 pub mod whatif;

@@ -247,6 +247,9 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
 }
 
 pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
+    if let Some(n) = a.holdout {
+        return crate::commands::holdout::run(a, n as usize);
+    }
     let (args, m, out, format) = (&a.scenario, &a.measured, a.out.as_deref(), a.format);
     let (set, sources) = load_measured(m)?;
     let l = load(&scenario_for(args, &set, &sources)?)?;

@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod catalog;
 pub mod deploy;
 pub mod explain;
+pub mod holdout;
 pub mod import_hf;
 pub mod kernel_validate;
 pub mod op;

@@ -100,7 +100,7 @@ fn validate_files<R>(
 
 /// The options that would choose a run's model, system, engine or layout are refused, not
 /// ignored: each run names its own.
-fn refuse_chosen(args: &ScenarioArgs) -> Result<()> {
+pub fn refuse_chosen(args: &ScenarioArgs) -> Result<()> {
     let chosen = [
         ("--model", args.model != DEFAULT_MODEL),
         ("--system", args.system != DEFAULT_SYSTEM),

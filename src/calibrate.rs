@@ -133,16 +133,20 @@ pub fn predict_observation(
     })
 }
 
-/// The measured value and its σ (relative 3 % for serving times and rates, 2 points for a
-/// share, 5 % for micro-benchmarks).
+/// The relative σ assumed for a measured serving time or rate (a prior: run-to-run spread
+/// of a serving benchmark at fixed settings is a few per cent).
+pub const SERVING_SIGMA: f64 = 0.03;
+
+/// The measured value and its σ (relative [`SERVING_SIGMA`] for serving times and rates, 2
+/// points for a share, 5 % for micro-benchmarks).
 pub fn measured_value(o: &Observation) -> (f64, f64) {
     match &o.quantity {
         Quantity::Tpot { seconds, .. } | Quantity::Ttft { seconds, .. } => {
-            (*seconds, 0.03 * seconds)
+            (*seconds, SERVING_SIGMA * seconds)
         }
         Quantity::Throughput {
             tokens_per_second, ..
-        } => (*tokens_per_second, 0.03 * tokens_per_second),
+        } => (*tokens_per_second, SERVING_SIGMA * tokens_per_second),
         Quantity::CategoryShare { share, .. } => (*share, 0.02),
         Quantity::AllReduce { seconds, .. } | Quantity::Gemm { seconds, .. } => {
             (*seconds, 0.05 * seconds)
@@ -479,6 +483,7 @@ pub fn calibrate(
         let error = error_of(&o.quantity, c, m);
         residuals.push(Residual {
             point: describe(o),
+            kind: o.quantity.kind_name().into(),
             origin: o.origin.label(),
             prose: o.origin.prose.clone(),
             unit: unit.into(),
@@ -491,7 +496,7 @@ pub fn calibrate(
     }
     // Leave-one-out, when there are enough points to spare one.
     let mut loo_rms_error = None;
-    if n_obs >= 4 {
+    if n_obs >= 3 {
         let mut sq = 0.0;
         for (i, res) in residuals.iter_mut().enumerate() {
             let mut obs = set.observations.clone();

@@ -193,6 +193,10 @@ pub struct FitParam {
 #[serde(deny_unknown_fields)]
 pub struct Residual {
     pub point: String,
+    /// The measured quantity (`tpot`, `ttft`, `throughput`, `category_share`, `all_reduce`,
+    /// `gemm`); empty in files written before it was recorded.
+    #[serde(default)]
+    pub kind: String,
     pub origin: String,
     /// The record's words the point is read from, where it is prose and not a measurement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,7 +279,7 @@ pub struct Calibration {
     pub degrees_of_freedom: i64,
     /// Root-mean-square relative error of the calibrated model over the points.
     pub rms_error: f64,
-    /// Root-mean-square leave-one-out relative error, when there are enough points (≥ 4).
+    /// Root-mean-square leave-one-out relative error, when there are enough points (≥ 3).
     pub loo_rms_error: Option<f64>,
     /// The serving mechanism chosen to hold a flat throughput curve, when the measurement
     /// has throughput at two concurrencies or more.
@@ -496,13 +500,51 @@ impl Calibration {
         }
     }
 
-    /// 95 % interval of a new measurement of `f(params)`: for now the parameters' interval.
+    /// The relative spread of a new measurement of `kind` (a [`Quantity::kind_name`]) about
+    /// the calibrated model that no parameter explains: the model's own error where the fit
+    /// could measure it, and the measurement's noise ([`crate::calibrate::SERVING_SIGMA`],
+    /// the σ the fit assumes for a serving time or rate), in quadrature. The model's error
+    /// is the leave-one-out RMS error of the points of that kind (what a point the fit never
+    /// saw is off by), or of every point where none is of that kind; without leave-one-out
+    /// (fewer than 3 points) the noise alone: the data cannot say more.
+    ///
+    /// [`Quantity::kind_name`]: crate::measured::Quantity::kind_name
+    pub fn unexplained_sigma(&self, kind: &str) -> f64 {
+        let loo_rms = |same: bool| {
+            let errors: Vec<f64> = self
+                .residuals
+                .iter()
+                .filter(|r| !same || r.kind == kind)
+                .filter_map(|r| r.loo_prediction.map(|p| (p - r.measured) / r.measured))
+                .filter(|e| e.is_finite())
+                .collect();
+            (!errors.is_empty())
+                .then(|| (errors.iter().map(|e| e * e).sum::<f64>() / errors.len() as f64).sqrt())
+        };
+        let model = loo_rms(true).or_else(|| loo_rms(false)).unwrap_or(0.0);
+        (model * model + crate::calibrate::SERVING_SIGMA.powi(2)).sqrt()
+    }
+
+    /// 95 % interval of a new measurement of `f(params)`, a time or a rate of `kind`: the
+    /// parameters' spread ([`Calibration::interval`]) and
+    /// [`Calibration::unexplained_sigma`] added in quadrature on the logarithm. This is the
+    /// interval a user checks a new run against; the parameters' interval alone covered 66 %
+    /// of held-out dev runs (`calibrate --holdout 3`), because it leaves the model's own
+    /// error out.
     pub fn prediction_interval<F: Fn(&CostParams) -> f64>(
         &self,
         base: &CostParams,
+        kind: &str,
         f: F,
     ) -> (f64, f64) {
-        self.interval(base, f)
+        if f(&self.params(base)) > 0.0 {
+            let (l0, sd) = self.delta(base, |p| f(p).max(f64::MIN_POSITIVE).ln());
+            let sd = (sd * sd + self.unexplained_sigma(kind).powi(2)).sqrt();
+            let spread = (1.96 * sd).min(700.0);
+            ((l0 - spread).exp(), (l0 + spread).exp())
+        } else {
+            self.interval(base, f)
+        }
     }
 
     /// `f` at the fitted parameters and its standard deviation by the delta method on the

@@ -187,7 +187,7 @@ fn check(d: &Deployment, source: &str, fit_points: usize, seed: u64) -> Result<D
         let (m, _) = measured_value(&o);
         let default = predict_observation(&s, &base, &o, &a)?;
         let calibrated = predict_observation(&s, &fitted, &o, &a)?;
-        let (lo, hi) = c.prediction_interval(&base, |p| {
+        let (lo, hi) = c.prediction_interval(&base, "tpot", |p| {
             predict_observation(&s, p, &o, &a).unwrap_or(f64::NAN)
         });
         held_out.push(HeldOutRun {

@@ -57,11 +57,14 @@ impl<'a> Scenario<'a> {
         }
     }
 
-    /// 95 % interval of `f` evaluated on this scenario's parameters, from the calibration's
-    /// covariance (delta method); `None` without a calibration.
-    pub fn interval(&self, f: impl Fn(&Scenario<'a>) -> f64) -> Option<[f64; 2]> {
+    /// 95 % interval of a measurement of `f` on this scenario: the calibration's covariance
+    /// (delta method) and the error the fit could not explain
+    /// ([`Calibration::prediction_interval`]); `kind` is the measured quantity `f` is (a
+    /// [`crate::measured::Quantity::kind_name`]: `tpot`, `throughput`); `None` without a
+    /// calibration.
+    pub fn interval(&self, kind: &str, f: impl Fn(&Scenario<'a>) -> f64) -> Option<[f64; 2]> {
         let c = self.calibration?;
-        let (lo, hi) = c.interval(&CostParams::default_for(self.system), |p| {
+        let (lo, hi) = c.prediction_interval(&CostParams::default_for(self.system), kind, |p| {
             f(&self.with_params(*p))
         });
         Some([lo, hi])
@@ -400,7 +403,7 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         model_params: count_params(s.model),
         vision: vision_cost(s)?,
         memory: s.memory(batch as f64, context as f64),
-        tpot_ci95_ms: s.interval(|q| {
+        tpot_ci95_ms: s.interval("tpot", |q| {
             q.evaluator()
                 .map(|e| e.step_time(&pass) * 1e3)
                 .unwrap_or(f64::NAN)

@@ -493,8 +493,10 @@ fn with_intervals(s: &Scenario, w: Workload, points: &mut [ServePoint]) {
                 .ok()
                 .and_then(|x| x.points.into_iter().next())
         };
-        p.tpot_ci95_ms = s.interval(|q| at(q).map_or(f64::NAN, |x| x.tpot_ms));
-        p.throughput_ci95_tok_s = s.interval(|q| at(q).map_or(f64::NAN, |x| x.throughput_tok_s));
+        p.tpot_ci95_ms = s.interval("tpot", |q| at(q).map_or(f64::NAN, |x| x.tpot_ms));
+        p.throughput_ci95_tok_s = s.interval("throughput", |q| {
+            at(q).map_or(f64::NAN, |x| x.throughput_tok_s)
+        });
     }
 }
 

@@ -638,7 +638,7 @@ pub fn specdec_shaped(
             let (draft_s, verify) = speculative_step(s, &ev, draft, *shape, e, cf, ctx)?;
             let step = cpu.engine_step(draft_s + verify, overhead, cf, spec_overlap);
             let tpot = step / e;
-            let tpot_ci95_ms = s.interval(|q| {
+            let tpot_ci95_ms = s.interval("tpot", |q| {
                 q.evaluator()
                     .and_then(|qe| speculative_step(q, &qe, draft, *shape, e, cf, ctx))
                     .map_or(f64::NAN, |(d, v)| {

@@ -534,3 +534,49 @@ fn a_time_interval_stays_positive_however_loose_the_fit() {
     let (lo, hi) = loose.interval(&base, tpot);
     assert!(lo > 0.0 && lo < y0 && hi > y0, "[{lo}, {hi}] around {y0}");
 }
+
+#[test]
+fn a_new_measurement_is_predicted_wider_than_the_parameters_alone_and_widens_with_the_unexplained_error(
+) {
+    let (m, s, set) = team();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let c = calibrate(&sc, &set, Assumptions::default(), vec![]).unwrap();
+    let base = CostParams::default_for(&s);
+    let tpot = |p: &CostParams| {
+        rooftop::predict::predict(&sc.with_params(*p), 1, 1024)
+            .unwrap()
+            .tpot_ms
+    };
+    let (plo, phi) = c.interval(&base, tpot);
+    let (lo, hi) = c.prediction_interval(&base, "tpot", tpot);
+    assert!(lo < plo && phi < hi, "[{lo}, {hi}] within [{plo}, {phi}]");
+    // The team's three trials are reproduced within a few per cent held out, so the
+    // unexplained error of a TPOT is theirs (and the noise), not the throughput sentences'.
+    let sigma = c.unexplained_sigma("tpot");
+    assert!(
+        (rooftop::calibrate::SERVING_SIGMA..0.06).contains(&sigma),
+        "{sigma}"
+    );
+    assert!(c.unexplained_sigma("throughput") > sigma);
+    // Doubling every held-out miss doubles the model's error and widens the interval.
+    let mut worse = c.clone();
+    for r in worse.residuals.iter_mut() {
+        if let Some(p) = r.loo_prediction.as_mut() {
+            *p = r.measured + 2.0 * (*p - r.measured);
+        }
+    }
+    let (wlo, whi) = worse.prediction_interval(&base, "tpot", tpot);
+    assert!(
+        wlo < lo && hi < whi,
+        "[{wlo}, {whi}] not wider than [{lo}, {hi}]"
+    );
+    // A point the fit could not leave out (no leave-one-out): the noise alone, never less.
+    let mut none = c.clone();
+    for r in none.residuals.iter_mut() {
+        r.loo_prediction = None;
+    }
+    assert_eq!(
+        none.unexplained_sigma("tpot"),
+        rooftop::calibrate::SERVING_SIGMA
+    );
+}

@@ -165,6 +165,15 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
                 "json",
             ]],
             "calibrate" => vec![vec!["calibrate", "--format", "json"]],
+            "calibrate --holdout N" => vec![vec![
+                "calibrate",
+                "--measured",
+                "tests/fixtures/measured/e2e_serving_sample.csv",
+                "--holdout",
+                "1",
+                "--format",
+                "json",
+            ]],
             "validate" => vec![vec!["validate", "--format", "json"]],
             "validate --measured E2E.csv" => vec![vec![
                 "validate",

@@ -510,7 +510,7 @@ pub fn validation(args: &ScenarioArgs, m: &MeasuredArgs) -> Result<Validation> {
         let at = |p: &CostParams| predict_observation(&s, p, o, &a).unwrap_or(f64::NAN);
         let ci = match o.quantity {
             Quantity::CategoryShare { .. } => cal.share_interval(&base, at),
-            _ => cal.interval(&base, at),
+            _ => cal.prediction_interval(&base, o.quantity.kind_name(), at),
         };
         let efficiency = match o.quantity {
             Quantity::CategoryShare { .. } => None,

@@ -490,8 +490,21 @@ impl Calibration {
     /// or below (a TPOT's interval of [-791, 846] ms said nothing true). Where `f` is not
     /// positive at the fit, the plain delta method.
     pub fn interval<F: Fn(&CostParams) -> f64>(&self, base: &CostParams, f: F) -> (f64, f64) {
+        self.widened_interval(base, 0.0, f)
+    }
+
+    /// [`Calibration::interval`] with `extra_sd` (a relative spread) added in quadrature to
+    /// the parameters' spread on the logarithm; where `f` is not positive at the fit, the
+    /// plain delta method without it.
+    fn widened_interval<F: Fn(&CostParams) -> f64>(
+        &self,
+        base: &CostParams,
+        extra_sd: f64,
+        f: F,
+    ) -> (f64, f64) {
         if f(&self.params(base)) > 0.0 {
             let (l0, sd) = self.delta(base, |p| f(p).max(f64::MIN_POSITIVE).ln());
+            let sd = (sd * sd + extra_sd * extra_sd).sqrt();
             let spread = (1.96 * sd).min(700.0);
             ((l0 - spread).exp(), (l0 + spread).exp())
         } else {
@@ -505,23 +518,24 @@ impl Calibration {
     /// could measure it, and the measurement's noise ([`crate::calibrate::SERVING_SIGMA`],
     /// the σ the fit assumes for a serving time or rate), in quadrature. The model's error
     /// is the leave-one-out RMS error of the points of that kind (what a point the fit never
-    /// saw is off by), or of every point where none is of that kind; without leave-one-out
-    /// (fewer than 3 points) the noise alone: the data cannot say more.
+    /// saw is off by), or the fit's `loo_rms_error` over every point where none is of that
+    /// kind; without leave-one-out (fewer than 3 points) the noise alone: the data cannot say
+    /// more.
     ///
     /// [`Quantity::kind_name`]: crate::measured::Quantity::kind_name
     pub fn unexplained_sigma(&self, kind: &str) -> f64 {
-        let loo_rms = |same: bool| {
-            let errors: Vec<f64> = self
-                .residuals
-                .iter()
-                .filter(|r| !same || r.kind == kind)
-                .filter_map(|r| r.loo_prediction.map(|p| (p - r.measured) / r.measured))
-                .filter(|e| e.is_finite())
-                .collect();
-            (!errors.is_empty())
-                .then(|| (errors.iter().map(|e| e * e).sum::<f64>() / errors.len() as f64).sqrt())
-        };
-        let model = loo_rms(true).or_else(|| loo_rms(false)).unwrap_or(0.0);
+        let errors: Vec<f64> = self
+            .residuals
+            .iter()
+            .filter(|r| r.kind == kind)
+            .filter_map(|r| r.loo_prediction.map(|p| (p - r.measured) / r.measured))
+            .filter(|e| e.is_finite())
+            .collect();
+        let same_kind = (!errors.is_empty())
+            .then(|| (errors.iter().map(|e| e * e).sum::<f64>() / errors.len() as f64).sqrt());
+        let model = same_kind
+            .or(self.loo_rms_error.filter(|e| e.is_finite()))
+            .unwrap_or(0.0);
         (model * model + crate::calibrate::SERVING_SIGMA.powi(2)).sqrt()
     }
 
@@ -537,14 +551,7 @@ impl Calibration {
         kind: &str,
         f: F,
     ) -> (f64, f64) {
-        if f(&self.params(base)) > 0.0 {
-            let (l0, sd) = self.delta(base, |p| f(p).max(f64::MIN_POSITIVE).ln());
-            let sd = (sd * sd + self.unexplained_sigma(kind).powi(2)).sqrt();
-            let spread = (1.96 * sd).min(700.0);
-            ((l0 - spread).exp(), (l0 + spread).exp())
-        } else {
-            self.interval(base, f)
-        }
+        self.widened_interval(base, self.unexplained_sigma(kind), f)
     }
 
     /// `f` at the fitted parameters and its standard deviation by the delta method on the

@@ -24,7 +24,6 @@ use crate::serve::fits;
 use crate::spec::{ModelSpec, System, WeightFormat};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -449,19 +448,14 @@ pub fn explore(
     // Per combination: points that do not fit, and the first of them (batch, context).
     let mut not_fitting: Vec<(u64, Option<(u32, u32)>)> = vec![(0, None); prepared.len()];
     let mut done_points = 0u64;
-    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::with_draw_target(
-            Some(total as u64),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
+    let bar = progress
+        .then(|| {
+            crate::progress::terminal_bar(
+                total as u64,
                 "explore {bar:40} {pos}/{len} points, {per_sec}, ETA {eta}",
             )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+        })
+        .flatten();
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let tx = tx.clone();

@@ -72,17 +72,23 @@ pub fn length_at(l: f64, r: f64, u: f64) -> f64 {
 const EXPECTATION_REQUESTS: u64 = 2_000;
 const MAX_DRAWS: u64 = 16;
 
+/// One step of splitmix64: advances `state` and returns the next 64-bit draw. Every fixed
+/// draw in rooftop (a harness's lengths, `calibrate --holdout`'s split) comes from it.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// A fixed generator (splitmix64): the draws are part of the model, the same every time.
 struct Draws(u64);
 
 impl Draws {
     /// A number uniform in [0, 1).
     fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        (splitmix64(&mut self.0) >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

@@ -15,7 +15,7 @@
 
 use crate::calibrate::{calibrate, measured_value, predict_observation, Assumptions};
 use crate::cost::CostParams;
-use crate::e2e::{layout, Resolver};
+use crate::e2e::{layout, ErrorSummary, Resolver};
 use crate::error::{Error, Result};
 use crate::measured::e2e_csv::E2eRun;
 use crate::measured::{MeasuredSet, Observation, Origin, Quantity};
@@ -130,14 +130,9 @@ fn tpot_observation(run: &E2eRun, source: &str) -> Observation {
     }
 }
 
-/// A reproducible shuffle (SplitMix64 keys): the same seed draws the same split.
+/// A reproducible shuffle (splitmix64 keys): the same seed draws the same split.
 fn shuffled<T: Copy>(items: &[T], seed: u64, salt: u64) -> Vec<T> {
-    let mix = |mut z: u64| {
-        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mix = |mut z: u64| crate::harness::splitmix64(&mut z);
     let mut keyed: Vec<(u64, T)> = items
         .iter()
         .enumerate()
@@ -145,19 +140,6 @@ fn shuffled<T: Copy>(items: &[T], seed: u64, salt: u64) -> Vec<T> {
         .collect();
     keyed.sort_by_key(|k| k.0);
     keyed.into_iter().map(|k| k.1).collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
 }
 
 /// Fit one deployment on `fit_points` of its runs (drawn with `seed`) and check the rest.
@@ -204,12 +186,11 @@ fn check(d: &Deployment, source: &str, fit_points: usize, seed: u64) -> Result<D
     }
     let share = |v: &[HeldOutRun]| v.iter().filter(|h| h.covered).count() as f64 / v.len() as f64;
     let err = |f: fn(&HeldOutRun) -> f64| {
-        median(
-            held_out
-                .iter()
-                .map(|h| (f(h) / h.measured_tpot_ms - 1.0).abs())
-                .collect(),
-        )
+        let errors: Vec<f64> = held_out
+            .iter()
+            .map(|h| f(h) / h.measured_tpot_ms - 1.0)
+            .collect();
+        ErrorSummary::of(&errors).median_abs
     };
     Ok(DeploymentCoverage {
         deployment: d.key.clone(),

@@ -32,6 +32,7 @@ pub mod ops;
 pub mod options;
 pub mod plot;
 pub mod predict;
+pub mod progress;
 pub mod serve;
 pub mod specdec;
 pub mod specdec_runs;

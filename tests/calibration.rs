@@ -572,6 +572,7 @@ fn a_new_measurement_is_predicted_wider_than_the_parameters_alone_and_widens_wit
     );
     // A point the fit could not leave out (no leave-one-out): the noise alone, never less.
     let mut none = c.clone();
+    none.loo_rms_error = None;
     for r in none.residuals.iter_mut() {
         r.loo_prediction = None;
     }

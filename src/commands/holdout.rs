@@ -4,7 +4,7 @@
 //! can be trusted there.
 
 use crate::cli::CalibrateArgs;
-use crate::commands::validate_e2e::{e2e_text, refuse_chosen};
+use crate::commands::validate_e2e::{e2e_text, pct, refuse_chosen};
 use crate::error::{Error, Result};
 use crate::export::{self, round, table, Table, Tabular};
 use crate::holdout::{evaluate, HoldoutReport};
@@ -12,7 +12,6 @@ use crate::measured::e2e_csv::parse_e2e_csv;
 use crate::spec::overrides::parse_all;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 /// `--format csv`: one row per held-out run.
 #[derive(Debug, Serialize)]
@@ -80,15 +79,18 @@ pub fn run(a: &CalibrateArgs, fit_points: usize) -> Result<Vec<u8>> {
         runs.extend(parse_e2e_csv(&text, f)?);
     }
     let source = a.measured.measured.join(", ");
+    let bar = std::sync::OnceLock::new();
     let progress = |done: usize, total: usize| {
-        if done.is_multiple_of(10) || done == total {
-            let mut e = std::io::stderr();
-            let _ = write!(
-                e,
-                "\rcalibrate --holdout: {done}/{total} deployments fitted"
-            );
+        let bar = bar.get_or_init(|| {
+            crate::progress::terminal_bar(
+                total as u64,
+                "calibrate --holdout {bar:40} {pos}/{len} deployments fitted, ETA {eta}",
+            )
+        });
+        if let Some(b) = bar {
+            b.set_position(done as u64);
             if done == total {
-                let _ = writeln!(e);
+                b.finish_and_clear();
             }
         }
     };
@@ -102,10 +104,6 @@ pub fn run(a: &CalibrateArgs, fit_points: usize) -> Result<Vec<u8>> {
         &progress,
     )?;
     export::export(&r, a.format, text)
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1} %", x * 100.0)
 }
 
 pub fn text(r: &HoldoutReport) -> String {

@@ -176,7 +176,8 @@ impl Tabular for E2eValidation {
     }
 }
 
-fn pct(x: f64) -> String {
+/// A share or an error in per cent, one decimal.
+pub fn pct(x: f64) -> String {
     format!("{:.1} %", x * 100.0)
 }
 

@@ -586,7 +586,7 @@ pub enum OpCommand {
     /// One all-reduce on a system's interconnect, as the engine runs it (vLLM's custom
     /// kernel where it applies, else NCCL).
     #[command(
-        after_help = "Examples:\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes 14336\n  rooftop op allreduce --system 8x-h200-nvlink --bytes 1048576 --gpus 4 --format json\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes \"1.8 MB\" --set interconnect.bandwidth=\"128 GB/s\""
+        after_help = "Examples:\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes 14336\n  rooftop op allreduce --system 8x-h200-nvlink --bytes 1048576 --gpus 4 --format json\n  rooftop op allreduce --system 2x8-h100-ib --bytes 1GiB --gpus 16   (across two nodes: NCCL over the NICs)\n  rooftop op allreduce --system 8x-rtx-pro-6000-pcie --bytes \"1.8 MB\" --set interconnect.bandwidth=\"128 GB/s\""
     )]
     Allreduce(OpAllreduceArgs),
     /// One NCCL all-gather: each rank contributes --bytes and ends with all of them.
@@ -601,7 +601,7 @@ pub enum OpCommand {
     Reducescatter(OpReducescatterArgs),
     /// One NCCL all-to-all: each rank sends --bytes in total, spread evenly over the ranks.
     #[command(
-        after_help = "Examples:\n  rooftop op alltoall --system 8x-h200-nvlink --bytes \"7 MB\"\n  rooftop op alltoall --system 8x-rtx-pro-6000-pcie --bytes 131072 --gpus 4 --set system.p2p=false"
+        after_help = "Examples:\n  rooftop op alltoall --system 8x-h200-nvlink --bytes \"7 MB\"\n  rooftop op alltoall --system 8x-rtx-pro-6000-pcie --bytes 131072 --gpus 4 --set system.p2p=false\n  rooftop op alltoall --system 4x8-b200-ib --bytes \"7 MB\" --gpus 32   (four nodes: each GPU's share for the others over its NIC)"
     )]
     Alltoall(OpAlltoallArgs),
     /// One MoE layer (router, routed and shared experts, its all-reduce) on one GPU.

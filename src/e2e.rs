@@ -39,9 +39,30 @@ pub struct E2eMap {
     pub clients: BTreeMap<String, String>,
     /// Backend -> engine description.
     pub engines: BTreeMap<String, String>,
-    pub systems: BTreeMap<String, String>,
+    /// The run's system column -> a built-in system, or a list of them from the smallest: the
+    /// run takes the first with GPUs enough for its layout (one box, then the multi-node
+    /// systems of that GPU).
+    pub systems: BTreeMap<String, SystemChoice>,
     pub quant_modes: BTreeMap<String, String>,
     pub models: Vec<ModelEntry>,
+}
+
+/// A system column's built-in system, or its systems by size.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SystemChoice {
+    One(String),
+    BySize(Vec<String>),
+}
+
+impl SystemChoice {
+    /// The candidates, smallest first.
+    pub fn names(&self) -> &[String] {
+        match self {
+            SystemChoice::One(n) => std::slice::from_ref(n),
+            SystemChoice::BySize(v) => v,
+        }
+    }
 }
 
 /// One HF id and the built-in that describes it.
@@ -147,12 +168,12 @@ impl E2eMap {
         }
     }
 
-    /// The built-in system name for the run's system column.
-    pub fn system(&self, run: &E2eRun) -> std::result::Result<&str, String> {
-        self.systems
-            .get(&run.system)
-            .map(String::as_str)
-            .ok_or_else(|| format!("system \"{}\" not in {MODELS_LABEL}", run.system))
+    /// The built-in systems the run's system column maps to, smallest first.
+    pub fn system(&self, run: &E2eRun) -> std::result::Result<&[String], String> {
+        match self.systems.get(&run.system).map(SystemChoice::names) {
+            Some(names) if !names.is_empty() => Ok(names),
+            _ => Err(format!("system \"{}\" not in {MODELS_LABEL}", run.system)),
+        }
     }
 }
 
@@ -525,7 +546,8 @@ impl Resolver {
         // An engine whose rules depend on its release runs at the run's recorded version,
         // where the run records one.
         let released = &self.released;
-        let system = self.loaded.system(&self.map, run, sets, |engine| {
+        let gpus = run.tp * run.attention_dp * run.pp;
+        let system = self.loaded.system(&self.map, run, sets, gpus, |engine| {
             let versioned = released.get(engine).copied().unwrap_or(false)
                 && crate::spec::engine::Release::parse(&run.backend_version).is_some();
             if versioned {
@@ -585,10 +607,11 @@ impl Loaded {
         map: &E2eMap,
         run: &E2eRun,
         sets: &[Override],
+        gpus: u32,
         engine_of: impl Fn(&str) -> String,
     ) -> Result<std::result::Result<&System, String>> {
-        let (sys_name, engine) = match (map.system(run), map.engines.get(&run.backend)) {
-            (Ok(sys_name), Some(engine)) => (sys_name, engine_of(engine)),
+        let (names, engine) = match (map.system(run), map.engines.get(&run.backend)) {
+            (Ok(names), Some(engine)) => (names, engine_of(engine)),
             (Err(why), _) => return Ok(Err(why)),
             (_, None) => {
                 return Ok(Err(format!(
@@ -597,12 +620,22 @@ impl Loaded {
                 )))
             }
         };
-        let key = format!("{sys_name}|{engine}");
-        if !self.systems.contains_key(&key) {
-            let sys = System::load_with_engine(sys_name, Some(&engine), sets)?;
-            self.systems.insert(key.clone(), sys);
+        // The first system with GPUs enough for the run's layout; the last when none has
+        // (the layout check then says how many it needs).
+        let needs = gpus.max(1);
+        let mut chosen = String::new();
+        for name in names {
+            let key = format!("{name}|{engine}");
+            if !self.systems.contains_key(&key) {
+                let sys = System::load_with_engine(name, Some(&engine), sets)?;
+                self.systems.insert(key.clone(), sys);
+            }
+            chosen = key;
+            if self.systems[&chosen].spec.gpu_count >= needs {
+                break;
+            }
         }
-        Ok(Ok(&self.systems[&key]))
+        Ok(Ok(&self.systems[&chosen]))
     }
 }
 

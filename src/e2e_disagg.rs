@@ -73,7 +73,8 @@ pub fn evaluate(
         let pre_run = run.as_e2e(&run.prefill);
         let dec_run = run.as_e2e(&run.decode);
         let model = loaded.model(&map, &dec_run, sets)?;
-        let system = loaded.system(&map, &dec_run, sets, str::to_string)?;
+        // One box per worker (multi-node workers are not priced yet): the smallest system.
+        let system = loaded.system(&map, &dec_run, sets, 1, str::to_string)?;
         let attempt = (|| -> std::result::Result<RunRow, String> {
             let model = model?;
             let system = system?;

@@ -4,20 +4,15 @@
 //! collective; NCCL never runs LL128 over PCIe unless told to; no collective beats the bytes
 //! it must move at the raw link rate.
 
+mod common;
+
 use rooftop::cost::collective::{self, AllReduceAlgo, CollectiveCost};
 use rooftop::cost::CostParams;
 use rooftop::spec::overrides::parse_all;
 use rooftop::spec::registry::{builtin_names, Kind};
 use rooftop::spec::{LinkKind, NcclProtocol, System};
 
-type Collective = fn(&System, f64, u32, &CostParams) -> CollectiveCost;
-
-const FAMILIES: [(&str, Collective); 4] = [
-    ("all-reduce", collective::allreduce),
-    ("all-gather", collective::all_gather),
-    ("reduce-scatter", collective::reduce_scatter),
-    ("all-to-all", collective::all_to_all),
-];
+use common::COLLECTIVES as FAMILIES;
 
 fn load(name: &str, sets: &[&str]) -> System {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -189,8 +184,16 @@ fn no_collective_beats_its_bytes_at_the_raw_link_rate() {
         for p in [CostParams::default_for(&sys), CostParams::speed_of_light()] {
             for n in rank_counts(&sys) {
                 let nf = n as f64;
-                // a GPU's own links to the group: one, or on a full mesh one per peer
-                let raw = sys.link.bandwidth_per_direction.0 * collective::mesh_links(&sys, n);
+                // a GPU's own links to the group: one, or on a full mesh one per peer; and
+                // across nodes its share of the node's NICs besides
+                let nic = match sys.spec.nodes {
+                    Some(net) if sys.spec.nodes_spanned(n) > 1 => {
+                        net.nics_per_node as f64 / sys.spec.gpus_per_node() as f64 * net.nic_rate.0
+                    }
+                    _ => 0.0,
+                };
+                let raw =
+                    sys.link.bandwidth_per_direction.0 * collective::mesh_links(&sys, n) + nic;
                 for b in sizes(n) {
                     // bytes each rank must send or receive over its own link at the least
                     let floors = [

@@ -30,7 +30,8 @@ fn e2e_csv_is_validated_run_by_run_and_skips_name_their_reason() {
     assert!(reasons
         .iter()
         .any(|r| r.contains("no description of nvidia/Qwen3-32B-NVFP4")));
-    assert!(reasons.iter().any(|r| r.contains("needs 64 GPUs")));
+    // 128 GPUs: more than the largest B200 system (8 nodes of 8).
+    assert!(reasons.iter().any(|r| r.contains("needs 128 GPUs")));
 }
 
 fn validate_sample(extra: &[&str]) -> std::process::Output {

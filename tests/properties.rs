@@ -286,6 +286,7 @@ fn system() -> impl Strategy<Value = System> {
                     capital_per_gpu: None,
                     amortisation: None,
                     electricity: None,
+                    nodes: None,
                     engine: rooftop::spec::system::EngineRef::Inline(Box::new(engine.clone())),
                     efficiency,
                     sources: BTreeMap::new(),

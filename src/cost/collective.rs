@@ -36,7 +36,7 @@
 use crate::cost::params::CostParams;
 use crate::spec::{
     AllReduceImpl, BusFraction, CollectiveModel, CpuVendor, InterconnectSpec, LinkKind,
-    NcclAlgorithm, NcclP2pLevel, NcclProtocol, P2pLatency, System, Topology,
+    NcclAlgorithm, NcclP2pLevel, NcclProtocol, NodesSpec, P2pLatency, System, Topology,
 };
 use crate::units::{Bytes, Fraction, Seconds};
 
@@ -64,6 +64,8 @@ pub enum AllReduceAlgo {
     NcclRing(NcclProtocol),
     NcclTree(NcclProtocol),
     NcclNvls,
+    /// NVLS inside each node, NCCL's tree across nodes.
+    NcclNvlsTree,
     /// NCCL point-to-point (all-to-all, send/recv) with this protocol.
     NcclP2p(NcclProtocol),
     OneShot,
@@ -83,6 +85,7 @@ impl AllReduceAlgo {
             AllReduceAlgo::NcclTree(NcclProtocol::Ll128) => "nccl-tree-ll128",
             AllReduceAlgo::NcclTree(_) => "nccl-tree-simple",
             AllReduceAlgo::NcclNvls => "nccl-nvls",
+            AllReduceAlgo::NcclNvlsTree => "nccl-nvls-tree",
             AllReduceAlgo::NcclP2p(NcclProtocol::Ll) => "nccl-p2p-ll",
             AllReduceAlgo::NcclP2p(_) => "nccl-p2p-simple",
             AllReduceAlgo::OneShot => "custom-one-shot",
@@ -132,7 +135,7 @@ pub enum Path {
 /// Which path `n` GPUs of the system cross: GPUs fill a switch, then a socket, then the next.
 pub fn path(system: &System, n: u32) -> Path {
     let s = &system.spec;
-    let per_socket = s.gpu_count.div_ceil(s.sockets).max(1);
+    let per_socket = s.gpus_per_node().div_ceil(s.sockets).max(1);
     let beyond_socket = s.sockets > 1 && n > per_socket;
     match s.topology {
         Topology::Nvswitch | Topology::FullMesh => Path::Switch,
@@ -150,7 +153,7 @@ pub fn path(system: &System, n: u32) -> Path {
 /// other topology gives one GPU the link's whole rate to any group: one.
 pub fn mesh_links(system: &System, n: u32) -> f64 {
     match system.spec.topology {
-        Topology::FullMesh => (n.min(system.spec.gpu_count).max(2) - 1) as f64,
+        Topology::FullMesh => (n.min(system.spec.gpus_per_node()).max(2) - 1) as f64,
         _ => 1.0,
     }
 }
@@ -555,6 +558,9 @@ pub fn nccl_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> Co
     if n <= 1 || bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
+    if system.spec.nodes_spanned(n) > 1 {
+        return internode_allreduce(system, bytes, n, p);
+    }
     if p.is_sol() {
         return ideal_allreduce(system, bytes, n);
     }
@@ -637,6 +643,9 @@ fn custom_allreduce(
     }
 }
 
+/// The world sizes vLLM's custom all-reduce runs on [V: vLLM source].
+const VLLM_CUSTOM_WORLD_SIZES: [u32; 4] = [2, 4, 6, 8];
+
 /// CTAs of vLLM's custom all-reduce at most (`block_limit`, `defaultBlockLimit` in vLLM's
 /// csrc/custom_all_reduce.cuh), its threads per CTA, and the bytes one thread loads at once
 /// (a packed 16-byte vector) [V: vLLM source].
@@ -690,6 +699,11 @@ pub fn allreduce_in(
     if n <= 1 || bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
+    // Across nodes only NCCL runs: vLLM's custom and symmetric-memory kernels map peers'
+    // memory, which needs one node.
+    if system.spec.nodes_spanned(n) > 1 {
+        return nccl_allreduce(system, bytes, n, p);
+    }
     if p.is_sol() {
         return ideal_allreduce(system, bytes, n);
     }
@@ -699,11 +713,16 @@ pub fn allreduce_in(
     // vLLM's rule: world size 2 or every pair directly connected (NVSwitch, or an xGMI mesh:
     // one hop between any two GPUs).
     let fully_connected = nvswitch || spec.topology == Topology::FullMesh;
+    // Its kernel runs on 2, 4, 6 or 8 GPUs only (`CustomAllreduce._SUPPORTED_WORLD_SIZES`,
+    // vllm/distributed/device_communicators/custom_all_reduce.py): a larger NVLink domain
+    // (an NVL72 rack) all-reduces through NCCL.
     let custom_allowed = spec.p2p
         && match eng.allreduce {
             AllReduceImpl::Nccl => false,
             AllReduceImpl::Custom => true,
-            AllReduceImpl::VllmAuto => n == 2 || fully_connected,
+            AllReduceImpl::VllmAuto => {
+                VLLM_CUSTOM_WORLD_SIZES.contains(&n) && (n == 2 || fully_connected)
+            }
         };
     let symm_max = eng
         .symm_mem_max
@@ -838,6 +857,9 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
     if n <= 1 || bytes <= 0.0 {
         return CollectiveCost::ZERO;
     }
+    if system.spec.nodes_spanned(n) > 1 {
+        return internode_all_to_all(system, bytes, n, p);
+    }
     let nf = n as f64;
     let bus = (nf - 1.0) / nf * bytes;
     let links = mesh_links(system, n);
@@ -864,6 +886,9 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
 fn ring_collective(system: &System, bus_bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
     if n <= 1 || bus_bytes <= 0.0 {
         return CollectiveCost::ZERO;
+    }
+    if system.spec.nodes_spanned(n) > 1 {
+        return internode_ring_collective(system, bus_bytes, n, p);
     }
     let links = mesh_links(system, n);
     if p.is_sol() {
@@ -903,10 +928,24 @@ fn not_below(c: CollectiveCost, ideal: CollectiveCost) -> CollectiveCost {
 }
 
 /// Point-to-point send of `bytes` between neighbouring pipeline stages, over the slowest
-/// path of the system's GPUs.
+/// path of one node's GPUs.
 pub fn send_recv(system: &System, bytes: f64, p: &CostParams) -> CollectiveCost {
+    send_recv_over(system, bytes, p, false)
+}
+
+/// [`send_recv`], or between two nodes over the sender's NIC (`across_nodes`, on a
+/// multi-node system).
+pub fn send_recv_over(
+    system: &System,
+    bytes: f64,
+    p: &CostParams,
+    across_nodes: bool,
+) -> CollectiveCost {
     if bytes <= 0.0 {
         return CollectiveCost::ZERO;
+    }
+    if let Some(net) = system.spec.nodes.filter(|_| across_nodes) {
+        return internode_send(system, &net, bytes, p);
     }
     if p.is_sol() {
         return ideal_hop(system, bytes, 1.0);
@@ -915,8 +954,331 @@ pub fn send_recv(system: &System, bytes: f64, p: &CostParams) -> CollectiveCost 
     // On a full mesh a send reaches its one peer over their one link: a pair's rate.
     let n = match system.spec.topology {
         Topology::FullMesh => 2,
-        _ => system.spec.gpu_count,
+        _ => system.spec.gpus_per_node(),
     };
     let r = ring_rates(system, &m, n, p);
     p2p(system, bytes, bytes, (r.simple, r.ll), (1.0, 1.0), p)
+}
+
+// ---------------------------------------------------------------------------------------
+// Across nodes.
+//
+// A multi-node system (`[nodes]`) joins nodes of `gpus_per_node` GPUs by their NICs. A group
+// of `n` GPUs fills a node before it takes the next, so it spans `N = ⌈n / g⌉` nodes with
+// `ppn = n / N` GPUs in each, and uses the NICs of those GPUs (rail-optimized nodes: one NIC
+// per GPU, `nics_per_node / g` each). `B` is what the NICs of one node move out per second:
+// NICs used × line rate × `nic_efficiency`.
+//
+// NCCL runs (src/graph/tuning.cc, the latency model; the rates follow from the traffic):
+// - ring: one ring per NIC, each leaving a node once, so a node sends out exactly what one
+//   GPU sends along the ring; bus rate = min(intra-node ring rate, B). Latency: base +
+//   intra steps × the intra-node step (× 1.8 for LL once nodes > 1) + 2(N − 1) network
+//   steps.
+// - tree: reduce inside each node, a double binary tree across nodes, broadcast back,
+//   pipelined: the slower of the intra-node part (2(ppn − 1)/ppn · S per GPU) and the
+//   inter-node part (2(N − 1)/N · S per node over B). Latency: base + 2((ppn − 1) intra
+//   steps + log2 N network steps).
+// - NVLS tree where the node's NVSwitch reduces (NVLS): the intra-node part at NVLS's rate.
+// Of these the fastest is taken; NCCL's tuner picks from its own estimates, which are not
+// modelled across nodes [U]. A reduction across nodes holds one within a node over the same
+// bytes, so it is never priced below that one.
+// ---------------------------------------------------------------------------------------
+
+/// NCCL's per-step hardware latency over the network (`hwLat`, the NET row of
+/// src/graph/tuning.cc): ring and tree, each LL / LL128 / Simple, seconds.
+const NET_RING_STEP: [f64; 3] = [2.7e-6, 4.0e-6, 14.0e-6];
+const NET_TREE_STEP: [f64; 3] = [5.0e-6, 8.5e-6, 14.0e-6];
+/// NCCL scales the intra-node LL step by 1.8 once a communicator spans nodes.
+const LL_INTRA_ACROSS_NODES: f64 = 1.8;
+
+/// How a group of `n` GPUs lies over the nodes: (nodes N, GPUs per node ppn, what the NICs
+/// of one node move out per second, B; its raw line rate, for the bound).
+fn spread(system: &System, net: &NodesSpec, n: u32, p: &CostParams) -> (f64, f64, f64, f64) {
+    let spec = &system.spec;
+    let nodes = spec.nodes_spanned(n) as f64;
+    let ppn = n as f64 / nodes;
+    let g = spec.gpus_per_node() as f64;
+    let nics = (net.nics_per_node as f64 * ppn / g).max(1.0);
+    let raw = nics * net.nic_rate.0;
+    let rate = if p.is_sol() {
+        raw
+    } else {
+        raw * net.nic_efficiency.0
+    };
+    (nodes, ppn, rate, raw)
+}
+
+/// The protocols NCCL may run across nodes: (index into the latency rows, protocol, the
+/// factor of the path's rate it reaches).
+fn internode_protocols(system: &System) -> Vec<(usize, NcclProtocol, f64)> {
+    let eng = &system.engine;
+    let m = model(&system.link);
+    let allowed = |proto| eng.nccl_protocol == NcclProtocol::Auto || eng.nccl_protocol == proto;
+    [
+        (0, NcclProtocol::Ll, LL_WIRE),
+        (1, NcclProtocol::Ll128, LL128),
+        (2, NcclProtocol::Simple, 1.0),
+    ]
+    .into_iter()
+    .filter(|&(_, proto, _)| {
+        let default_off = proto == NcclProtocol::Ll128 && !m.ll128;
+        allowed(proto) && !(default_off && eng.nccl_protocol == NcclProtocol::Auto)
+    })
+    .collect()
+}
+
+/// What a protocol's intra-node steps cost across nodes: (the factor on the link's step
+/// latency, NCCL's 1.8 for LL; the rate it reaches on the node's ring).
+fn intra_node_part(proto: NcclProtocol, factor: f64, intra: &RingRates) -> (f64, f64) {
+    match proto {
+        NcclProtocol::Ll => (LL_INTRA_ACROSS_NODES, intra.ll),
+        _ => (1.0, intra.simple * factor),
+    }
+}
+
+/// A protocol's entry (LL, LL128, Simple by index) of a latency row, seconds.
+fn proto_of(l: &crate::spec::interconnect::ProtocolLatency, i: usize) -> f64 {
+    [l.ll.0, l.ll128.0, l.simple.0][i]
+}
+
+/// NCCL's all-reduce over `n` GPUs spanning nodes (see the section's notes).
+fn internode_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    let Some(net) = system.spec.nodes else {
+        return nccl_allreduce(system, bytes, n, p);
+    };
+    let (nodes, ppn, b, raw) = spread(system, &net, n, p);
+    let ideal = internode_ideal(
+        ideal_allreduce(system, bytes, ppn as u32),
+        2.0 * (nodes - 1.0) / nodes * bytes / raw,
+    );
+    if p.is_sol() {
+        return ideal;
+    }
+    let link = &system.link;
+    let m = model(link);
+    let intra = ring_rates(system, &m, ppn as u32, p);
+    let nf = n as f64;
+    let scale = p.collective_latency_scale;
+    let log_nodes = nodes.log2().floor().max(1.0);
+    let mut best = CollectiveCost {
+        latency: f64::INFINITY,
+        transfer: 0.0,
+        algo: AllReduceAlgo::None,
+    };
+    let mut keep = |c: CollectiveCost| {
+        if c.time() < best.time() {
+            best = c;
+        }
+    };
+    for (i, proto, factor) in internode_protocols(system) {
+        let (ll, intra_rate) = intra_node_part(proto, factor, &intra);
+        let net_rate = b * factor;
+        // Ring over every GPU: 2(n − 1) steps, 2(N − 1) of them over the network.
+        let (steps, net_steps) = (2.0 * (nf - 1.0), 2.0 * (nodes - 1.0));
+        keep(CollectiveCost {
+            latency: (proto_of(&link.nccl_base_latency.ring, i)
+                + (steps - net_steps) * proto_of(&link.nccl_step_latency.ring, i) * ll
+                + net_steps * NET_RING_STEP[i])
+                * scale,
+            transfer: steps / nf * bytes / intra_rate.min(net_rate),
+            algo: AllReduceAlgo::NcclRing(proto),
+        });
+        // Tree: the node's part and the network's, pipelined.
+        keep(CollectiveCost {
+            latency: (proto_of(&link.nccl_base_latency.tree, i)
+                + 2.0
+                    * ((ppn - 1.0) * proto_of(&link.nccl_step_latency.tree, i) * ll
+                        + log_nodes * NET_TREE_STEP[i]))
+                * scale,
+            transfer: (2.0 * (ppn - 1.0) / ppn * bytes / intra_rate)
+                .max(2.0 * (nodes - 1.0) / nodes * bytes / net_rate),
+            algo: AllReduceAlgo::NcclTree(proto),
+        });
+    }
+    // NVLS inside each node, the tree across (Simple only).
+    if let Some(v) = m.nvls.filter(|v| ppn as u32 >= v.min_ranks) {
+        let eng = &system.engine;
+        let usable = system.spec.topology == Topology::Nvswitch
+            && system.spec.p2p
+            && eng.nccl_algorithm == NcclAlgorithm::Auto
+            && matches!(eng.nccl_protocol, NcclProtocol::Auto | NcclProtocol::Simple);
+        if usable {
+            let nvls = link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency;
+            keep(CollectiveCost {
+                latency: (v.latency.0 + 2.0 * log_nodes * NET_TREE_STEP[2]) * scale,
+                transfer: (2.0 * (ppn - 1.0) / ppn * bytes / nvls)
+                    .max(2.0 * (nodes - 1.0) / nodes * bytes / b),
+                algo: AllReduceAlgo::NcclNvlsTree,
+            });
+        }
+    }
+    if !best.time().is_finite() {
+        return ideal;
+    }
+    // It holds a reduction within one node over the same bytes.
+    let within = nccl_allreduce(system, bytes, ppn as u32, p);
+    not_below(not_below(best, within), ideal)
+}
+
+/// The bound across nodes: the slower of the bound inside a node and the NICs' line rate
+/// moving `net_transfer` seconds' worth of bytes, after one network hop.
+fn internode_ideal(within: CollectiveCost, net_transfer: f64) -> CollectiveCost {
+    let net = CollectiveCost {
+        latency: NET_RING_STEP[0],
+        transfer: net_transfer,
+        algo: AllReduceAlgo::Ideal,
+    };
+    if net.time() > within.time() {
+        net
+    } else {
+        CollectiveCost {
+            algo: AllReduceAlgo::Ideal,
+            ..within
+        }
+    }
+}
+
+/// All-to-all across nodes (NCCL point-to-point): each GPU sends `S/n` to every peer; the
+/// share for other nodes, `(n − ppn)/n · S` per GPU, leaves through the node's NICs, the rest
+/// over the node's link; the two run at once, the slower sets the time. Each call pays
+/// NCCL's point-to-point latency and one network step; LL up to NCCL's per-peer threshold,
+/// Simple above, and a message just above it is never cheaper than the threshold message.
+fn internode_all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> CollectiveCost {
+    let Some(net) = system.spec.nodes else {
+        return all_to_all(system, bytes, n, p);
+    };
+    let (nodes, ppn, b, raw) = spread(system, &net, n, p);
+    let nf = n as f64;
+    let remote_per_node = ppn * (nf - ppn) / nf * bytes;
+    let ideal = internode_ideal(
+        ideal_hop(
+            system,
+            (nf - 1.0) / nf * bytes,
+            gpu_links_raw(system, &net, n) / system.link.bandwidth_per_direction.0,
+        ),
+        remote_per_node / raw,
+    );
+    if p.is_sol() || nodes <= 1.0 {
+        return ideal;
+    }
+    let m = model(&system.link);
+    let threshold = m.p2p_ll_threshold.0;
+    let ll_allowed = system.engine.nccl_protocol != NcclProtocol::Simple;
+    let per_peer = bytes / nf;
+    let ll = per_peer <= threshold && ll_allowed;
+    let (call, rate, proto, step) = if ll {
+        let s = NET_RING_STEP[0];
+        (m.p2p_call_latency.ll.0, LL_WIRE * b, NcclProtocol::Ll, s)
+    } else {
+        let s = NET_RING_STEP[2];
+        (m.p2p_call_latency.simple.0, b, NcclProtocol::Simple, s)
+    };
+    // The node's own peers: an all-to-all over its ppn GPUs with the same message per peer.
+    let within = all_to_all(system, bytes * ppn / nf, ppn as u32, p);
+    let mut c = not_below(
+        CollectiveCost {
+            latency: ((call + step) * p.collective_latency_scale).max(within.latency),
+            transfer: (remote_per_node / rate).max(within.transfer),
+            algo: AllReduceAlgo::NcclP2p(proto),
+        },
+        ideal,
+    );
+    if ll_allowed && per_peer > threshold {
+        c = not_below(
+            c,
+            internode_all_to_all(system, bytes * threshold / per_peer, n, p),
+        );
+    }
+    // Each GPU still sends (n − 1)/n of its bytes, more than within one node: never less
+    // time than the same bytes spread over one node's GPUs.
+    not_below(c, all_to_all(system, bytes, ppn as u32, p))
+}
+
+/// The raw rate at which one GPU of a group of `n` spanning nodes can move data: its link
+/// into the node plus its share of the node's NICs, bytes/s.
+fn gpu_links_raw(system: &System, net: &NodesSpec, n: u32) -> f64 {
+    let g = system.spec.gpus_per_node() as f64;
+    system.link.bandwidth_per_direction.0 * mesh_links(system, n)
+        + net.nics_per_node as f64 / g * net.nic_rate.0
+}
+
+/// All-gather or reduce-scatter across nodes as NCCL's ring runs them (one ring per NIC):
+/// `bus_bytes` per GPU at the slower of the node's ring and its NICs; `n − 1` steps, `N − 1`
+/// of them over the network.
+fn internode_ring_collective(
+    system: &System,
+    bus_bytes: f64,
+    n: u32,
+    p: &CostParams,
+) -> CollectiveCost {
+    let Some(net) = system.spec.nodes else {
+        return ring_collective(system, bus_bytes, n, p);
+    };
+    let (nodes, ppn, b, raw) = spread(system, &net, n, p);
+    let nf = n as f64;
+    // A GPU moves bus_bytes over its link and its NIC share at most; a node's NICs carry
+    // what the other nodes hold, (N − 1)/N of the n/(n − 1) · bus_bytes in all.
+    let within = ideal_hop(
+        system,
+        bus_bytes,
+        gpu_links_raw(system, &net, n) / system.link.bandwidth_per_direction.0,
+    );
+    let ideal = internode_ideal(
+        within,
+        bus_bytes * (nodes - 1.0) / nodes * nf / (nf - 1.0) / raw,
+    );
+    if p.is_sol() {
+        return ideal;
+    }
+    let link = &system.link;
+    let m = model(link);
+    let intra = ring_rates(system, &m, ppn as u32, p);
+    let net_steps = nodes - 1.0;
+    let mut best = CollectiveCost {
+        latency: f64::INFINITY,
+        transfer: 0.0,
+        algo: AllReduceAlgo::None,
+    };
+    for (i, proto, factor) in internode_protocols(system) {
+        let (ll, intra_rate) = intra_node_part(proto, factor, &intra);
+        let c = CollectiveCost {
+            latency: (proto_of(&link.nccl_base_latency.ring, i)
+                + (nf - 1.0 - net_steps) * proto_of(&link.nccl_step_latency.ring, i) * ll
+                + net_steps * NET_RING_STEP[i])
+                * p.collective_latency_scale,
+            transfer: bus_bytes / intra_rate.min(b * factor),
+            algo: AllReduceAlgo::NcclRing(proto),
+        };
+        if c.time() < best.time() {
+            best = c;
+        }
+    }
+    if !best.time().is_finite() {
+        return ideal;
+    }
+    not_below(best, ideal)
+}
+
+/// One GPU's send to a GPU of another node: over its own share of the node's NICs, with
+/// NCCL's point-to-point call latency and one network step.
+fn internode_send(system: &System, net: &NodesSpec, bytes: f64, p: &CostParams) -> CollectiveCost {
+    let per_gpu =
+        (net.nics_per_node as f64 / system.spec.gpus_per_node() as f64).max(1.0) * net.nic_rate.0;
+    let ideal = CollectiveCost {
+        latency: NET_RING_STEP[0],
+        transfer: bytes / per_gpu,
+        algo: AllReduceAlgo::Ideal,
+    };
+    if p.is_sol() {
+        return ideal;
+    }
+    let m = model(&system.link);
+    not_below(
+        CollectiveCost {
+            latency: (m.p2p_call_latency.simple.0 + NET_RING_STEP[2]) * p.collective_latency_scale,
+            transfer: bytes / (per_gpu * net.nic_efficiency.0),
+            algo: AllReduceAlgo::NcclP2p(NcclProtocol::Simple),
+        },
+        ideal,
+    )
 }

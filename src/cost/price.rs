@@ -326,7 +326,11 @@ pub fn collective_cost(
         CollectiveKind::AllGather => collective::all_gather(s, bytes, ranks, p),
         CollectiveKind::ReduceScatter => collective::reduce_scatter(s, bytes, ranks, p),
         CollectiveKind::AllToAll => collective::all_to_all(s, bytes, ranks, p),
-        CollectiveKind::Gather | CollectiveKind::SendRecv => collective::send_recv(s, bytes, p),
+        // A gather to one rank of a group that spans nodes reaches it over the network.
+        CollectiveKind::Gather => {
+            collective::send_recv_over(s, bytes, p, s.spec.nodes_spanned(ranks) > 1)
+        }
+        CollectiveKind::SendRecv => collective::send_recv(s, bytes, p),
     }
 }
 

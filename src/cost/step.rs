@@ -473,8 +473,19 @@ impl<'a> Evaluator<'a> {
             let bytes = mpass.all_tokens() / self.par.dp as f64
                 * self.model.config.hidden_size as f64
                 * 2.0;
-            let hop = collective::send_recv(self.system, bytes, &self.params).time();
-            chain.add(Category::Pipeline, hop * (pp - 1) as f64);
+            // Stages fill nodes in order: the hops whose next stage starts a node cross
+            // the network (on a multi-node system), the others stay inside a node.
+            let stage = self.par.tp * self.par.dp;
+            let g = self.system.spec.gpus_per_node();
+            let crossing = (1..pp)
+                .filter(|s| self.system.spec.nodes.is_some() && (s * stage).is_multiple_of(g))
+                .count() as f64;
+            let within = collective::send_recv(self.system, bytes, &self.params).time();
+            let across = collective::send_recv_over(self.system, bytes, &self.params, true).time();
+            chain.add(
+                Category::Pipeline,
+                within * ((pp - 1) as f64 - crossing) + across * crossing,
+            );
             // Other micro-batches occupy the stages: a token waits for them.
             let cycle = (micro * max_stage).max(chain.total());
             chain.add(Category::Pipeline, cycle - chain.total());

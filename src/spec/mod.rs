@@ -16,8 +16,8 @@ pub use interconnect::{
 };
 pub use model::{Attention, FormatKind, KvDtype, ModelSpec, Moe, PerFormat, WeightFormat};
 pub use system::{
-    AllReduceImpl, CpuVendor, NcclAlgorithm, NcclP2pLevel, NcclProtocol, NcclRings, PathBandwidth,
-    RingRate, SystemSpec, Topology,
+    AllReduceImpl, CpuVendor, Fabric, NcclAlgorithm, NcclP2pLevel, NcclProtocol, NcclRings,
+    NodesSpec, PathBandwidth, RingRate, SystemSpec, Topology,
 };
 
 use crate::error::Result;
@@ -178,8 +178,10 @@ impl System {
         link.validate()
             .map_err(|fe| after_set(&spec.interconnect, Target::Interconnect, sets, fe))?;
         let resolved = match (engine, &spec.engine) {
-            (Some(e), _) => resolve_engine(e, &gpu, spec.gpu_count)?,
-            (None, EngineRef::Name(e)) => resolve_engine(e, &gpu, spec.gpu_count)?,
+            // The engine's size rules (vLLM's one-shot limit by GPU count) read one node: its
+            // custom kernels never leave it.
+            (Some(e), _) => resolve_engine(e, &gpu, spec.gpus_per_node())?,
+            (None, EngineRef::Name(e)) => resolve_engine(e, &gpu, spec.gpus_per_node())?,
             (None, EngineRef::Inline(e)) => (**e).clone(),
         };
         if let Some(p) = &spec.paths {

@@ -313,6 +313,11 @@ pub struct SystemSpec {
     /// Price of the electricity an owned GPU draws (`"0.12 USD/kWh"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub electricity: Option<UsdPerKwh>,
+    /// Several nodes joined by NICs (`[nodes]`): `gpu_count` GPUs in `nodes.count` nodes of
+    /// equal size, each node's GPUs joined by `interconnect` and `topology`. Absent: one box,
+    /// or one NVLink domain however large (GB200 NVL72).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<NodesSpec>,
     /// The engine the system serves with by default: a built-in or path under
     /// `configs/engines/` (or, in older files, the resolved engine table inline).
     pub engine: EngineRef,
@@ -324,10 +329,95 @@ fn one() -> u32 {
     1
 }
 
+/// The network between the nodes of a multi-node system: each node's NICs on the compute
+/// fabric, as NCCL and the expert-parallel libraries use them (GPUDirect RDMA, one NIC per
+/// GPU in a rail-optimized node).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodesSpec {
+    /// Nodes in the system; `gpu_count / count` GPUs each.
+    pub count: u32,
+    /// Compute-fabric NICs per node.
+    pub nics_per_node: u32,
+    /// Line rate of one NIC, per direction (`"400 Gb/s"`).
+    pub nic_rate: BytesPerSec,
+    /// InfiniBand or RoCE (Ethernet): reported, priced alike (NCCL's network latencies are
+    /// one table for every network transport).
+    pub fabric: Fabric,
+    /// Goodput of NCCL's large transfers over the line rate.
+    pub nic_efficiency: Fraction,
+}
+
+/// The compute fabric between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fabric {
+    Infiniband,
+    Roce,
+}
+
+impl Fabric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fabric::Infiniband => "InfiniBand",
+            Fabric::Roce => "RoCE",
+        }
+    }
+}
+
 impl SystemSpec {
+    /// GPUs in one node: the whole system without `[nodes]`.
+    pub fn gpus_per_node(&self) -> u32 {
+        match self.nodes {
+            Some(n) if n.count > 0 => (self.gpu_count / n.count).max(1),
+            _ => self.gpu_count.max(1),
+        }
+    }
+
+    /// Nodes a group of `n` GPUs spans, packed into as few nodes as it fits (a TP, EP or
+    /// pipeline-stage group fills a node before it takes the next).
+    pub fn nodes_spanned(&self, n: u32) -> u32 {
+        match self.nodes {
+            Some(_) => n.div_ceil(self.gpus_per_node()).max(1),
+            None => 1,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), (String, String)> {
         if self.gpu_count == 0 {
             return Err(("gpu_count".into(), "at least 1 GPU".into()));
+        }
+        if let Some(n) = &self.nodes {
+            if n.count < 2 {
+                return Err((
+                    "nodes.count".into(),
+                    "at least 2 nodes (a single box needs no [nodes] table)".into(),
+                ));
+            }
+            if !self.gpu_count.is_multiple_of(n.count) {
+                return Err((
+                    "nodes.count".into(),
+                    format!(
+                        "a count that divides gpu_count ({}) into equal nodes",
+                        self.gpu_count
+                    ),
+                ));
+            }
+            if n.nics_per_node == 0 {
+                return Err(("nodes.nics_per_node".into(), "at least 1 NIC".into()));
+            }
+            if !(n.nic_rate.0.is_finite() && n.nic_rate.0 >= 1e6) {
+                return Err((
+                    "nodes.nic_rate".into(),
+                    "a rate of at least 1 MB/s such as \"400 Gb/s\"".into(),
+                ));
+            }
+            if !(n.nic_efficiency.0 >= 1e-3 && n.nic_efficiency.0 <= 1.0) {
+                return Err((
+                    "nodes.nic_efficiency".into(),
+                    "a fraction between 0.001 and 1".into(),
+                ));
+            }
         }
         if self.sockets == 0 {
             return Err(("sockets".into(), "at least 1 socket".into()));

@@ -6,6 +6,21 @@
 
 use std::path::PathBuf;
 
+use rooftop::cost::collective::{self, CollectiveCost};
+use rooftop::cost::CostParams;
+use rooftop::spec::System;
+
+/// A collective's price: system, bytes per rank, ranks, parameters.
+pub type Collective = fn(&System, f64, u32, &CostParams) -> CollectiveCost;
+
+/// The four collectives the cost model prices, with their names.
+pub const COLLECTIVES: [(&str, Collective); 4] = [
+    ("all-reduce", collective::allreduce),
+    ("all-gather", collective::all_gather),
+    ("reduce-scatter", collective::reduce_scatter),
+    ("all-to-all", collective::all_to_all),
+];
+
 /// Keys of a serialised record whose value is absent (`null`) by design: no sliding window,
 /// a memory-only operator, a GPU that states no board power (watts and joules), a system
 /// that states no price (dollars). Any other `null` is a NaN or an infinity that serde_json

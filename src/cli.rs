@@ -276,6 +276,12 @@ pub enum Command {
         after_help = "Examples:\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-rtx-pro-6000-pcie,8x-h200-nvlink,8x-b200-nvlink,8x-h100-nvlink --batch 1..4096 --context 1024..131072:1024 --pareto\n  rooftop explore --systems 8x-h200-nvlink --parallel tp8,tp4pp2 --batch 1..1024:x2 --context 1024,8192 --format csv > grid.csv\n  rooftop explore --quant int4-g32,nvfp4,fp8 --batch 1,8,64 --context 4096 --format json\n  rooftop explore --model kimi-k2.5-int4 --systems 8x-h200-nvlink,8x-b200-nvlink --batch 1..4096 --context 1024..131072:1024 --objective cost --tpot-target 50ms --format text\n  rooftop explore --systems 8x-h200-nvlink,8x-b200-nvlink,8x-rtx-pro-6000-pcie --batch 1..1024:x2 --context 1024..32768:x2 --objective energy --pareto --format text\n  rooftop explore --systems 8x-h200-nvlink --batch 1..512 --context 8192 --objective throughput --top 5 --input-len 8000 --output-len 500 --format csv"
     )]
     Explore(ExploreArgs),
+    /// Size a deployment: the aggregated and disaggregated layouts of a GPU budget that meet a
+    /// TTFT and TPOT target, as the Pareto front of tokens/s per GPU against tokens/s per user.
+    #[command(
+        after_help = "Examples:\n  rooftop plan --model deepseek-v3-fp8 --system 2x8-h200-ib --input-len 1000 --output-len 1000 --tpot-target 50ms\n  rooftop plan --model llama-3.1-70b-fp8 --system 8x-h100-nvlink --gpus 8 --tpot-target 30ms --ttft-target 2s --client inferencemax --format json\n  rooftop plan --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --tpot-target 50ms --aggregated-only --format csv"
+    )]
+    Plan(PlanArgs),
     /// Draw charts (PNG or SVG by the --out extension).
     #[command(subcommand)]
     Plot(PlotCommand),
@@ -473,6 +479,33 @@ pub struct ComparisonArgs {
     /// ... and whose TTFT is at most this (e.g. 2s).
     #[arg(long)]
     pub ttft_target: Option<Duration>,
+}
+
+/// Arguments of `Command::Plan`.
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// GPUs the deployment may use at most (default: the system's).
+    #[arg(long, value_parser = crate::options::positive_u32)]
+    pub gpus: Option<u32>,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Keep only points whose TPOT (inter-token latency) is at most this (e.g. 50ms).
+    #[arg(long)]
+    pub tpot_target: Option<Duration>,
+    /// ... and whose mean TTFT is at most this (e.g. 2s).
+    #[arg(long)]
+    pub ttft_target: Option<Duration>,
+    /// Benchmark client whose TTFT the targets are read against (see `rooftop list clients`;
+    /// default an ideal closed loop).
+    #[arg(long)]
+    pub client: Option<String>,
+    /// Price aggregated deployments only (no prefill/decode split).
+    #[arg(long)]
+    pub aggregated_only: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
 }
 
 /// Arguments of `Command::Sensitivity`.

@@ -44,7 +44,8 @@
 //!   reaches it.
 //!
 //! A worker must fit in one box of its system: a layout that needs more GPUs than the system
-//! has is refused, naming the pool (multi-node workers are not modelled yet).
+//! has is refused, naming the pool. A worker larger than a node runs on a multi-node system
+//! (`2x8-h200-ib`), whose collectives cross the nodes' NICs.
 
 use crate::cost::{Evaluator, Parallel, Pass};
 use crate::error::{Error, Result};
@@ -304,7 +305,7 @@ pub fn check_box(role: &str, pool: &Pool, system: &crate::spec::System) -> Resul
     let have = system.spec.gpu_count;
     if need > have {
         return Err(Error::Scenario(format!(
-            "the {role} pool's worker ({}) needs {need} GPUs, but one box of {} has {have}: a worker must fit in one box (multi-node workers are not modelled yet)",
+            "the {role} pool's worker ({}) needs {need} GPUs, but one box of {} has {have}: a worker must fit in one box (a multi-node system such as 2x8-h200-ib holds a larger one)",
             pool.parallel, system.spec.name
         )));
     }

@@ -102,7 +102,13 @@ pub fn runnable(
 }
 
 /// Whether `p` can run `model` on `system` and hold `batch` sequences of `context` tokens.
-fn runs(model: &ModelSpec, system: &System, p: Parallel, batch: f64, context: f64) -> bool {
+pub(crate) fn runs(
+    model: &ModelSpec,
+    system: &System,
+    p: Parallel,
+    batch: f64,
+    context: f64,
+) -> bool {
     if p.validate(model, system).is_err() {
         return false;
     }
@@ -130,7 +136,7 @@ fn distance(p: &Parallel, near: &Parallel) -> u32 {
 
 /// GPUs of the system's kind the model's weights need at least: its weights over what one
 /// GPU leaves for them once the engine's reserve is taken (the weights split evenly).
-fn gpus_needed(model: &ModelSpec, system: &System) -> Option<u32> {
+pub(crate) fn gpus_needed(model: &ModelSpec, system: &System) -> Option<u32> {
     let whole = crate::cost::memory::weight_bytes_per_gpu(model, &Parallel::tp(1));
     let eng = &system.engine;
     let room = eng.usable_memory(system.gpu.memory_capacity.0) - eng.activation_reserve.0;

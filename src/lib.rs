@@ -30,6 +30,7 @@ pub mod layouts;
 pub mod measured;
 pub mod ops;
 pub mod options;
+pub mod plan;
 pub mod plot;
 pub mod predict;
 pub mod progress;

@@ -18,6 +18,7 @@ fn run(command: Command) -> anyhow::Result<Vec<u8>> {
         Command::Compare(a) => commands::whatif::run_compare(&a)?,
         Command::Sensitivity(a) => commands::whatif::run_sensitivity(&a)?,
         Command::Explore(a) => commands::whatif::run_explore(&a)?,
+        Command::Plan(a) => commands::plan::run(&a)?,
         Command::Plot(p) => commands::plot::run(&p)?.into_bytes(),
         Command::Op(op) => commands::op::run(&op)?,
         Command::List(a) => commands::catalog::list(&a)?,

@@ -37,14 +37,7 @@ pub fn deployment(a: &DeploymentArgs) -> Result<Deployment> {
 
 /// The layout options describe one pool; with a deployment each pool has its own.
 fn refuse_layout_flags(args: &ScenarioArgs) -> Result<()> {
-    let chosen = [
-        ("--tp", args.tp.is_some()),
-        ("--ep", args.ep.is_some()),
-        ("--pp", args.pp.is_some()),
-        ("--dp", args.dp.is_some()),
-        ("--calibration", args.calibration.is_some()),
-    ];
-    if let Some((flag, _)) = chosen.iter().find(|(_, g)| *g) {
+    if let Some(flag) = crate::commands::chosen_layout_flag(args) {
         return Err(Error::Scenario(format!(
             "{flag} does not apply to a disaggregated deployment: each pool gives its own layout in --prefill / --decode (calibrations describe one aggregated pool)"
         )));

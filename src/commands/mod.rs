@@ -9,6 +9,7 @@ pub mod holdout;
 pub mod import_hf;
 pub mod kernel_validate;
 pub mod op;
+pub mod plan;
 pub mod plot;
 pub mod predict;
 pub mod specdec;
@@ -45,6 +46,21 @@ impl Loaded {
 }
 
 /// The model named by `--model` with the `--set model.*` overrides applied and validated.
+/// The first layout option (`--tp`, `--ep`, `--pp`, `--dp`) or `--calibration` given: a
+/// command that chooses layouts itself refuses it.
+pub fn chosen_layout_flag(args: &ScenarioArgs) -> Option<&'static str> {
+    [
+        ("--tp", args.tp.is_some()),
+        ("--ep", args.ep.is_some()),
+        ("--pp", args.pp.is_some()),
+        ("--dp", args.dp.is_some()),
+        ("--calibration", args.calibration.is_some()),
+    ]
+    .into_iter()
+    .find(|(_, given)| *given)
+    .map(|(flag, _)| flag)
+}
+
 pub fn load_model(args: &ScenarioArgs) -> Result<ModelSpec> {
     let sets = crate::spec::overrides::parse_all(&args.set)?;
     let model = registry::load_model(&args.model)?;

@@ -1,0 +1,139 @@
+//! `rooftop plan`: sizing over aggregated and disaggregated deployments of a GPU budget. Every
+//! point of the front meets the targets and fits the budget, none is dominated by another,
+//! the front agrees with a brute-force check on random points, and what cannot be planned is
+//! refused by name.
+
+mod common;
+
+use rooftop::plan::{pareto, PlanPoint};
+
+fn point(user: f64, gpu: f64, gpus: u32) -> PlanPoint {
+    PlanPoint {
+        kind: "aggregated",
+        deployment: format!("{user}/{gpu}"),
+        gpus,
+        concurrency: 1,
+        tpot_ms: 1e3 / user,
+        ttft_ms: 10.0,
+        tok_s_per_user: user,
+        tok_s_per_gpu: gpu,
+        throughput_tok_s: gpu * gpus as f64,
+        limited_by: String::new(),
+    }
+}
+
+/// `plan` of DeepSeek-V3 FP8 on 16 H200 (two HGX nodes), 1k in / 1k out, TPOT at most
+/// `target`, with `extra` options.
+fn deepseek_plan(target: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "plan",
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "2x8-h200-ib",
+        "--input-len",
+        "1000",
+        "--output-len",
+        "1000",
+        "--tpot-target",
+        target,
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    common::json_of(&args)
+}
+
+/// DeepSeek-V3 FP8 over 16 H200 (two HGX nodes), 1k in / 1k out, TPOT at most 50 ms.
+#[test]
+fn deepseek_on_16_h200_gives_a_front_that_meets_the_target() {
+    let v = deepseek_plan("50ms", &[]);
+    assert_eq!(v["gpus"], 16);
+    assert!(v["disaggregated_evaluated"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["aggregated_evaluated"].as_u64().unwrap() > 0, "{v}");
+    let front = v["front"].as_array().unwrap();
+    assert!(front.len() >= 3, "{v}");
+    let f = |p: &serde_json::Value, k: &str| p[k].as_f64().unwrap();
+    for p in front {
+        assert!(f(p, "tpot_ms") <= 50.0, "{p}");
+        assert!(f(p, "gpus") <= 16.0 && f(p, "gpus") >= 8.0, "{p}");
+        assert!(
+            (f(p, "tok_s_per_user") - 1e3 / f(p, "tpot_ms")).abs() < 1e-6,
+            "{p}"
+        );
+        assert!(!p["limited_by"].as_str().unwrap().is_empty(), "{p}");
+        for q in front {
+            let dominates = f(q, "tok_s_per_user") >= f(p, "tok_s_per_user")
+                && f(q, "tok_s_per_gpu") >= f(p, "tok_s_per_gpu")
+                && (f(q, "tok_s_per_user") > f(p, "tok_s_per_user")
+                    || f(q, "tok_s_per_gpu") > f(p, "tok_s_per_gpu"));
+            assert!(!dominates, "{q} dominates {p}");
+        }
+    }
+    // Fastest per user first, and throughput per GPU rising along it.
+    for w in front.windows(2) {
+        assert!(f(&w[0], "tok_s_per_user") >= f(&w[1], "tok_s_per_user"));
+        assert!(f(&w[0], "tok_s_per_gpu") < f(&w[1], "tok_s_per_gpu"));
+    }
+    // A tighter target keeps only the front's faster part.
+    let tight = deepseek_plan("20ms", &["--aggregated-only"]);
+    let tf = tight["front"].as_array().unwrap();
+    assert!(!tf.is_empty() && tf.iter().all(|p| f(p, "tpot_ms") <= 20.0));
+    assert_eq!(tight["disaggregated_evaluated"], 0);
+}
+
+/// The front against a brute-force reading of domination, on seeded random points.
+#[test]
+fn the_front_is_exactly_the_undominated_points() {
+    let mut state = 7u64;
+    for _ in 0..50 {
+        let pts: Vec<PlanPoint> = (0..40)
+            .map(|_| {
+                let a = (rooftop::harness::splitmix64(&mut state) % 100) as f64 + 1.0;
+                let b = (rooftop::harness::splitmix64(&mut state) % 100) as f64 + 1.0;
+                point(a, b, 8)
+            })
+            .collect();
+        let front = pareto(pts.clone());
+        let dominated = |p: &PlanPoint| {
+            pts.iter().any(|q| {
+                q.tok_s_per_user >= p.tok_s_per_user
+                    && q.tok_s_per_gpu >= p.tok_s_per_gpu
+                    && (q.tok_s_per_user > p.tok_s_per_user || q.tok_s_per_gpu > p.tok_s_per_gpu)
+            })
+        };
+        for p in &front {
+            assert!(!dominated(p), "{} on the front but dominated", p.deployment);
+        }
+        for p in &pts {
+            if !dominated(p) {
+                assert!(
+                    front.iter().any(|f| f.tok_s_per_user == p.tok_s_per_user
+                        && f.tok_s_per_gpu == p.tok_s_per_gpu),
+                    "{} undominated but not on the front",
+                    p.deployment
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn what_cannot_be_planned_is_refused() {
+    // DeepSeek-V3's FP8 weights need more than one H200.
+    let e = common::failure_of(&[
+        "plan",
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "2x8-h200-ib",
+        "--gpus",
+        "1",
+    ]);
+    assert!(
+        e.contains("no layout of up to 1 GPUs") && e.contains("need at least"),
+        "{e}"
+    );
+    let e = common::failure_of(&["plan", "--system", "2x8-h200-ib", "--tp", "8"]);
+    assert!(e.contains("--tp does not apply to plan"), "{e}");
+}

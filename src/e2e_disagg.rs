@@ -73,8 +73,11 @@ pub fn evaluate(
         let pre_run = run.as_e2e(&run.prefill);
         let dec_run = run.as_e2e(&run.decode);
         let model = loaded.model(&map, &dec_run, sets)?;
-        // One box per worker (multi-node workers are not priced yet): the smallest system.
-        let system = loaded.system(&map, &dec_run, sets, 1, str::to_string)?;
+        // The smallest system that holds the larger worker (a worker of more GPUs than a
+        // node takes a multi-node system, whose collectives cross the NICs).
+        let worker = |r: &crate::measured::e2e_csv::E2eRun| r.tp * r.attention_dp * r.pp;
+        let gpus = worker(&pre_run).max(worker(&dec_run));
+        let system = loaded.system(&map, &dec_run, sets, gpus, str::to_string)?;
         let attempt = (|| -> std::result::Result<RunRow, String> {
             let model = model?;
             let system = system?;

@@ -109,6 +109,29 @@ fn across_nodes_is_never_faster_than_within_one() {
     }
 }
 
+/// A group that fills one node and part of the next (12 GPUs on nodes of 8) is never faster
+/// than the full node, and the fewer NICs of its partial node bind its network part: never
+/// faster than a group that fills both nodes.
+#[test]
+fn a_partly_filled_node_binds_with_its_fewer_nics() {
+    for name in MULTI_NODE {
+        let sys = load(name, &[]);
+        let p = CostParams::default_for(&sys);
+        let g = sys.spec.gpus_per_node();
+        let big = 1024f64.powi(3);
+        let full = collective::allreduce(&sys, big, 2 * g, &p).time();
+        for n in g + 1..2 * g {
+            for b in sizes() {
+                let part = collective::allreduce(&sys, b, n, &p).time();
+                let one = collective::allreduce(&sys, b, g, &p).time();
+                assert!(part >= one * (1.0 - 1e-12), "{name}: {n} GPUs, {b} B");
+            }
+            let part = collective::allreduce(&sys, big, n, &p).time();
+            assert!(part >= full * (1.0 - 1e-12), "{name}: {n} GPUs at 1 GiB");
+        }
+    }
+}
+
 /// Where the NICs bind (B200's NVLink5 is faster than 8 x 400 Gb/s), a 4 GiB all-reduce over
 /// two nodes moves the inter-node half of it, 2(N − 1)/N of the message per node, at just
 /// under the NICs' line rate: never above it, and within the NICs' efficiency and 10 %.

@@ -964,10 +964,11 @@ pub fn send_recv_over(
 // Across nodes.
 //
 // A multi-node system (`[nodes]`) joins nodes of `gpus_per_node` GPUs by their NICs. A group
-// of `n` GPUs fills a node before it takes the next, so it spans `N = ⌈n / g⌉` nodes with
-// `ppn = n / N` GPUs in each, and uses the NICs of those GPUs (rail-optimized nodes: one NIC
-// per GPU, `nics_per_node / g` each). `B` is what the NICs of one node move out per second:
-// NICs used × line rate × `nic_efficiency`.
+// of `n` GPUs fills a node before it takes the next, so it spans `N = ⌈n / g⌉` nodes, `ppn =
+// min(n, g)` GPUs in a full one and what remains in the last, and uses the NICs of its GPUs
+// (rail-optimized nodes: one NIC per GPU, `nics_per_node / g` each). `B` is what the NICs of
+// the group's GPUs in its last (least-equipped) node move out per second: NICs × line rate ×
+// `nic_efficiency`.
 //
 // NCCL runs (src/graph/tuning.cc, the latency model; the rates follow from the traffic):
 // - ring: one ring per NIC, each leaving a node once, so a node sends out exactly what one
@@ -991,14 +992,20 @@ const NET_TREE_STEP: [f64; 3] = [5.0e-6, 8.5e-6, 14.0e-6];
 /// NCCL scales the intra-node LL step by 1.8 once a communicator spans nodes.
 const LL_INTRA_ACROSS_NODES: f64 = 1.8;
 
-/// How a group of `n` GPUs lies over the nodes: (nodes N, GPUs per node ppn, what the NICs
-/// of one node move out per second, B; its raw line rate, for the bound).
+/// How a group of `n` GPUs lies over the nodes: (nodes N, GPUs in a full node ppn, what the
+/// NICs of its least-equipped node move out per second, B; their raw line rate, for the
+/// bound).
 fn spread(system: &System, net: &NodesSpec, n: u32, p: &CostParams) -> (f64, f64, f64, f64) {
     let spec = &system.spec;
-    let nodes = spec.nodes_spanned(n) as f64;
-    let ppn = n as f64 / nodes;
-    let g = spec.gpus_per_node() as f64;
-    let nics = (net.nics_per_node as f64 * ppn / g).max(1.0);
+    let g = spec.gpus_per_node();
+    let spanned = spec.nodes_spanned(n);
+    // The group fills its nodes in order: every node but the last holds g GPUs, the last
+    // what remains; its NICs, the fewest, bind the network part.
+    let ppn = n.min(g) as f64;
+    let last = n.saturating_sub((spanned - 1) * g).max(1) as f64;
+    let nodes = spanned as f64;
+    let g = g as f64;
+    let nics = (net.nics_per_node as f64 * last / g).max(1.0);
     let raw = nics * net.nic_rate.0;
     let rate = if p.is_sol() {
         raw

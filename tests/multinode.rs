@@ -194,6 +194,42 @@ fn a_faster_nic_never_slows_a_collective_and_custom_kernels_stay_in_a_node() {
     }
 }
 
+/// With SHARP switches (NCCL's CollNet) a large all-reduce over 4 nodes sends the message
+/// once per node instead of 2(N − 1)/N of it: faster than without, never below the NICs'
+/// line rate for that, and no faster at all over 2 nodes, where both send it once.
+#[test]
+fn sharp_reduces_in_the_network() {
+    let plain = load("4x8-b200-ib", &[]);
+    let sharp = load("4x8-b200-ib", &["system.nodes.sharp=true"]);
+    let net = sharp.spec.nodes.unwrap();
+    let (pp, ps) = (
+        CostParams::default_for(&plain),
+        CostParams::default_for(&sharp),
+    );
+    let bytes = 4.0 * 1024f64.powi(3);
+    let (t_plain, t_sharp) = (
+        collective::allreduce(&plain, bytes, 32, &pp),
+        collective::allreduce(&sharp, bytes, 32, &ps),
+    );
+    assert_eq!(t_sharp.algo, AllReduceAlgo::NcclCollnet);
+    assert!(
+        t_sharp.time() < 0.7 * t_plain.time(),
+        "{t_sharp:?} vs {t_plain:?}"
+    );
+    assert!(t_sharp.time() >= bytes / (8.0 * net.nic_rate.0));
+    for b in sizes() {
+        for n in [16, 24, 32] {
+            let (a, s) = (
+                collective::allreduce(&plain, b, n, &pp).time(),
+                collective::allreduce(&sharp, b, n, &ps).time(),
+            );
+            assert!(s <= a * (1.0 + 1e-12), "{n} GPUs, {b} B: SHARP slower");
+        }
+    }
+    let two = |sys: &System, p: &CostParams| collective::allreduce(sys, bytes, 16, p).transfer;
+    assert!((two(&sharp, &ps) / two(&plain, &pp) - 1.0).abs() < 0.05);
+}
+
 /// vLLM's custom all-reduce runs on at most 8 GPUs: a 16-GPU group of an NVL72 rack, one
 /// NVLink domain, all-reduces through NCCL, never below the 8-GPU custom kernel's time.
 #[test]

@@ -66,6 +66,8 @@ pub enum AllReduceAlgo {
     NcclNvls,
     /// NVLS inside each node, NCCL's tree across nodes.
     NcclNvlsTree,
+    /// NCCL's CollNet: the reduction in the network's switches (SHARP).
+    NcclCollnet,
     /// NCCL point-to-point (all-to-all, send/recv) with this protocol.
     NcclP2p(NcclProtocol),
     OneShot,
@@ -86,6 +88,7 @@ impl AllReduceAlgo {
             AllReduceAlgo::NcclTree(_) => "nccl-tree-simple",
             AllReduceAlgo::NcclNvls => "nccl-nvls",
             AllReduceAlgo::NcclNvlsTree => "nccl-nvls-tree",
+            AllReduceAlgo::NcclCollnet => "nccl-collnet",
             AllReduceAlgo::NcclP2p(NcclProtocol::Ll) => "nccl-p2p-ll",
             AllReduceAlgo::NcclP2p(_) => "nccl-p2p-simple",
             AllReduceAlgo::OneShot => "custom-one-shot",
@@ -980,6 +983,8 @@ pub fn send_recv_over(
 //   inter-node part (2(N − 1)/N · S per node over B). Latency: base + 2((ppn − 1) intra
 //   steps + log2 N network steps).
 // - NVLS tree where the node's NVSwitch reduces (NVLS): the intra-node part at NVLS's rate.
+// - CollNet where the network's switches reduce (`[nodes] sharp`): the node's part as above,
+//   then S per node over B, whatever N (the others send 2(N − 1)/N · S).
 // Of these the fastest is taken; NCCL's tuner picks from its own estimates, which are not
 // modelled across nodes [U]. A reduction across nodes holds one within a node over the same
 // bytes, so it is never priced below that one.
@@ -989,6 +994,8 @@ pub fn send_recv_over(
 /// src/graph/tuning.cc): ring and tree, each LL / LL128 / Simple, seconds.
 const NET_RING_STEP: [f64; 3] = [2.7e-6, 4.0e-6, 14.0e-6];
 const NET_TREE_STEP: [f64; 3] = [5.0e-6, 8.5e-6, 14.0e-6];
+/// NCCL's network latency of its CollNet (SHARP) chain, Simple (`hwLat`, NET row), seconds.
+const NET_COLLNET_STEP: f64 = 30.0e-6;
 /// NCCL scales the intra-node LL step by 1.8 once a communicator spans nodes.
 const LL_INTRA_ACROSS_NODES: f64 = 1.8;
 
@@ -1054,9 +1061,16 @@ fn internode_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> C
         return nccl_allreduce(system, bytes, n, p);
     };
     let (nodes, ppn, b, raw) = spread(system, &net, n, p);
+    // A node sends out 2(N − 1)/N of the message at least, or once the message where the
+    // switches reduce (SHARP).
+    let share = if net.sharp {
+        1.0
+    } else {
+        2.0 * (nodes - 1.0) / nodes
+    };
     let ideal = internode_ideal(
         ideal_allreduce(system, bytes, ppn as u32),
-        2.0 * (nodes - 1.0) / nodes * bytes / raw,
+        share * bytes / raw,
     );
     if p.is_sol() {
         return ideal;
@@ -1118,6 +1132,28 @@ fn internode_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> C
                 algo: AllReduceAlgo::NcclNvlsTree,
             });
         }
+    }
+    // In-network reduction (SHARP switches, NCCL's CollNet): each node sends its reduced
+    // share up once and receives the sum, S per node over B whatever the node count.
+    let eng = &system.engine;
+    let collnet = net.sharp
+        && eng.nccl_algorithm == NcclAlgorithm::Auto
+        && matches!(eng.nccl_protocol, NcclProtocol::Auto | NcclProtocol::Simple);
+    if collnet {
+        let within_rate = match m.nvls.filter(|v| ppn as u32 >= v.min_ranks) {
+            Some(v) if system.spec.topology == Topology::Nvswitch && system.spec.p2p => {
+                link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency
+            }
+            _ => intra.simple,
+        };
+        keep(CollectiveCost {
+            latency: (link.nccl_base_latency.tree.simple.0
+                + 2.0 * (ppn - 1.0) * link.nccl_step_latency.tree.simple.0
+                + NET_COLLNET_STEP)
+                * scale,
+            transfer: (2.0 * (ppn - 1.0) / ppn * bytes / within_rate).max(bytes / b),
+            algo: AllReduceAlgo::NcclCollnet,
+        });
     }
     if !best.time().is_finite() {
         return ideal;

@@ -346,6 +346,10 @@ pub struct NodesSpec {
     pub fabric: Fabric,
     /// Goodput of NCCL's large transfers over the line rate.
     pub nic_efficiency: Fraction,
+    /// The fabric's switches reduce in the network (InfiniBand SHARP), and NCCL runs its
+    /// CollNet algorithm over them (the SHARP plugin installed). Default false.
+    #[serde(default)]
+    pub sharp: bool,
 }
 
 /// The compute fabric between nodes.

@@ -286,7 +286,8 @@ pub fn evaluate(
                 .collect();
             workers
                 .into_iter()
-                .flat_map(|w| w.join().unwrap_or_default())
+                // A worker that panicked re-raises its panic: its deployments are never dropped silently.
+                .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
                 .collect()
         });
     results.sort_by_key(|r| r.0);

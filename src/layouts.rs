@@ -69,36 +69,43 @@ pub fn runnable(
 ) -> Vec<Parallel> {
     let n = system.spec.gpu_count;
     let divisors: Vec<u32> = (1..=n).filter(|d| n.is_multiple_of(*d)).collect();
-    let mut found: Vec<(u32, Parallel)> = Vec::new();
-    for &tp in &divisors {
-        for &pp in &divisors {
-            for &dp in &divisors {
+    let mut found: Vec<(u32, Parallel)> = layouts_over(model, &divisors, |g| g <= n)
+        .into_iter()
+        .filter(|p| p != near && runs(model, system, *p, batch, context))
+        .map(|p| (distance(&p, near), p))
+        .collect();
+    found.sort_by_key(|(d, p)| (*d, p.pp, p.dp, p.tp));
+    found.into_iter().take(SUGGESTED).map(|(_, p)| p).collect()
+}
+
+/// Every layout whose TP, PP and DP degrees come from `degrees` and whose GPU count `gpus`
+/// accepts, in that order (TP, then PP, then DP); for an MoE model each both without EP and
+/// with its experts over all `tp × dp` GPUs of a stage. Whether one runs is not asked.
+pub(crate) fn layouts_over(
+    model: &ModelSpec,
+    degrees: &[u32],
+    gpus: impl Fn(u32) -> bool,
+) -> Vec<Parallel> {
+    let mut out = Vec::new();
+    for &tp in degrees {
+        for &pp in degrees {
+            for &dp in degrees {
                 let Some(g) = tp.checked_mul(pp).and_then(|x| x.checked_mul(dp)) else {
                     continue;
                 };
-                if g > n {
+                if !gpus(g) {
                     continue;
                 }
                 let group = tp * dp;
-                let eps: Vec<u32> = if model.moe().is_some() {
-                    let mut v = vec![1, group];
-                    v.dedup();
-                    v
-                } else {
-                    vec![1]
+                let eps: &[u32] = match model.moe() {
+                    Some(_) if group > 1 => &[1, group],
+                    _ => &[1],
                 };
-                for ep in eps {
-                    let p = Parallel { tp, ep, pp, dp };
-                    if p == *near || !runs(model, system, p, batch, context) {
-                        continue;
-                    }
-                    found.push((distance(&p, near), p));
-                }
+                out.extend(eps.iter().map(|&ep| Parallel { tp, ep, pp, dp }));
             }
         }
     }
-    found.sort_by_key(|(d, p)| (*d, p.pp, p.dp, p.tp));
-    found.into_iter().take(SUGGESTED).map(|(_, p)| p).collect()
+    out
 }
 
 /// Whether `p` can run `model` on `system` and hold `batch` sequences of `context` tokens.

@@ -108,28 +108,10 @@ pub struct Plan {
 /// tokens.
 pub fn layouts_of(model: &ModelSpec, system: &System, g: u32, context: f64) -> Vec<Parallel> {
     let powers: Vec<u32> = (0..=g.ilog2()).map(|e| 1u32 << e).collect();
-    let mut out = Vec::new();
-    for &tp in &powers {
-        for &pp in &powers {
-            for &dp in &powers {
-                if tp * pp * dp != g {
-                    continue;
-                }
-                let group = tp * dp;
-                let eps: Vec<u32> = match model.moe() {
-                    Some(_) if group > 1 => vec![1, group],
-                    _ => vec![1],
-                };
-                for ep in eps {
-                    let p = Parallel { tp, ep, pp, dp };
-                    if crate::layouts::runs(model, system, p, 1.0, context) {
-                        out.push(p);
-                    }
-                }
-            }
-        }
-    }
-    out
+    crate::layouts::layouts_over(model, &powers, |n| n == g)
+        .into_iter()
+        .filter(|p| crate::layouts::runs(model, system, *p, 1.0, context))
+        .collect()
 }
 
 /// The largest term of a step's breakdown, `moe 48 %`.
@@ -262,7 +244,8 @@ pub fn plan(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_default())
+            // A worker that panicked re-raises its panic: its share is never dropped silently.
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
     let mut points = Vec::new();

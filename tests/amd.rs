@@ -13,16 +13,12 @@ use rooftop::cost::generation::Generation;
 use rooftop::cost::CostParams;
 use rooftop::ops::Parallel;
 use rooftop::predict::{predict_fitting, Scenario};
-use rooftop::spec::overrides::parse_all;
 use rooftop::spec::registry::{builtin_names, load_gpu, load_model, Kind};
 use rooftop::spec::{MathDtype, System, Topology};
 
 const SYSTEMS: [&str; 3] = ["8x-mi300x", "8x-mi325x", "8x-mi355x"];
 
-fn load(name: &str, sets: &[&str]) -> System {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    System::load_with(name, &parse_all(&sets).unwrap()).unwrap()
-}
+use common::load_system as load;
 
 #[test]
 fn every_amd_gpu_and_system_loads_with_its_generation() {

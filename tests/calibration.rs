@@ -503,81 +503,82 @@ fn calibration_chooses_the_serving_mechanism_that_made_a_flat_curve() {
         .all(|f| !matches!(f.kind, ParamKind::InflightCap | ParamKind::ApiPerToken)));
 }
 
+/// The team's calibration at TP8, the system's default parameters and the batch-1 TPOT at
+/// 1,024 tokens of context as a function of the parameters, handed to `check`.
+fn with_team_tpot(check: impl FnOnce(&Calibration, &CostParams, &dyn Fn(&CostParams) -> f64)) {
+    let (m, s, set) = team();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let c = calibrate(&sc, &set, Assumptions::default(), vec![]).unwrap();
+    let base = CostParams::default_for(&s);
+    let tpot = |p: &CostParams| {
+        rooftop::predict::predict(&sc.with_params(*p), 1, 1024)
+            .unwrap()
+            .tpot_ms
+    };
+    check(&c, &base, &tpot);
+}
+
 /// A time's interval never reaches zero, however wide the fit leaves it: it spreads
 /// relatively (a TPOT interval of [-791, 846] ms was printed from a loose fit), and where
 /// the fit is tight it is the familiar value ± 1.96 sd.
 #[test]
 fn a_time_interval_stays_positive_however_loose_the_fit() {
-    let (m, s, set) = team();
-    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
-    let c = calibrate(&sc, &set, Assumptions::default(), vec![]).unwrap();
-    let base = CostParams::default_for(&s);
-    let tpot = |p: &CostParams| {
-        rooftop::predict::predict(&sc.with_params(*p), 1, 1024)
-            .unwrap()
-            .tpot_ms
-    };
-    let y0 = tpot(&c.params(&base));
-    let (lo, hi) = c.interval(&base, tpot);
-    assert!(lo < y0 && y0 < hi && lo > 0.0, "[{lo}, {hi}] around {y0}");
-    // Tight: close to symmetric.
-    assert!(
-        ((hi - y0) - (y0 - lo)).abs() < 0.05 * (hi - lo),
-        "[{lo}, {hi}] around {y0}"
-    );
-    let mut loose = c.clone();
-    for row in loose.covariance.iter_mut() {
-        for x in row.iter_mut() {
-            *x *= 1e4;
+    with_team_tpot(|c, base, tpot| {
+        let y0 = tpot(&c.params(base));
+        let (lo, hi) = c.interval(base, tpot);
+        assert!(lo < y0 && y0 < hi && lo > 0.0, "[{lo}, {hi}] around {y0}");
+        // Tight: close to symmetric.
+        assert!(
+            ((hi - y0) - (y0 - lo)).abs() < 0.05 * (hi - lo),
+            "[{lo}, {hi}] around {y0}"
+        );
+        let mut loose = c.clone();
+        for row in loose.covariance.iter_mut() {
+            for x in row.iter_mut() {
+                *x *= 1e4;
+            }
         }
-    }
-    let (lo, hi) = loose.interval(&base, tpot);
-    assert!(lo > 0.0 && lo < y0 && hi > y0, "[{lo}, {hi}] around {y0}");
+        let (lo, hi) = loose.interval(base, tpot);
+        assert!(lo > 0.0 && lo < y0 && hi > y0, "[{lo}, {hi}] around {y0}");
+    });
 }
 
 #[test]
 fn a_new_measurement_is_predicted_wider_than_the_parameters_alone_and_widens_with_the_unexplained_error(
 ) {
-    let (m, s, set) = team();
-    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
-    let c = calibrate(&sc, &set, Assumptions::default(), vec![]).unwrap();
-    let base = CostParams::default_for(&s);
-    let tpot = |p: &CostParams| {
-        rooftop::predict::predict(&sc.with_params(*p), 1, 1024)
-            .unwrap()
-            .tpot_ms
-    };
-    let (plo, phi) = c.interval(&base, tpot);
-    let (lo, hi) = c.prediction_interval(&base, "tpot", tpot);
-    assert!(lo < plo && phi < hi, "[{lo}, {hi}] within [{plo}, {phi}]");
-    // The team's three trials are reproduced within a few per cent held out, so the
-    // unexplained error of a TPOT is theirs (and the noise), not the throughput sentences'.
-    let sigma = c.unexplained_sigma("tpot");
-    assert!(
-        (rooftop::calibrate::SERVING_SIGMA..0.06).contains(&sigma),
-        "{sigma}"
-    );
-    assert!(c.unexplained_sigma("throughput") > sigma);
-    // Doubling every held-out miss doubles the model's error and widens the interval.
-    let mut worse = c.clone();
-    for r in worse.residuals.iter_mut() {
-        if let Some(p) = r.loo_prediction.as_mut() {
-            *p = r.measured + 2.0 * (*p - r.measured);
+    with_team_tpot(|c, base, tpot| {
+        let (plo, phi) = c.interval(base, tpot);
+        let (lo, hi) = c.prediction_interval(base, "tpot", tpot);
+        assert!(lo < plo && phi < hi, "[{lo}, {hi}] within [{plo}, {phi}]");
+        // The team's three trials are reproduced within a few per cent held out, so the
+        // unexplained error of a TPOT is theirs (and the noise), not the throughput sentences'.
+        let sigma = c.unexplained_sigma("tpot");
+        assert!(
+            (rooftop::calibrate::SERVING_SIGMA..0.06).contains(&sigma),
+            "{sigma}"
+        );
+        assert!(c.unexplained_sigma("throughput") > sigma);
+        // Doubling every held-out miss doubles the model's error and widens the interval.
+        let mut worse = c.clone();
+        for r in worse.residuals.iter_mut() {
+            if let Some(p) = r.loo_prediction.as_mut() {
+                *p = r.measured + 2.0 * (*p - r.measured);
+            }
         }
-    }
-    let (wlo, whi) = worse.prediction_interval(&base, "tpot", tpot);
-    assert!(
-        wlo < lo && hi < whi,
-        "[{wlo}, {whi}] not wider than [{lo}, {hi}]"
-    );
-    // A point the fit could not leave out (no leave-one-out): the noise alone, never less.
-    let mut none = c.clone();
-    none.loo_rms_error = None;
-    for r in none.residuals.iter_mut() {
-        r.loo_prediction = None;
-    }
-    assert_eq!(
-        none.unexplained_sigma("tpot"),
-        rooftop::calibrate::SERVING_SIGMA
-    );
+        let (wlo, whi) = worse.prediction_interval(base, "tpot", tpot);
+        assert!(
+            wlo < lo && hi < whi,
+            "[{wlo}, {whi}] not wider than [{lo}, {hi}]"
+        );
+        // A point the fit could not leave out (no leave-one-out): the noise alone, never less.
+        let mut none = c.clone();
+        none.loo_rms_error = None;
+        for r in none.residuals.iter_mut() {
+            r.loo_prediction = None;
+        }
+        assert_eq!(
+            none.unexplained_sigma("tpot"),
+            rooftop::calibrate::SERVING_SIGMA
+        );
+    });
 }

@@ -8,16 +8,12 @@ mod common;
 
 use rooftop::cost::collective::{self, AllReduceAlgo, CollectiveCost};
 use rooftop::cost::CostParams;
-use rooftop::spec::overrides::parse_all;
 use rooftop::spec::registry::{builtin_names, Kind};
 use rooftop::spec::{LinkKind, NcclProtocol, System};
 
 use common::COLLECTIVES as FAMILIES;
 
-fn load(name: &str, sets: &[&str]) -> System {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    System::load_with(name, &parse_all(&sets).unwrap()).unwrap()
-}
+use common::load_system as load;
 
 /// Every built-in system, also without CUDA graphs, and the PCIe ones also with a custom
 /// all-reduce (a community PCIe kernel) and with P2P off, so every implementation and switch

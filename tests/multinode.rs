@@ -19,10 +19,7 @@ use common::COLLECTIVES as FAMILIES;
 
 const MULTI_NODE: [&str; 4] = ["2x8-h100-ib", "2x8-h200-ib", "4x8-b200-ib", "8x8-b200-ib"];
 
-fn load(name: &str, sets: &[&str]) -> System {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    System::load_with(name, &parse_all(&sets).unwrap()).unwrap()
-}
+use common::load_system as load;
 
 /// 1 KiB to 4 GiB by factors of 2^(1/4).
 fn sizes() -> Vec<f64> {

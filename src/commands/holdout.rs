@@ -79,21 +79,10 @@ pub fn run(a: &CalibrateArgs, fit_points: usize) -> Result<Vec<u8>> {
         runs.extend(parse_e2e_csv(&text, f)?);
     }
     let source = a.measured.measured.join(", ");
-    let bar = std::sync::OnceLock::new();
-    let progress = |done: usize, total: usize| {
-        let bar = bar.get_or_init(|| {
-            crate::progress::terminal_bar(
-                total as u64,
-                "calibrate --holdout {bar:40} {pos}/{len} deployments fitted, ETA {eta}",
-            )
-        });
-        if let Some(b) = bar {
-            b.set_position(done as u64);
-            if done == total {
-                b.finish_and_clear();
-            }
-        }
-    };
+    let counter = crate::progress::Counter::new(
+        "calibrate --holdout {bar:40} {pos}/{len} deployments fitted, ETA {eta}",
+    );
+    let progress = |done: usize, total: usize| counter.tell(done as u64, total as u64);
     let r = evaluate(
         &runs,
         &source,

@@ -71,21 +71,9 @@ pub fn run(a: &PlanArgs) -> Result<Vec<u8>> {
         ttft_target: a.ttft_target.map(|d| d.0 .0),
         disaggregated: !a.aggregated_only,
     };
-    let bar = std::sync::OnceLock::new();
-    let progress = |done: u64, total: u64| {
-        let bar = bar.get_or_init(|| {
-            crate::progress::terminal_bar(
-                total,
-                "plan {bar:40} {pos}/{len} deployments priced, ETA {eta}",
-            )
-        });
-        if let Some(b) = bar {
-            b.set_position(done);
-            if done == total {
-                b.finish_and_clear();
-            }
-        }
-    };
+    let counter =
+        crate::progress::Counter::new("plan {bar:40} {pos}/{len} deployments priced, ETA {eta}");
+    let progress = |done: u64, total: u64| counter.tell(done, total);
     let p = plan(&model, &system, &r, &progress)?;
     export::export(&p, a.format, text)
 }

@@ -36,7 +36,7 @@
 use crate::cost::params::CostParams;
 use crate::spec::{
     AllReduceImpl, BusFraction, CollectiveModel, CpuVendor, InterconnectSpec, LinkKind,
-    NcclAlgorithm, NcclP2pLevel, NcclProtocol, NodesSpec, P2pLatency, System, Topology,
+    NcclAlgorithm, NcclP2pLevel, NcclProtocol, NodesSpec, NvlsSpec, P2pLatency, System, Topology,
 };
 use crate::units::{Bytes, Fraction, Seconds};
 
@@ -520,13 +520,10 @@ fn nccl_best(
         };
         consider(b + shape.steps * s, estimated_rate, rate, label);
     }
-    if let Some(v) = m.nvls.filter(|v| nvls && n >= v.min_ranks) {
-        let usable = system.spec.topology == Topology::Nvswitch
-            && system.spec.p2p
-            && eng.nccl_algorithm == NcclAlgorithm::Auto
-            && allowed(NcclProtocol::Simple);
+    if let Some(v) = nvls_switch(system, &m, n).filter(|_| nvls) {
+        let usable = eng.nccl_algorithm == NcclAlgorithm::Auto && allowed(NcclProtocol::Simple);
         if usable {
-            let rate = link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency;
+            let rate = nvls_rate(system, &v, p);
             consider(
                 v.latency.0,
                 rate / p.link_efficiency.max(1e-9),
@@ -663,6 +660,19 @@ fn custom_allreduce_loads_in_flight(n: u32) -> f64 {
     CUSTOM_AR_BLOCKS * CUSTOM_AR_THREADS * CUSTOM_AR_PACK * (n.max(2) - 1) as f64
 }
 
+/// NVLS where the system's NVSwitch can reduce for `n` ranks (peer access on, at least the
+/// link's `min_ranks`).
+fn nvls_switch(system: &System, m: &CollectiveModel, n: u32) -> Option<NvlsSpec> {
+    m.nvls.filter(|v| {
+        system.spec.topology == Topology::Nvswitch && system.spec.p2p && n >= v.min_ranks
+    })
+}
+
+/// The bus rate NVLS reaches, bytes/s, after the fitted link efficiency.
+fn nvls_rate(system: &System, v: &NvlsSpec, p: &CostParams) -> f64 {
+    system.link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency
+}
+
 /// vLLM's symmetric-memory all-reduce on NVSwitch systems: a two-shot kernel whose traffic
 /// runs at the NVLS bus rate where NCCL would use NVLS, at the ring's otherwise.
 fn symm_mem_allreduce(
@@ -673,8 +683,8 @@ fn symm_mem_allreduce(
     graphs: bool,
 ) -> CollectiveCost {
     let m = model(&system.link);
-    let rate = match m.nvls.filter(|v| n >= v.min_ranks) {
-        Some(v) => system.link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency,
+    let rate = match nvls_switch(system, &m, n) {
+        Some(v) => nvls_rate(system, &v, p),
         None => ring_bandwidth(system, &m, n, p),
     };
     let c = custom_allreduce(system, 0.0, n.max(5), p, graphs);
@@ -1116,36 +1126,24 @@ fn internode_allreduce(system: &System, bytes: f64, n: u32, p: &CostParams) -> C
             algo: AllReduceAlgo::NcclTree(proto),
         });
     }
-    // NVLS inside each node, the tree across (Simple only).
-    if let Some(v) = m.nvls.filter(|v| ppn as u32 >= v.min_ranks) {
-        let eng = &system.engine;
-        let usable = system.spec.topology == Topology::Nvswitch
-            && system.spec.p2p
-            && eng.nccl_algorithm == NcclAlgorithm::Auto
-            && matches!(eng.nccl_protocol, NcclProtocol::Auto | NcclProtocol::Simple);
-        if usable {
-            let nvls = link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency;
-            keep(CollectiveCost {
-                latency: (v.latency.0 + 2.0 * log_nodes * NET_TREE_STEP[2]) * scale,
-                transfer: (2.0 * (ppn - 1.0) / ppn * bytes / nvls)
-                    .max(2.0 * (nodes - 1.0) / nodes * bytes / b),
-                algo: AllReduceAlgo::NcclNvlsTree,
-            });
-        }
+    // NVLS and CollNet run the Simple protocol under NCCL's own algorithm choice.
+    let eng = &system.engine;
+    let simple_auto = eng.nccl_algorithm == NcclAlgorithm::Auto
+        && matches!(eng.nccl_protocol, NcclProtocol::Auto | NcclProtocol::Simple);
+    let node_nvls = nvls_switch(system, &m, ppn as u32).filter(|_| simple_auto);
+    // NVLS inside each node, the tree across.
+    if let Some(v) = node_nvls {
+        keep(CollectiveCost {
+            latency: (v.latency.0 + 2.0 * log_nodes * NET_TREE_STEP[2]) * scale,
+            transfer: (2.0 * (ppn - 1.0) / ppn * bytes / nvls_rate(system, &v, p))
+                .max(2.0 * (nodes - 1.0) / nodes * bytes / b),
+            algo: AllReduceAlgo::NcclNvlsTree,
+        });
     }
     // In-network reduction (SHARP switches, NCCL's CollNet): each node sends its reduced
     // share up once and receives the sum, S per node over B whatever the node count.
-    let eng = &system.engine;
-    let collnet = net.sharp
-        && eng.nccl_algorithm == NcclAlgorithm::Auto
-        && matches!(eng.nccl_protocol, NcclProtocol::Auto | NcclProtocol::Simple);
-    if collnet {
-        let within_rate = match m.nvls.filter(|v| ppn as u32 >= v.min_ranks) {
-            Some(v) if system.spec.topology == Topology::Nvswitch && system.spec.p2p => {
-                link.bandwidth_per_direction.0 * v.bus_fraction.0 * p.link_efficiency
-            }
-            _ => intra.simple,
-        };
+    if net.sharp && simple_auto {
+        let within_rate = node_nvls.map_or(intra.simple, |v| nvls_rate(system, &v, p));
         keep(CollectiveCost {
             latency: (link.nccl_base_latency.tree.simple.0
                 + 2.0 * (ppn - 1.0) * link.nccl_step_latency.tree.simple.0
@@ -1190,7 +1188,7 @@ fn internode_all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> 
     let Some(net) = system.spec.nodes else {
         return all_to_all(system, bytes, n, p);
     };
-    let (nodes, ppn, b, raw) = spread(system, &net, n, p);
+    let (_, ppn, b, raw) = spread(system, &net, n, p);
     let nf = n as f64;
     let remote_per_node = ppn * (nf - ppn) / nf * bytes;
     let ideal = internode_ideal(
@@ -1201,7 +1199,7 @@ fn internode_all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> 
         ),
         remote_per_node / raw,
     );
-    if p.is_sol() || nodes <= 1.0 {
+    if p.is_sol() {
         return ideal;
     }
     let m = model(&system.link);

@@ -477,11 +477,17 @@ impl<'a> Evaluator<'a> {
             // the network (on a multi-node system), the others stay inside a node.
             let stage = self.par.tp * self.par.dp;
             let g = self.system.spec.gpus_per_node();
-            let crossing = (1..pp)
-                .filter(|s| self.system.spec.nodes.is_some() && (s * stage).is_multiple_of(g))
-                .count() as f64;
+            let crossing = match self.system.spec.nodes {
+                Some(_) => (1..pp).filter(|s| (s * stage).is_multiple_of(g)).count() as f64,
+                None => 0.0,
+            };
             let within = collective::send_recv(self.system, bytes, &self.params).time();
-            let across = collective::send_recv_over(self.system, bytes, &self.params, true).time();
+            // Priced only where a hop crosses: one box's step stays as it was.
+            let across = if crossing > 0.0 {
+                collective::send_recv_over(self.system, bytes, &self.params, true).time()
+            } else {
+                0.0
+            };
             chain.add(
                 Category::Pipeline,
                 within * ((pp - 1) as f64 - crossing) + across * crossing,

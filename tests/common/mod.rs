@@ -13,6 +13,12 @@ use rooftop::spec::System;
 /// A collective's price: system, bytes per rank, ranks, parameters.
 pub type Collective = fn(&System, f64, u32, &CostParams) -> CollectiveCost;
 
+/// A built-in system (or a system file) with `--set` overrides, which must load.
+pub fn load_system(name: &str, sets: &[&str]) -> System {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    System::load_with(name, &rooftop::spec::overrides::parse_all(&sets).unwrap()).unwrap()
+}
+
 /// The four collectives the cost model prices, with their names.
 pub const COLLECTIVES: [(&str, Collective); 4] = [
     ("all-reduce", collective::allreduce),

@@ -219,6 +219,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 speculation: Default::default(),
                 kv: Default::default(),
                 cuda_graph_max_tokens: None,
+                moe_all_to_all: Default::default(),
             },
         )
 }

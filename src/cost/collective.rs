@@ -34,6 +34,7 @@
 //! ideal ring and an ideal one-shot at the raw link rate with only hop latency.
 
 use crate::cost::params::CostParams;
+use crate::ops::{DeepEpMode, ExpertExchange};
 use crate::spec::{
     AllReduceImpl, BusFraction, CollectiveModel, CpuVendor, InterconnectSpec, LinkKind,
     NcclAlgorithm, NcclP2pLevel, NcclProtocol, NodesSpec, NvlsSpec, P2pLatency, System, Topology,
@@ -73,6 +74,9 @@ pub enum AllReduceAlgo {
     OneShot,
     TwoShot,
     SymmMem,
+    /// DeepEP's low-latency or normal kernels (MoE dispatch and combine).
+    DeepEpLowLatency,
+    DeepEpNormal,
     Ideal,
 }
 
@@ -94,6 +98,8 @@ impl AllReduceAlgo {
             AllReduceAlgo::OneShot => "custom-one-shot",
             AllReduceAlgo::TwoShot => "custom-two-shot",
             AllReduceAlgo::SymmMem => "symm-mem",
+            AllReduceAlgo::DeepEpLowLatency => "deepep-low-latency",
+            AllReduceAlgo::DeepEpNormal => "deepep-normal",
             AllReduceAlgo::Ideal => "ideal",
         }
     }
@@ -879,9 +885,18 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
     if p.is_sol() {
         return ideal_hop(system, bus, links);
     }
+    let rates = alltoall_rates(system, n, p);
+    p2p(system, bus, bytes / nf, rates, (nf - 1.0, links), p)
+}
+
+/// The rates (Simple, LL) at which one GPU's point-to-point traffic leaves it in an
+/// all-to-all over `n` GPUs of one node: the switch's measured all-to-all share where the
+/// link states one, else the ring's rates.
+fn alltoall_rates(system: &System, n: u32, p: &CostParams) -> (f64, f64) {
     let m = model(&system.link);
-    let rates = match m.alltoall_bus_fraction {
+    match m.alltoall_bus_fraction {
         Some(f) if system.spec.p2p && path(system, n) == Path::Switch => {
+            let links = mesh_links(system, n);
             let r = system.link.bandwidth_per_direction.0 * links * f.0 * p.link_efficiency;
             (r, LL_WIRE * r)
         }
@@ -889,8 +904,113 @@ pub fn all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> Collec
             let r = ring_rates(system, &m, n, p);
             (r.alltoall, r.ll)
         }
+    }
+}
+
+/// Host round trip DeepEP's normal mode waits for in each call: the notify kernel's receive
+/// counts copied to the host, which sizes the receive buffers before the data moves [V:
+/// DeepEP README: the normal kernels need a CPU-GPU synchronisation and cannot be captured
+/// in a CUDA graph]; 15 us is a prior, the host-sync cost the SGLang engine description uses
+/// [U].
+const DEEPEP_HOST_SYNC: f64 = 15e-6;
+
+/// Probability that none of `k` distinct picks of `e` experts falls in a given group of `g`
+/// of them: `C(e − g, k) / C(e, k)`.
+fn group_missed(e: f64, g: f64, k: f64) -> f64 {
+    let k = k.round().max(0.0) as u32;
+    let mut q = 1.0;
+    for i in 0..k {
+        let (num, den) = (e - g - i as f64, e - i as f64);
+        if num <= 0.0 || den <= 0.0 {
+            return 0.0;
+        }
+        q *= num / den;
+    }
+    q
+}
+
+/// One DeepEP dispatch or combine over `x.ranks` GPUs, as its kernels move data: NVLink
+/// between the GPUs of a node, each GPU's NIC (RDMA) between nodes, the two in parallel.
+///
+/// - Low-latency: each token-expert pair is a message; `(ppn − 1)/n` of a token's `top_k`
+///   pairs stay in its node and `(n − ppn)/n` cross the network (no deduplication, the
+///   design's price for no host round trip).
+/// - Normal: a token goes once to each other rank of its node that holds one of its
+///   experts, and once to each other node that does (to the GPU on the same rail), which
+///   forwards it over NVLink to its ranks there; a notify round and a host synchronisation
+///   come first.
+///
+/// The busiest rank's routing skew scales the bytes on its links. Never faster than the bytes
+/// at the links' raw rates.
+pub fn expert_exchange(system: &System, x: &ExpertExchange, p: &CostParams) -> CollectiveCost {
+    let n = x.ranks;
+    if n <= 1 || x.tokens <= 0.0 || x.token_bytes <= 0.0 {
+        return CollectiveCost::ZERO;
+    }
+    let nf = n as f64;
+    let net = system
+        .spec
+        .nodes
+        .filter(|_| system.spec.nodes_spanned(n) > 1);
+    let (nodes, ppn, nic_rate, nic_raw) = match &net {
+        Some(net) => spread(system, net, n, p),
+        None => (1.0, nf, 0.0, 0.0),
     };
-    p2p(system, bus, bytes / nf, rates, (nf - 1.0, links), p)
+    let payload = x.tokens * x.token_bytes * x.skew.max(1.0);
+    let (local, remote) = match x.mode {
+        DeepEpMode::LowLatency => (
+            payload * x.top_k * (ppn - 1.0) / nf,
+            payload * x.top_k * (nf - ppn) / nf,
+        ),
+        DeepEpMode::Normal => {
+            let per_rank = x.experts / nf;
+            let rank_hit = 1.0 - group_missed(x.experts, per_rank, x.top_k);
+            let node_hit = 1.0 - group_missed(x.experts, per_rank * ppn, x.top_k);
+            let remote_ranks = (nf - ppn) * rank_hit;
+            (
+                payload * ((ppn - 1.0) * rank_hit + remote_ranks * (ppn - 1.0) / ppn),
+                payload * (nodes - 1.0) * node_hit,
+            )
+        }
+    };
+    let local_ppn = ppn.round().max(1.0) as u32;
+    let nvlink_raw = system.link.bandwidth_per_direction.0 * mesh_links(system, local_ppn);
+    let nic_share_raw = nic_raw / ppn;
+    let raw_time = |bytes: f64, rate: f64| if bytes > 0.0 { bytes / rate } else { 0.0 };
+    let ideal = CollectiveCost {
+        latency: system.link.p2p_latency.0,
+        transfer: raw_time(local, nvlink_raw).max(raw_time(remote, nic_share_raw)),
+        algo: AllReduceAlgo::Ideal,
+    };
+    if p.is_sol() {
+        return ideal;
+    }
+    let m = model(&system.link);
+    let across = if net.is_some() { 1.0 } else { 0.0 };
+    let (intra_rate, _) = alltoall_rates(system, local_ppn.max(2), p);
+    let transfer = raw_time(local, intra_rate).max(raw_time(remote, nic_rate / ppn));
+    let (latency, algo) = match x.mode {
+        DeepEpMode::LowLatency => (
+            m.p2p_call_latency.ll.0 + across * NET_RING_STEP[0],
+            AllReduceAlgo::DeepEpLowLatency,
+        ),
+        DeepEpMode::Normal => (
+            // The notify round, the host's wait for its counts, then the data's call.
+            m.p2p_call_latency.ll.0
+                + m.p2p_call_latency.simple.0
+                + across * (NET_RING_STEP[0] + NET_RING_STEP[2])
+                + DEEPEP_HOST_SYNC,
+            AllReduceAlgo::DeepEpNormal,
+        ),
+    };
+    not_below(
+        CollectiveCost {
+            latency: latency * p.collective_latency_scale,
+            transfer,
+            algo,
+        },
+        ideal,
+    )
 }
 
 /// All-gather or reduce-scatter as NCCL's ring runs them: `n − 1` steps, `bus_bytes` per

@@ -47,7 +47,7 @@ pub fn cost_with(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> OpCo
     // in-graph benchmark, nccl-tests), the dispatch between kernels included: inside a CUDA
     // graph no gap is added to it. Eagerly, its launch still counts.
     let overhead = match op.op {
-        Op::Collective { .. } if dev.graphs => 0.0,
+        Op::Collective { .. } | Op::ExpertExchange(_) if dev.graphs => 0.0,
         _ => dev.overhead(op.kernels, time),
     };
     OpCost {
@@ -289,6 +289,22 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 Bound::Link
             };
             (0.0, bytes, c.time(), bound, None, Some(c.algo))
+        }
+        Op::ExpertExchange(x) => {
+            let c = collective::expert_exchange(dev.system, &x, &dev.params);
+            let bound = if c.latency >= c.transfer {
+                Bound::Latency
+            } else {
+                Bound::Link
+            };
+            (
+                0.0,
+                x.tokens * x.token_bytes,
+                c.time(),
+                bound,
+                None,
+                Some(c.algo),
+            )
         }
     }
 }

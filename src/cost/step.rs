@@ -217,7 +217,9 @@ impl<'a> Evaluator<'a> {
     }
 
     fn context(&self, pass: Pass) -> BuildContext<'_> {
-        BuildContext::new(self.model, self.par, &self.unfused, pass).with_fusion(self.fusion)
+        BuildContext::new(self.model, self.par, &self.unfused, pass)
+            .with_fusion(self.fusion)
+            .with_moe_all_to_all(self.system.engine.moe_all_to_all)
     }
 
     /// The operators of one block kind for `pass` (one micro-batch), as data.

@@ -5,8 +5,10 @@
 //! adds neither time nor a kernel.
 
 use crate::ops::layers::BuildContext;
+use crate::ops::routing::{busiest_rank, Routing};
 use crate::ops::Category;
-use crate::ops::{CollectiveKind, Op, Operator};
+use crate::ops::{CollectiveKind, DeepEpMode, ExpertExchange, Op, Operator, Phase};
+use crate::spec::engine::MoeAllToAll;
 
 /// A collective operator, or nothing when it would not run.
 pub fn collective(
@@ -31,13 +33,21 @@ pub fn tp_allreduce(cx: &BuildContext, name: &'static str, out: &mut Vec<Operato
     ));
 }
 
-/// Expert-parallel dispatch and combine over all `tp × dp` GPUs of a stage: each token's
-/// hidden state goes to (at most) `min(top_k, ep)` expert groups and comes back. Under
-/// LatentMoE (`moe_latent_size`) the token crosses in its latent form: the down-projection
-/// runs before the dispatch and the up-projection after the combine, which is the point of
-/// the design as the Nemotron-3 Super report states it (all-to-all traffic scales with the
-/// latent width) [assumption: read from the report, not from an engine's dispatch code].
+/// Expert-parallel dispatch and combine over all `tp × dp` GPUs of a stage, as the engine's
+/// backend runs them ([`MoeAllToAll`]): NCCL's all-to-all (below) or DeepEP's kernels
+/// ([`deepep_exchange`]).
+///
+/// NCCL: each token's hidden state goes to (at most) `min(top_k, ep)` expert groups and comes
+/// back. Under LatentMoE (`moe_latent_size`) the token crosses in its latent form: the
+/// down-projection runs before the dispatch and the up-projection after the combine, which
+/// is the point of the design as the Nemotron-3 Super report states it (all-to-all traffic
+/// scales with the latent width) [assumption: read from the report, not from an engine's
+/// dispatch code].
 pub fn ep_all_to_all(cx: &BuildContext, top_k: f64, out: &mut Vec<Operator>) {
+    if let Some(mode) = deepep_mode(cx.moe_all_to_all, cx) {
+        deepep_exchange(cx, top_k, mode, out);
+        return;
+    }
     let par = cx.par;
     let n = par.tp * par.dp;
     let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
@@ -51,4 +61,85 @@ pub fn ep_all_to_all(cx: &BuildContext, top_k: f64, out: &mut Vec<Operator>) {
             n,
         ));
     }
+}
+
+/// The DeepEP kernels a pass runs under `backend` (none: not DeepEP). `deepep-auto` picks as
+/// SGLang's `--deepep-mode auto` does: low-latency for a decode batch, normal for one that
+/// carries prompt tokens (an extend batch).
+fn deepep_mode(backend: MoeAllToAll, cx: &BuildContext) -> Option<DeepEpMode> {
+    match backend {
+        MoeAllToAll::Nccl => None,
+        MoeAllToAll::DeepepLowLatency => Some(DeepEpMode::LowLatency),
+        MoeAllToAll::DeepepNormal => Some(DeepEpMode::Normal),
+        MoeAllToAll::DeepepAuto => {
+            let decode = cx.pass.phase == Phase::Decode && cx.pass.mixed_prefill_tokens == 0.0;
+            Some(if decode {
+                DeepEpMode::LowLatency
+            } else {
+                DeepEpMode::Normal
+            })
+        }
+    }
+}
+
+/// Elements per FP32 scale of DeepEP's FP8 low-latency dispatch (one per 128 channels, as
+/// DeepSeek-V3's activation quantization) [V: DeepEP README, `low_latency_dispatch(...,
+/// use_fp8=True)`: FP8 with per-128-channel scales].
+const DEEPEP_FP8_GROUP: f64 = 128.0;
+
+/// DeepEP's dispatch and combine for one MoE layer. Every rank is its own expert-parallel
+/// rank (`ep = tp × dp`, checked with the layout); each sends its share of its replica's
+/// tokens (a replica's tensor-parallel ranks split its tokens, as SGLang scatters them before
+/// the dispatch). Low-latency mode sends each token-expert pair as its own message, FP8 with
+/// scales out and BF16 back; normal mode sends BF16 both ways, once per destination rank (or
+/// node). The busiest rank's extra load under skewed routing rides on every message count.
+fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Vec<Operator>) {
+    let Some(moe) = cx.model.moe() else {
+        return;
+    };
+    let par = cx.par;
+    let n = par.tp * par.dp;
+    if n <= 1 || cx.tokens <= 0.0 {
+        return;
+    }
+    let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
+    let experts = moe.experts as f64;
+    let skew = routing_skew(cx.model.routing, experts, top_k, cx.pass.all_tokens(), n);
+    let tokens = cx.tokens / par.tp as f64;
+    let (dispatch_bytes, combine_bytes) = match mode {
+        DeepEpMode::LowLatency => (width * (1.0 + 4.0 / DEEPEP_FP8_GROUP), width * 2.0),
+        DeepEpMode::Normal => (width * 2.0, width * 2.0),
+    };
+    for (name, token_bytes) in [
+        ("moe_dispatch", dispatch_bytes),
+        ("moe_combine", combine_bytes),
+    ] {
+        out.push(Operator::new(
+            name,
+            Category::Alltoall,
+            1,
+            Op::ExpertExchange(ExpertExchange {
+                mode,
+                tokens,
+                token_bytes,
+                experts,
+                top_k,
+                ranks: n,
+                skew,
+            }),
+        ));
+    }
+}
+
+/// The busiest of `ranks` expert-parallel ranks' token-expert pairs over the mean when
+/// `tokens` tokens pick `top_k` of `experts` under `routing` (1 for balanced routing).
+fn routing_skew(routing: Routing, experts: f64, top_k: f64, tokens: f64, ranks: u32) -> f64 {
+    if matches!(routing, Routing::Balanced | Routing::RoundRobin) || tokens <= 0.0 {
+        return 1.0;
+    }
+    let ep = ranks as f64;
+    let mean = tokens * top_k / ep;
+    let touched = routing.touched_per_rank(experts, top_k, tokens, ep);
+    let busiest = busiest_rank(experts, top_k, tokens, ep, routing, touched).pairs;
+    (busiest / mean).max(1.0)
 }

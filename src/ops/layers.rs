@@ -12,7 +12,7 @@
 
 use crate::ops::scenario::{Parallel, Pass};
 use crate::ops::{attention, head, mlp, moe, norm, recurrent, Operator};
-use crate::spec::engine::EngineFusion;
+use crate::spec::engine::{EngineFusion, MoeAllToAll};
 use crate::spec::model::{Ffn, Mixer};
 use crate::spec::{FormatKind, ModelSpec};
 use serde::Serialize;
@@ -149,6 +149,8 @@ pub struct BuildContext<'a> {
     pub heads: f64,
     /// Work that runs inside another operator's kernels.
     pub fusion: Fusion,
+    /// How the engine runs the MoE dispatch and combine under data-parallel attention.
+    pub moe_all_to_all: MoeAllToAll,
 }
 
 /// Work the kernels that run fold into one another, so that it is no kernel of its own: what
@@ -190,6 +192,7 @@ impl<'a> BuildContext<'a> {
             hidden: model.config.hidden_size as f64,
             heads: model.config.num_attention_heads as f64 / par.tp as f64,
             fusion: Fusion::default(),
+            moe_all_to_all: MoeAllToAll::default(),
         }
     }
 
@@ -216,6 +219,14 @@ impl<'a> BuildContext<'a> {
     /// The same context with the kernels' fusions.
     pub fn with_fusion(self, fusion: Fusion) -> Self {
         BuildContext { fusion, ..self }
+    }
+
+    /// The same context with the engine's expert-parallel communication backend.
+    pub fn with_moe_all_to_all(self, moe_all_to_all: MoeAllToAll) -> Self {
+        BuildContext {
+            moe_all_to_all,
+            ..self
+        }
     }
 
     /// Bytes of one tensor-parallel all-reduce of the hidden state.

@@ -52,6 +52,38 @@ pub enum CollectiveKind {
     SendRecv,
 }
 
+/// DeepEP's two kernel families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeepEpMode {
+    /// Each token-expert pair is its own message (no deduplication), written straight into
+    /// the receiver's buffer; CUDA-graph capturable, no host synchronisation.
+    LowLatency,
+    /// One copy per destination rank inside a node and per destination node across the
+    /// network (forwarded over NVLink there), after a notify round whose counts the host
+    /// waits for.
+    Normal,
+}
+
+/// One DeepEP dispatch or combine: what each of `ranks` expert-parallel ranks sends. The
+/// token's destinations follow from the routing (`top_k` of `experts`, spread evenly over the
+/// ranks); where they lie (same node or another) from the system, at pricing time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ExpertExchange {
+    pub mode: DeepEpMode,
+    /// Tokens each rank sends (dispatch) or receives back (combine).
+    pub tokens: f64,
+    /// Bytes of one token's payload in one message.
+    pub token_bytes: f64,
+    /// Expert slots over all ranks (the model's experts plus any redundant replicas).
+    pub experts: f64,
+    pub top_k: f64,
+    pub ranks: u32,
+    /// The busiest rank's token-expert pairs over the mean (routing skew, at least 1): its
+    /// links carry that much more than the average rank's.
+    pub skew: f64,
+}
+
 /// Which attention kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -201,6 +233,8 @@ pub enum Op {
         bytes: f64,
         ranks: u32,
     },
+    /// Expert-parallel dispatch or combine as DeepEP runs it.
+    ExpertExchange(ExpertExchange),
 }
 
 impl Op {
@@ -283,6 +317,15 @@ impl Op {
             Op::Collective { kind, bytes, ranks } => {
                 format!("{} of {} B over {ranks} GPUs", serde_name(&kind), n(bytes))
             }
+            Op::ExpertExchange(x) => format!(
+                "deepep-{} of {} tokens x {} B, top-{} of {} experts over {} GPUs",
+                serde_name(&x.mode),
+                n(x.tokens),
+                n(x.token_bytes),
+                n(x.top_k),
+                n(x.experts),
+                x.ranks
+            ),
         }
     }
 }

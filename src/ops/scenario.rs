@@ -126,6 +126,17 @@ impl Parallel {
             None if self.ep > 1 => return bad("ep > 1 needs a model with experts".into()),
             _ => {}
         }
+        // DeepEP gives every GPU of the data-parallel group its own experts.
+        let deepep = system.engine.moe_all_to_all.is_deepep();
+        if deepep && self.dp > 1 && model.moe().is_some() && self.ep != self.tp * self.dp {
+            return bad(format!(
+                "engine.moe_all_to_all = \"{}\" runs pure expert parallelism over the data-parallel \
+                 group: ep must equal tp × dp = {} (got ep {})",
+                system.engine.moe_all_to_all.name(),
+                self.tp * self.dp,
+                self.ep
+            ));
+        }
         match system.engine.weight_block_split {
             WeightBlockSplit::WholeBlocks => self.check_weight_blocks(model, &system.engine.name),
             WeightBlockSplit::PartialBlocks => self.check_even_split(model),

@@ -91,6 +91,51 @@ pub struct EngineSpec {
     /// batch (a big decode batch, a prefill chunk) runs eagerly. `None`: no limit.
     #[serde(default)]
     pub cuda_graph_max_tokens: Option<u32>,
+    /// How the MoE layer's dispatch and combine run when attention is data-parallel.
+    #[serde(default)]
+    pub moe_all_to_all: MoeAllToAll,
+}
+
+/// How an engine moves tokens to their experts and back when attention runs data-parallel
+/// (each rank holds its own sequences) and the experts are spread over the ranks: the
+/// engine's expert-parallel communication backend (vLLM's `--all2all-backend` /
+/// `VLLM_ALL2ALL_BACKEND`, SGLang's `--moe-a2a-backend` with `--deepep-mode`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoeAllToAll {
+    /// NCCL all-to-all: each token's hidden state goes once to every rank holding one of
+    /// its experts, and comes back the same way.
+    #[default]
+    Nccl,
+    /// DeepEP's low-latency kernels: each token goes to each of its top-k experts
+    /// separately (FP8 with scales out, BF16 back), no host synchronisation; for decode.
+    DeepepLowLatency,
+    /// DeepEP's normal (high-throughput) kernels: a token crosses the network once per
+    /// destination node and is forwarded over NVLink inside it; a host synchronisation per
+    /// call learns the receive counts; for prefill.
+    DeepepNormal,
+    /// DeepEP with its mode per pass, as SGLang's `--deepep-mode auto`: low-latency for
+    /// decode steps, normal for steps that carry prompt tokens.
+    DeepepAuto,
+}
+
+impl MoeAllToAll {
+    pub fn name(self) -> &'static str {
+        match self {
+            MoeAllToAll::Nccl => "nccl",
+            MoeAllToAll::DeepepLowLatency => "deepep-low-latency",
+            MoeAllToAll::DeepepNormal => "deepep-normal",
+            MoeAllToAll::DeepepAuto => "deepep-auto",
+        }
+    }
+
+    /// DeepEP in any mode: pure expert parallelism over the whole data-parallel group.
+    pub fn is_deepep(self) -> bool {
+        matches!(
+            self,
+            MoeAllToAll::DeepepLowLatency | MoeAllToAll::DeepepNormal | MoeAllToAll::DeepepAuto
+        )
+    }
 }
 
 /// Operators the engine runs inside another operator's kernel rather than as kernels of
@@ -467,6 +512,10 @@ pub struct EngineFile {
     /// eagerly. Absent: every batch is graphed.
     #[serde(default)]
     pub cuda_graph_max_tokens: Option<u32>,
+    /// The MoE dispatch/combine backend under data-parallel attention (absent: NCCL's
+    /// all-to-all).
+    #[serde(default)]
+    pub moe_all_to_all: MoeAllToAll,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -570,6 +619,7 @@ impl EngineFile {
             speculation: self.speculation,
             kv: self.kv,
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
+            moe_all_to_all: self.moe_all_to_all,
         };
         e.validate()?;
         Ok(e)

@@ -98,6 +98,11 @@ pub struct ScenarioArgs {
     /// Data-parallel attention replicas (default 1).
     #[arg(value_parser = crate::options::positive_u32, long)]
     pub dp: Option<u32>,
+    /// EPLB's redundant expert slots per expert-parallel group (default 0): replicas of the
+    /// busiest experts that balance the groups' loads. vLLM's `num_redundant_experts` and
+    /// SGLang's `--ep-num-redundant-experts` count them over all groups (this × ep).
+    #[arg(value_parser = crate::options::slots_u32, long)]
+    pub redundant_experts: Option<u32>,
     /// Predict with parameters fitted by `rooftop calibrate` (a calibration TOML).
     #[arg(long)]
     pub calibration: Option<String>,

@@ -279,6 +279,7 @@ impl Deployment {
                     ep: p.ep,
                     pp: p.pp,
                     dp: p.dp,
+                    redundant_experts: 0,
                 },
                 batch: p.batch,
             })

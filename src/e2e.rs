@@ -221,6 +221,7 @@ pub fn layout(run: &E2eRun, moe: bool) -> std::result::Result<Parallel, String> 
         ep,
         pp: run.pp,
         dp: run.attention_dp,
+        redundant_experts: 0,
     })
 }
 

@@ -482,6 +482,7 @@ pub fn operators(
                 ep,
                 pp: 1,
                 dp: 1,
+                redundant_experts: 0,
             };
             let cx = BuildContext::new(&model, par, unfused, Pass::decode(tokens as f64, 0.0));
             let mut v = Vec::new();

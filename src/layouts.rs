@@ -101,7 +101,13 @@ pub(crate) fn layouts_over(
                     Some(_) if group > 1 => &[1, group],
                     _ => &[1],
                 };
-                out.extend(eps.iter().map(|&ep| Parallel { tp, ep, pp, dp }));
+                out.extend(eps.iter().map(|&ep| Parallel {
+                    tp,
+                    ep,
+                    pp,
+                    dp,
+                    redundant_experts: 0,
+                }));
             }
         }
     }

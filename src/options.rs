@@ -212,6 +212,11 @@ pub fn positive_u64(s: &str) -> Result<u64, String> {
     count_within(s, 1, u64::MAX, "", "4096")
 }
 
+/// Expert slots (`--redundant-experts`): zero or more.
+pub fn slots_u32(s: &str) -> Result<u32, String> {
+    count_within(s, 0, u32::MAX as u64, "expert slots", "2").map(|v| v as u32)
+}
+
 /// Tokens in a KV cache (`--context`): zero or more.
 pub fn tokens_u32(s: &str) -> Result<u32, String> {
     count_within(s, 0, u32::MAX as u64, "tokens", "4096").map(|v| v as u32)

@@ -335,6 +335,7 @@ fn each_engine_sizes_its_kv_cache_and_splits_weight_blocks_by_its_own_rule() {
         ep: 8,
         pp: 1,
         dp: 1,
+        redundant_experts: 0,
     };
     let h_trt = System::load_with_engine("8x-h100-nvlink", Some("trtllm"), &[]).unwrap();
     let h_vllm = System::load_with_engine("8x-h100-nvlink", Some("vllm-v1"), &[]).unwrap();

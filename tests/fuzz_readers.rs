@@ -1479,6 +1479,7 @@ fn overrides(long: bool) {
             ep: None,
             pp: None,
             dp: None,
+            redundant_experts: None,
             calibration: None,
             transfer_calibration: false,
             set: sets.clone(),

@@ -72,6 +72,7 @@ fn args() -> ScenarioArgs {
         ep: None,
         pp: None,
         dp: None,
+        redundant_experts: None,
         engine: None,
         calibration: None,
         transfer_calibration: false,

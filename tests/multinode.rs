@@ -299,6 +299,7 @@ fn layouts_across_nodes_run_end_to_end() {
         ep: 1,
         pp: 2,
         dp: 1,
+        redundant_experts: 0,
     };
     let split = tpot(&two, pp, 64.0);
     let pipe = |r: &rooftop::cost::step::StepCost| {

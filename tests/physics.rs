@@ -267,6 +267,7 @@ fn pipeline_stages_split_the_weights() {
                 ep: 1,
                 pp,
                 dp: 1,
+                redundant_experts: 0,
             };
             let stage = weight_bytes_per_gpu(&m, &p);
             assert!(

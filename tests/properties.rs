@@ -614,7 +614,13 @@ fn build_layout(d: LayoutDraw, m: &ModelSpec, s: &System) -> Parallel {
         None => vec![1],
     };
     let ep = eps[d.ep as usize % eps.len()];
-    let p = Parallel { tp, ep, pp, dp };
+    let p = Parallel {
+        tp,
+        ep,
+        pp,
+        dp,
+        redundant_experts: 0,
+    };
     if p.validate(m, s).is_ok() {
         return p;
     }
@@ -625,6 +631,7 @@ fn build_layout(d: LayoutDraw, m: &ModelSpec, s: &System) -> Parallel {
         ep: 1,
         pp,
         dp: 1,
+        redundant_experts: 0,
     };
     p.validate(m, s).unwrap();
     p

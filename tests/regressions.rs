@@ -254,6 +254,7 @@ fn draft_heads_run_under_pipeline_and_expert_parallel_layouts() {
         ep: 1,
         pp: 2,
         dp: 1,
+        redundant_experts: 0,
     };
     let sc = Scenario::new(&ds, &sys, par).unwrap();
     specdec(
@@ -272,6 +273,7 @@ fn draft_heads_run_under_pipeline_and_expert_parallel_layouts() {
         ep: 2,
         pp: 1,
         dp: 1,
+        redundant_experts: 0,
     };
     let sc = Scenario::new(&kimi, &pcie, par).unwrap();
     specdec(
@@ -301,6 +303,7 @@ fn weights_per_gpu_count_the_busiest_pipeline_stage() {
         ep: 1,
         pp: 4,
         dp: 1,
+        redundant_experts: 0,
     };
     let sc = Scenario::new(&m, &sys, par).unwrap();
     let p = predict(&sc, 8, 1024).unwrap();
@@ -340,6 +343,7 @@ fn layouts_past_32_bits_of_gpus_do_not_wrap() {
         ep: 1,
         pp: 1,
         dp: 1 << 31,
+        redundant_experts: 0,
     };
     assert_eq!(p.gpus(), u32::MAX);
     let m = load_model("llama-3.1-8b").unwrap();

@@ -54,6 +54,7 @@ pub fn chosen_layout_flag(args: &ScenarioArgs) -> Option<&'static str> {
         ("--ep", args.ep.is_some()),
         ("--pp", args.pp.is_some()),
         ("--dp", args.dp.is_some()),
+        ("--redundant-experts", args.redundant_experts.is_some()),
         ("--calibration", args.calibration.is_some()),
     ]
     .into_iter()
@@ -85,7 +86,10 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
     let sets = crate::spec::overrides::parse_all(&args.set)?;
     let model = load_model(args)?;
     let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
-    let parallel = Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?;
+    let parallel = Parallel {
+        redundant_experts: args.redundant_experts.unwrap_or(0),
+        ..Parallel::resolve(&system, args.tp, args.ep, args.pp, args.dp)?
+    };
     parallel
         .validate(&model, &system)
         .map_err(|e| crate::layouts::with_suggestions(e, &model, &system, &parallel, 1.0, 1.0))?;

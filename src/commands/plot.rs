@@ -234,6 +234,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
         ep: None,
         pp: None,
         dp: None,
+        redundant_experts: None,
         calibration: None,
         transfer_calibration: false,
         set: vec![],

@@ -109,6 +109,7 @@ pub fn refuse_chosen(args: &ScenarioArgs) -> Result<()> {
         ("--ep", args.ep.is_some()),
         ("--pp", args.pp.is_some()),
         ("--dp", args.dp.is_some()),
+        ("--redundant-experts", args.redundant_experts.is_some()),
         ("--calibration", args.calibration.is_some()),
     ];
     if let Some((flag, _)) = chosen.iter().find(|(_, given)| *given) {

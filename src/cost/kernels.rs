@@ -66,6 +66,8 @@ pub struct MoeShape {
     pub routing: Routing,
     /// Experts uniform routing touches per rank (the operator's `touched_experts`).
     pub mean_touched: f64,
+    /// EPLB's redundant expert slots per rank.
+    pub redundant: f64,
     /// Weight matrices per expert: 3 gated (gate and up fused, down), 2 ungated (up, down),
     /// each `hidden × width`.
     pub matrices: f64,
@@ -94,6 +96,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
         s.ep,
         s.routing,
         s.mean_touched,
+        s.redundant,
     );
     let (bpw, kind) = if s.cast {
         (2.0, FormatKind::Bf16)
@@ -123,7 +126,7 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     // Rows an expert with `l` pairs computes: padded to the library's block.
     let block = k
         .block_from_mean_load
-        .then(|| mean_load_block(s.tokens * s.top_k / (s.experts / s.ep).max(1.0)));
+        .then(|| mean_load_block(s.tokens * s.top_k / (s.experts / s.ep + s.redundant).max(1.0)));
     let padded = |l: f64| match block {
         // The MMA fragments are 16 rows high: a shorter block computes as 16.
         Some(b) => (l / b).ceil() * b.max(16.0),
@@ -711,6 +714,7 @@ mod tests {
             top_k,
             routing,
             mean_touched: touched.min(experts / ep),
+            redundant: 0.0,
             matrices: 3.0,
             hidden: 7168.0,
             width: 2048.0,

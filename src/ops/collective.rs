@@ -104,7 +104,7 @@ fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Ve
     }
     let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
     let experts = moe.experts as f64;
-    let skew = routing_skew(cx.model.routing, experts, top_k, cx.pass.all_tokens(), n);
+    let skew = routing_skew(cx, experts, top_k, cx.pass.all_tokens(), n);
     let tokens = cx.tokens / par.tp as f64;
     let (dispatch_bytes, combine_bytes) = match mode {
         DeepEpMode::LowLatency => (width * (1.0 + 4.0 / DEEPEP_FP8_GROUP), width * 2.0),
@@ -122,7 +122,7 @@ fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Ve
                 mode,
                 tokens,
                 token_bytes,
-                experts,
+                experts: par.expert_slots(experts),
                 top_k,
                 ranks: n,
                 skew,
@@ -132,14 +132,18 @@ fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Ve
 }
 
 /// The busiest of `ranks` expert-parallel ranks' token-expert pairs over the mean when
-/// `tokens` tokens pick `top_k` of `experts` under `routing` (1 for balanced routing).
-fn routing_skew(routing: Routing, experts: f64, top_k: f64, tokens: f64, ranks: u32) -> f64 {
+/// `tokens` tokens pick `top_k` of `experts` under the model's routing, with the layout's
+/// redundant replicas placed by EPLB (1 for balanced routing).
+fn routing_skew(cx: &BuildContext, experts: f64, top_k: f64, tokens: f64, ranks: u32) -> f64 {
+    let routing = cx.model.routing;
     if matches!(routing, Routing::Balanced | Routing::RoundRobin) || tokens <= 0.0 {
         return 1.0;
     }
     let ep = ranks as f64;
     let mean = tokens * top_k / ep;
-    let touched = routing.touched_per_rank(experts, top_k, tokens, ep);
-    let busiest = busiest_rank(experts, top_k, tokens, ep, routing, touched).pairs;
+    let redundant = cx.par.redundant_experts as f64;
+    let slots = cx.par.expert_slots(experts);
+    let touched = routing.touched_per_rank(slots, top_k, tokens, ep);
+    let busiest = busiest_rank(experts, top_k, tokens, ep, routing, touched, redundant).pairs;
     (busiest / mean).max(1.0)
 }

@@ -143,8 +143,12 @@ pub enum Op {
         /// How tokens spread over experts; the busiest rank sets the time.
         #[serde(serialize_with = "serialize_display")]
         routing: routing::Routing,
-        /// Experts this GPU holds.
+        /// Expert slots this GPU holds: its `experts / ep` and its group's redundant
+        /// replicas.
         local_experts: f64,
+        /// EPLB's redundant expert slots per expert-parallel group.
+        #[serde(skip_serializing_if = "is_zero")]
+        redundant: f64,
         /// Expected experts this GPU's share of the batch touches.
         touched_experts: f64,
         /// Experts each token is routed to.
@@ -328,6 +332,10 @@ impl Op {
             ),
         }
     }
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// The name serde gives a unit variant.

@@ -75,8 +75,11 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
     let all_tokens = cx.pass.all_tokens();
     let ep = par.ep as f64;
     let moe_tp = par.moe_tp() as f64;
-    let local_experts = e / ep;
-    let touched = cx.model.routing.touched_per_rank(e, k, all_tokens, ep);
+    // EPLB's replicas add slots to every group; tokens spread over the slots.
+    let redundant = par.redundant_experts as f64;
+    let slots = par.expert_slots(e);
+    let local_experts = slots / ep;
+    let touched = cx.model.routing.touched_per_rank(slots, k, all_tokens, ep);
     let fmt = q.routed_experts();
     let matrices = cx.model.mlp_matrices() as f64;
     let width = ie / moe_tp;
@@ -122,6 +125,7 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
             tokens: all_tokens,
             routing: cx.model.routing,
             local_experts,
+            redundant,
             touched_experts: touched,
             top_k: k,
             matrices,

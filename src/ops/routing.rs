@@ -8,6 +8,8 @@
 //! k/E, so the formula is exact in expectation for uniform routing.)
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -143,10 +145,12 @@ impl Loads {
     }
 }
 
-/// Expected load of the busiest of `ep` ranks holding `experts / ep` experts each, when
-/// `tokens` tokens each pick `top_k` experts under `routing`. `mean_touched` is what uniform
-/// routing touches per rank, `expected_experts_touched(experts, top_k, tokens) / ep`: the
-/// operator that carries this shape has it already.
+/// Expected load of the busiest of `ep` ranks holding `experts / ep` experts each, and
+/// `redundant` more slots for EPLB's replicas, when `tokens` tokens each pick `top_k`
+/// experts under `routing`. `mean_touched` is what uniform routing touches per rank,
+/// `expected_experts_touched(slots, top_k, tokens) / ep`: the operator that carries this
+/// shape has it already. Under skewed routing the replicas go where EPLB puts them
+/// ([`eplb_busiest`]); under balanced routing every rank already carries the mean.
 pub fn busiest_rank(
     experts: f64,
     top_k: f64,
@@ -154,8 +158,10 @@ pub fn busiest_rank(
     ep: f64,
     routing: Routing,
     mean_touched: f64,
+    redundant: f64,
 ) -> RankLoad {
-    let local = (experts / ep).max(1.0);
+    let redundant = redundant.max(0.0).round();
+    let local = (experts / ep).max(1.0) + redundant;
     let pairs_all = tokens * top_k;
     if tokens <= 0.0 || experts <= 0.0 {
         return RankLoad {
@@ -229,16 +235,21 @@ pub fn busiest_rank(
             // distinct experts, as balanced routing places them; near `experts / k`
             // tokens the experts whose shares round to none stay untouched.
             round_like_collector(&mut x, pairs_all);
-            // The busiest rank holds the busiest expert and `local - 1` others spread over
-            // the rest of the order statistics.
             let n = local.round() as usize;
-            let mut mine = vec![x[0]];
-            if n > 1 && e > 1 {
-                let step = (e - 1) as f64 / (n - 1) as f64;
-                mine.extend(
-                    (0..n - 1).map(|j| x[1 + ((step * (j as f64 + 0.5)) as usize).min(e - 2)]),
-                );
-            }
+            let mine = if redundant > 0.0 {
+                eplb_busiest(&x, ep.round().max(1.0) as usize, n)
+            } else {
+                // The busiest rank holds the busiest expert and `local - 1` others spread
+                // over the rest of the order statistics.
+                let mut mine = vec![x[0]];
+                if n > 1 && e > 1 {
+                    let step = (e - 1) as f64 / (n - 1) as f64;
+                    mine.extend(
+                        (0..n - 1).map(|j| x[1 + ((step * (j as f64 + 0.5)) as usize).min(e - 2)]),
+                    );
+                }
+                mine
+            };
             let pairs: f64 = mine.iter().sum::<f64>().max(pairs_all / ep);
             // An expert whose expected load rounds to no token is not touched (the busiest is).
             let loads: Vec<(f64, f64)> = mine
@@ -253,6 +264,74 @@ pub fn busiest_rank(
                 loads: Loads::PerExpert(loads),
             }
         }
+    }
+}
+
+/// The busiest rank's replica loads once EPLB has placed experts of expected loads `x`
+/// (largest first) on `ep` ranks of `slots` slots each, as DeepSeek's EPLB does it
+/// (`eplb.py`, global policy): the `ep × slots − E` extra slots go one at a time to the
+/// expert whose load per replica is highest (`replicate_experts`), each replica takes an
+/// equal share of its expert's tokens, and the replicas, heaviest first, each go to the least
+/// loaded rank with a free slot (`balanced_packing`) [V: github.com/deepseek-ai/EPLB].
+pub fn eplb_busiest(x: &[f64], ep: usize, slots: usize) -> Vec<f64> {
+    let e = x.len();
+    if e == 0 || ep == 0 || slots == 0 {
+        return Vec::new();
+    }
+    let mut count = vec![1usize; e];
+    let extra = (ep * slots).saturating_sub(e);
+    // Load per replica, highest first; ties to the lower index, as torch's max does.
+    let mut heap: BinaryHeap<(PerReplica, Reverse<usize>)> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (PerReplica(l), Reverse(i)))
+        .collect();
+    for _ in 0..extra {
+        let Some((_, Reverse(i))) = heap.pop() else {
+            break;
+        };
+        count[i] += 1;
+        heap.push((PerReplica(x[i] / count[i] as f64), Reverse(i)));
+    }
+    let mut replicas: Vec<f64> = x
+        .iter()
+        .zip(&count)
+        .flat_map(|(&l, &c)| std::iter::repeat_n(l / c as f64, c))
+        .collect();
+    replicas.sort_by(|a, b| b.total_cmp(a));
+    let mut load = vec![0.0f64; ep];
+    let mut held: Vec<Vec<f64>> = vec![Vec::with_capacity(slots); ep];
+    for r in replicas {
+        let to = (0..ep)
+            .filter(|&g| held[g].len() < slots)
+            .min_by(|&a, &b| load[a].total_cmp(&load[b]));
+        let Some(g) = to else {
+            break;
+        };
+        load[g] += r;
+        held[g].push(r);
+    }
+    let busiest = (0..ep)
+        .max_by(|&a, &b| load[a].total_cmp(&load[b]).then(b.cmp(&a)))
+        .unwrap_or(0);
+    std::mem::take(&mut held[busiest])
+}
+
+/// A load compared as a float for the replication heap (loads are finite).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PerReplica(f64);
+
+impl Eq for PerReplica {}
+
+impl PartialOrd for PerReplica {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PerReplica {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
     }
 }
 
@@ -478,15 +557,16 @@ mod tests {
                 ep,
                 Routing::Balanced,
                 expected_experts_touched(e, k, t) / ep,
+                0.0,
             );
-            let p = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.2), 0.0);
+            let p = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.2), 0.0, 0.0);
             // The busiest rank never computes less than its even share, and skew does not
             // touch more experts than uniform routing.
             assert!(p.pairs >= b.pairs - 1e-9, "{e} {k} {t} {ep}");
             assert!(p.touched <= b.touched + 1e-9);
             assert!(p.loads.max() >= b.loads.max());
             assert!(p.loads.max() <= t + 1e-9);
-            let m = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.01), 0.0);
+            let m = busiest_rank(e, k, t, ep, Routing::PowerLaw(1.01), 0.0, 0.0);
             assert!(m.pairs.is_finite() && m.pairs <= t * k + 1e-6);
         }
         assert_eq!(
@@ -503,7 +583,7 @@ mod tests {
         // expert on tokens x k experts (as balanced routing places them), none gets two.
         for &(e, k, t) in &[(384.0, 8.0, 1.0), (384.0, 8.0, 8.0), (256.0, 8.0, 4.0)] {
             for a in [1.01, 1.2] {
-                let p = busiest_rank(e, k, t, 1.0, Routing::PowerLaw(a), 0.0);
+                let p = busiest_rank(e, k, t, 1.0, Routing::PowerLaw(a), 0.0, 0.0);
                 assert_eq!(p.touched, t * k, "E={e} k={k} t={t} a={a}");
                 assert_eq!(p.loads.max(), 1.0);
                 assert!((p.pairs - t * k).abs() < 1e-9);
@@ -513,7 +593,7 @@ mod tests {
         // clearly fewer experts than balanced routing, and every load is a whole token.
         let bal = expected_experts_touched(384.0, 8.0, 48.0);
         for a in [1.01, 1.2] {
-            let p = busiest_rank(384.0, 8.0, 48.0, 1.0, Routing::PowerLaw(a), 0.0);
+            let p = busiest_rank(384.0, 8.0, 48.0, 1.0, Routing::PowerLaw(a), 0.0, 0.0);
             assert!(p.touched < 0.85 * bal, "{} vs {bal}", p.touched);
             assert!(p.loads.iter().all(|(l, _)| l.fract() == 0.0));
             assert!((p.pairs - 384.0).abs() < 1e-9);
@@ -614,7 +694,7 @@ mod tests {
                     groups: 8,
                     topk_groups: 4,
                 };
-                let got = busiest_rank(e as f64, k as f64, t as f64, ep as f64, r, 0.0);
+                let got = busiest_rank(e as f64, k as f64, t as f64, ep as f64, r, 0.0, 0.0);
                 let want = grouped_brute_force(e, k, t, ep, g, tg);
                 let loads: Vec<f64> = got.loads.iter().map(|(l, _)| l).collect();
                 assert_eq!(loads, want, "t={t} ep={ep}");

@@ -14,12 +14,22 @@ use std::fmt;
 /// - `ep`: expert-parallel groups among the tp × dp GPUs of a stage; each group holds
 ///   `experts / ep` experts, tensor-split over the group's `tp × dp / ep` GPUs.
 /// - `pp`: pipeline stages, each holding a contiguous block of layers.
+/// - `redundant_experts`: extra expert slots per expert-parallel group for EPLB's replicas
+///   of the busiest experts (`re` in a layout string: `tp1ep16dp16re2`). vLLM's and
+///   SGLang's flags count them over all groups: `--eplb-config num_redundant_experts` /
+///   `--ep-num-redundant-experts` = `redundant_experts × ep`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Parallel {
     pub tp: u32,
     pub ep: u32,
     pub pp: u32,
     pub dp: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub redundant_experts: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Parallel {
@@ -29,6 +39,7 @@ impl Parallel {
             ep: 1,
             pp: 1,
             dp: 1,
+            redundant_experts: 0,
         }
     }
 
@@ -41,6 +52,12 @@ impl Parallel {
     /// Tensor-parallel degree inside one expert group.
     pub fn moe_tp(&self) -> u32 {
         (self.tp * self.dp / self.ep).max(1)
+    }
+
+    /// Expert slots over all expert-parallel groups: the model's `experts` and the
+    /// redundant replicas EPLB places.
+    pub fn expert_slots(&self, experts: f64) -> f64 {
+        experts + (self.redundant_experts as f64) * self.ep as f64
     }
 
     /// Build from optional overrides: unspecified `tp` fills the system's GPUs.
@@ -71,7 +88,13 @@ impl Parallel {
                 n / (pp * dp)
             }
         };
-        Ok(Parallel { tp, ep, pp, dp })
+        Ok(Parallel {
+            tp,
+            ep,
+            pp,
+            dp,
+            redundant_experts: 0,
+        })
     }
 
     /// Check the layout against the model and system.
@@ -108,6 +131,26 @@ impl Parallel {
                 "pp {} exceeds the model's {} layers",
                 self.pp, model.config.num_hidden_layers
             ));
+        }
+        if self.redundant_experts > 0 {
+            let Some(m) = model.moe() else {
+                return bad("redundant experts need a model with experts".into());
+            };
+            if self.ep < 2 {
+                return bad(format!(
+                    "{} redundant experts per group need expert parallelism: EPLB replicates \
+                     experts across ep >= 2 groups (got ep {})",
+                    self.redundant_experts, self.ep
+                ));
+            }
+            let own = m.experts / self.ep.max(1);
+            if self.redundant_experts > own {
+                return bad(format!(
+                    "{} redundant experts per group: at most one replica slot per expert a group \
+                     holds ({own} = {} experts / ep {})",
+                    self.redundant_experts, m.experts, self.ep
+                ));
+            }
         }
         if !(self.tp * self.dp).is_multiple_of(self.ep) {
             return bad(format!(
@@ -232,32 +275,38 @@ impl fmt::Display for Parallel {
         if self.pp > 1 {
             write!(f, "pp{}", self.pp)?;
         }
+        if self.redundant_experts > 0 {
+            write!(f, "re{}", self.redundant_experts)?;
+        }
         Ok(())
     }
 }
 
 impl std::str::FromStr for Parallel {
     type Err = String;
-    /// `tp8`, `tp4ep2`, `pp2tp4`, `tp8ep8dp8`: degrees in any order, missing ones are 1.
+    /// `tp8`, `tp4ep2`, `pp2tp4`, `tp8ep8dp8`: degrees in any order, missing ones are 1;
+    /// `re2`: two redundant expert slots per expert-parallel group (none if absent).
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         let mut p = Parallel {
             tp: 1,
             ep: 1,
             pp: 1,
             dp: 1,
+            redundant_experts: 0,
         };
         let mut rest = s.trim();
         if rest.is_empty() {
             return Err("empty layout; expected e.g. tp8, tp4ep2, pp2tp4".into());
         }
-        const EXPECTED: &str = "expected degrees such as tp8, tp4ep2, pp2tp4 (tp, ep, pp, dp)";
+        const EXPECTED: &str =
+            "expected degrees such as tp8, tp4ep2, pp2tp4 (tp, ep, pp, dp; re: redundant experts)";
         let mut seen = Vec::new();
         while !rest.is_empty() {
             let key = rest
                 .get(..2)
-                .filter(|k| ["tp", "ep", "pp", "dp"].contains(k))
+                .filter(|k| ["tp", "ep", "pp", "dp", "re"].contains(k))
                 .ok_or_else(|| {
-                    format!("bad layout \"{s}\": \"{rest}\" does not start with tp, ep, pp or dp; {EXPECTED}")
+                    format!("bad layout \"{s}\": \"{rest}\" does not start with tp, ep, pp, dp or re; {EXPECTED}")
                 })?;
             rest = &rest[2..];
             if seen.contains(&key) {
@@ -273,6 +322,7 @@ impl std::str::FromStr for Parallel {
                 "tp" => p.tp = v,
                 "ep" => p.ep = v,
                 "pp" => p.pp = v,
+                "re" => p.redundant_experts = v,
                 _ => p.dp = v,
             }
         }

@@ -86,7 +86,7 @@ fn layout_typos_name_the_layout_not_a_fragment_of_it() {
         2,
     );
     assert!(
-        e.contains("\"foo\" does not start with tp, ep, pp or dp"),
+        e.contains("\"foo\" does not start with tp, ep, pp, dp or re"),
         "{e}"
     );
     assert!(!e.contains("fo needs"), "{e}");

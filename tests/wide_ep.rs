@@ -5,11 +5,18 @@
 //! NVLink never slows one, more tokens or more skew never speed one up, normal mode moves no
 //! more bytes than low-latency mode, and `deepep-auto` runs low-latency kernels for decode and
 //! normal ones for prefill. The NCCL default moves nothing (the golden file holds it).
+//!
+//! EPLB's redundant experts (`--redundant-experts`, `re` in a layout): each group holds more
+//! expert slots (their weights are held), replicas of the busiest experts placed as
+//! DeepSeek's EPLB places them. Under balanced routing they are pure overhead; under skewed
+//! routing they bring the busiest rank toward the mean.
 
 mod common;
 
 use rooftop::cost::collective::{self, AllReduceAlgo};
+use rooftop::cost::memory::weight_bytes_per_gpu;
 use rooftop::cost::CostParams;
+use rooftop::ops::routing::eplb_busiest;
 use rooftop::ops::scenario::Pass;
 use rooftop::ops::{DeepEpMode, ExpertExchange, Op, Parallel};
 use rooftop::predict::Scenario;
@@ -44,6 +51,7 @@ const WIDE_EP: Parallel = Parallel {
     ep: 16,
     pp: 1,
     dp: 16,
+    redundant_experts: 0,
 };
 
 fn groups(sys: &System) -> Vec<u32> {
@@ -278,4 +286,166 @@ fn routing_skew_loads_the_busiest_rank() {
         skewed > balanced,
         "skewed {skewed} s, balanced {balanced} s"
     );
+}
+
+fn with_redundant(r: u32) -> Parallel {
+    Parallel {
+        redundant_experts: r,
+        ..WIDE_EP
+    }
+}
+
+/// Routed-expert time per step on the busiest rank (all MoE layers).
+fn routed_experts(model: &rooftop::spec::ModelSpec, par: Parallel, batch: f64) -> f64 {
+    let sys = load("2x8-h200-ib", &[]);
+    let s = Scenario::new(model, &sys, par).unwrap();
+    let r = s
+        .evaluator()
+        .unwrap()
+        .evaluate(&Pass::decode(batch, 2048.0));
+    r.operators()
+        .into_iter()
+        .filter(|(_, o, _, _)| o.name == "routed_experts")
+        .map(|(_, _, c, n)| c.time * n as f64)
+        .sum()
+}
+
+/// EPLB's placement: the busiest rank carries at least the mean and at most the mean plus
+/// the largest replica (the greedy packing's bound), and the replicas hold every token.
+#[test]
+fn eplb_places_replicas_between_the_mean_and_one_replica_above_it() {
+    for (e, ep) in [(256usize, 16usize), (384, 32), (128, 8), (64, 64)] {
+        // Power-law loads, largest first.
+        let x: Vec<f64> = (0..e)
+            .map(|i| 1000.0 / (1.0 + i as f64).powf(1.2))
+            .collect();
+        let total: f64 = x.iter().sum();
+        let mean = total / ep as f64;
+        for r in 0..=3usize {
+            let slots = e / ep + r;
+            let mine = eplb_busiest(&x, ep, slots);
+            assert_eq!(
+                mine.len(),
+                slots,
+                "{e} experts on {ep}: a rank fills its slots"
+            );
+            let load: f64 = mine.iter().sum();
+            let largest = mine.iter().cloned().fold(0.0, f64::max);
+            assert!(
+                load >= mean * (1.0 - 1e-12),
+                "{e}/{ep} r {r}: {load} under the mean {mean}"
+            );
+            assert!(
+                load <= mean + largest + 1e-9,
+                "{e}/{ep} r {r}: {load} over the mean {mean} plus a replica {largest}"
+            );
+        }
+    }
+}
+
+#[test]
+fn redundant_slots_hold_their_weights() {
+    let model = load_model("deepseek-v3-fp8").unwrap();
+    let moe = model.moe().unwrap();
+    let base = weight_bytes_per_gpu(&model, &WIDE_EP);
+    let one = weight_bytes_per_gpu(&model, &with_redundant(1));
+    let two = weight_bytes_per_gpu(&model, &with_redundant(2));
+    // One more expert per MoE layer on each GPU: 3 x hidden x expert width FP8 weights, with
+    // their block scales.
+    let layers =
+        (model.config.num_hidden_layers - model.config.first_k_dense_replace.unwrap_or(0)) as f64;
+    let expert = 3.0 * model.config.hidden_size as f64 * moe.expert_intermediate as f64;
+    let step = one - base;
+    assert!(step > 0.0);
+    assert!(
+        (two - one - step).abs() <= 1e-6 * step,
+        "each slot adds the same weights"
+    );
+    let per_weight = step / (layers * expert);
+    assert!(
+        (1.0..1.05).contains(&per_weight),
+        "FP8 experts: {per_weight} bytes per weight"
+    );
+}
+
+/// Balanced routing has nothing to balance: replicas only add weights to read. Skewed routing
+/// concentrates tokens on a few experts, and one replica slot per group brings the busiest
+/// rank's experts closer to the balanced time.
+#[test]
+fn replicas_cost_under_balanced_routing_and_pay_under_skew() {
+    let model = load_model("deepseek-v3-fp8").unwrap();
+    for batch in [16.0, 256.0, 2048.0] {
+        let mut last = 0.0;
+        for r in 0..=4 {
+            let t = routed_experts(&model, with_redundant(r), batch);
+            assert!(
+                t >= last * (1.0 - 1e-12),
+                "balanced, batch {batch}, {r} slots"
+            );
+            last = t;
+        }
+    }
+    let mut skewed = model.clone();
+    skewed.routing = "power-law 1.2".parse().unwrap();
+    let balanced = routed_experts(&model, WIDE_EP, 2048.0);
+    let none = routed_experts(&skewed, WIDE_EP, 2048.0);
+    let one = routed_experts(&skewed, with_redundant(1), 2048.0);
+    assert!(none > balanced, "skew costs time: {none} s vs {balanced} s");
+    assert!(
+        one < none,
+        "one replica slot per group: {one} s vs {none} s without"
+    );
+    assert!(
+        one >= balanced * (1.0 - 1e-12),
+        "never better than balanced: {one} vs {balanced}"
+    );
+}
+
+#[test]
+fn redundant_experts_read_and_refuse_as_a_layout() {
+    let p: Parallel = "tp1ep16dp16re2".parse().unwrap();
+    assert_eq!(p, with_redundant(2));
+    assert_eq!(p.to_string(), "tp1ep16dp16re2");
+    assert_eq!(WIDE_EP.to_string(), "tp1ep16dp16");
+    const WIDE: [&str; 6] = ["--tp", "1", "--ep", "16", "--dp", "16"];
+    let predict = |more: &[&str]| -> Vec<String> {
+        [
+            "predict",
+            "--model",
+            "deepseek-v3-fp8",
+            "--system",
+            "2x8-h200-ib",
+        ]
+        .iter()
+        .chain(more)
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let args = predict(&[&WIDE[..], &["--redundant-experts", "2", "--format", "json"]].concat());
+    let json = common::json_of(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(json["parallel"], "tp1ep16dp16re2", "{json}");
+    for (more, why) in [
+        (
+            vec!["--tp", "8", "--redundant-experts", "1"],
+            "need expert parallelism",
+        ),
+        (
+            [&WIDE[..], &["--redundant-experts", "17"]].concat(),
+            "at most one replica slot",
+        ),
+    ] {
+        let all = predict(&more);
+        let e = common::failure_of(&all.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(e.contains(why), "{all:?}: {e}");
+    }
+    let e = common::failure_of(&[
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h100-nvlink",
+        "--redundant-experts",
+        "1",
+    ]);
+    assert!(e.contains("need a model with experts"), "{e}");
 }

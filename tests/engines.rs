@@ -218,6 +218,7 @@ fn a_collective_in_a_graph_costs_its_call_time_and_eagerly_its_launch_too() {
             kind: CollectiveKind::AllReduce,
             bytes: 64.0 * 1024.0,
             ranks: 8,
+            stride: 1,
         },
     );
     // The call time, fitted to back-to-back calls (dispatch included), is all it costs in a

@@ -449,3 +449,68 @@ fn redundant_experts_read_and_refuse_as_a_layout() {
     ]);
     assert!(e.contains("need a model with experts"), "{e}");
 }
+
+/// A data-parallel group is one GPU of each replica, `tp` apart: over two nodes of 8, four
+/// replicas of TP4 put two of the group's GPUs in each node, so its all-gather crosses the
+/// network where a packed group of four would not, with two of each node's NICs.
+#[test]
+fn a_strided_group_spans_the_nodes_its_gpus_lie_in() {
+    let sys = load("2x8-h200-ib", &[]);
+    assert!(collective::strided_system(&sys, 4, 1).is_none());
+    assert!(
+        collective::strided_system(&sys, 2, 4).is_none(),
+        "ranks 0 and 4 share a node"
+    );
+    let wide = collective::strided_system(&sys, 4, 4).expect("ranks 0, 4, 8, 12 span both nodes");
+    assert_eq!(wide.spec.gpus_per_node(), 2);
+    assert_eq!(wide.spec.nodes_spanned(4), 2);
+    assert_eq!(wide.spec.nodes.unwrap().nics_per_node, 2);
+    let p = CostParams::default_for(&sys);
+    for b in (10..=30).map(|i| 2f64.powi(i)) {
+        let packed = collective::all_gather(&sys, b, 4, &p).time();
+        let strided = collective::all_gather(&wide, b, 4, &p).time();
+        assert!(strided >= packed * (1.0 - 1e-12), "{b} B");
+    }
+}
+
+/// vLLM's all-gather/reduce-scatter backend: the dispatch all-gathers over the
+/// data-parallel group, the combine reduce-scatters, and a replica of TP > 1 all-reduces its
+/// GPUs' experts after it; the breakdown still sums to the total.
+#[test]
+fn allgather_reducescatter_runs_over_the_data_parallel_group() {
+    let model = load_model("deepseek-v3-fp8").unwrap();
+    let sys = load(
+        "2x8-h200-ib",
+        &["engine.moe_all_to_all=allgather-reducescatter"],
+    );
+    for (tp, dp) in [(1, 16), (4, 4), (2, 8)] {
+        let par = Parallel {
+            tp,
+            ep: 16,
+            pp: 1,
+            dp,
+            redundant_experts: 0,
+        };
+        let s = Scenario::new(&model, &sys, par).unwrap();
+        let r = s
+            .evaluator()
+            .unwrap()
+            .evaluate(&Pass::decode(256.0, 2048.0));
+        let parts: f64 = r.breakdown.0.iter().sum();
+        assert!((parts - r.total).abs() <= 1e-9 * r.total);
+        let ops = r.operators();
+        let shape = |name: &str| {
+            ops.iter()
+                .find(|(_, o, _, _)| o.name == name)
+                .map(|(_, o, _, _)| o.op)
+        };
+        match shape("moe_dispatch") {
+            Some(Op::Collective { ranks, stride, .. }) => {
+                assert_eq!((ranks, stride), (dp, tp), "tp{tp} dp{dp}")
+            }
+            other => panic!("tp{tp} dp{dp}: dispatch {other:?}"),
+        }
+        assert!(shape("moe_combine").is_some());
+        assert_eq!(shape("allreduce_moe").is_some(), tp > 1, "tp{tp} dp{dp}");
+    }
+}

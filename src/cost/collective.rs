@@ -1355,6 +1355,31 @@ fn internode_all_to_all(system: &System, bytes: f64, n: u32, p: &CostParams) -> 
     not_below(c, all_to_all(system, bytes, ppn as u32, p))
 }
 
+/// The system a group of `n` GPUs `stride` apart sees, where it spans more nodes than a
+/// packed group would: nodes of as many GPUs as the group has in each, with the NICs those
+/// GPUs own (their share of the node's), so that the packed-group rules price it. `None`
+/// where the group lies as a packed one does (one node, or a stride of 1).
+pub fn strided_system(system: &System, n: u32, stride: u32) -> Option<System> {
+    let net = system.spec.nodes?;
+    let g = system.spec.gpus_per_node();
+    if stride <= 1 || n <= 1 {
+        return None;
+    }
+    let span = n.saturating_mul(stride);
+    let touched = system.spec.nodes_spanned(span).min(n);
+    if touched <= system.spec.nodes_spanned(n) {
+        return None;
+    }
+    let per_node = n.div_ceil(touched).max(1);
+    let mut s = system.clone();
+    s.spec.gpu_count = per_node * net.count;
+    s.spec.nodes = Some(NodesSpec {
+        nics_per_node: (net.nics_per_node * per_node / g).max(1),
+        ..net
+    });
+    Some(s)
+}
+
 /// The raw rate at which one GPU of a group of `n` spanning nodes can move data: its link
 /// into the node plus its share of the node's NICs, bytes/s.
 fn gpu_links_raw(system: &System, net: &NodesSpec, n: u32) -> f64 {

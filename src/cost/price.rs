@@ -26,7 +26,7 @@ use crate::spec::{FormatKind, MathDtype, WeightFormat};
 /// The last collective priced, reused when the next one is the same call (every TP
 /// all-reduce of a pass moves the same bytes over the same ranks).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CollectiveMemo(Option<(CollectiveKind, f64, u32, CollectiveCost)>);
+pub struct CollectiveMemo(Option<(CollectiveKind, f64, u32, u32, CollectiveCost)>);
 
 /// Price one operator on `dev`.
 pub fn cost(op: &Operator, dev: &Device) -> OpCost {
@@ -276,29 +276,28 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             dev.bf16_peak,
             None,
         ),
-        Op::Collective { kind, bytes, ranks } => {
+        Op::Collective {
+            kind,
+            bytes,
+            ranks,
+            stride,
+        } => {
             let c = match memo.0 {
-                Some((k, b, n, c)) if k == kind && b == bytes && n == ranks => c,
+                Some((k, b, n, st, c)) if k == kind && b == bytes && n == ranks && st == stride => {
+                    c
+                }
                 _ => {
-                    let c = collective_cost(dev, kind, bytes, ranks);
-                    memo.0 = Some((kind, bytes, ranks, c));
+                    let c = strided_collective_cost(dev, kind, bytes, ranks, stride);
+                    memo.0 = Some((kind, bytes, ranks, stride, c));
                     c
                 }
             };
-            let bound = if c.latency >= c.transfer {
-                Bound::Latency
-            } else {
-                Bound::Link
-            };
+            let bound = link_bound(&c);
             (0.0, bytes, c.time(), bound, None, Some(c.algo))
         }
         Op::ExpertExchange(x) => {
             let c = collective::expert_exchange(dev.system, &x, &dev.params);
-            let bound = if c.latency >= c.transfer {
-                Bound::Latency
-            } else {
-                Bound::Link
-            };
+            let bound = link_bound(&c);
             (
                 0.0,
                 x.tokens * x.token_bytes,
@@ -331,6 +330,34 @@ fn weights_read(elems: f64, w: WeightFormat, cast: bool) -> (f64, FormatKind) {
     }
 }
 
+/// What bounds a collective: its fixed latency or the link's transfer.
+fn link_bound(c: &CollectiveCost) -> Bound {
+    if c.latency >= c.transfer {
+        Bound::Latency
+    } else {
+        Bound::Link
+    }
+}
+
+/// [`collective_cost`] over a group whose GPUs are `stride` apart: on a system of several
+/// nodes such a group may span more nodes than a packed one, with fewer of its GPUs (and
+/// their NICs) in each; it is priced as a packed group on nodes of that many GPUs.
+pub fn strided_collective_cost(
+    dev: &Device,
+    kind: CollectiveKind,
+    bytes: f64,
+    ranks: u32,
+    stride: u32,
+) -> CollectiveCost {
+    match collective::strided_system(dev.system, ranks, stride) {
+        Some(sys) => {
+            let (p, graphs) = (&dev.params, dev.graphs);
+            collective_on(&sys, p, graphs, kind, bytes, ranks)
+        }
+        None => collective_cost(dev, kind, bytes, ranks),
+    }
+}
+
 /// A collective's cost on `dev`'s system under its parameters.
 pub fn collective_cost(
     dev: &Device,
@@ -338,9 +365,20 @@ pub fn collective_cost(
     bytes: f64,
     ranks: u32,
 ) -> CollectiveCost {
-    let (s, p) = (dev.system, &dev.params);
+    collective_on(dev.system, &dev.params, dev.graphs, kind, bytes, ranks)
+}
+
+/// A collective's cost on system `s` under parameters `p` (`graphs`: inside a CUDA graph).
+fn collective_on(
+    s: &crate::spec::System,
+    p: &crate::cost::CostParams,
+    graphs: bool,
+    kind: CollectiveKind,
+    bytes: f64,
+    ranks: u32,
+) -> CollectiveCost {
     match kind {
-        CollectiveKind::AllReduce => collective::allreduce_in(s, bytes, ranks, p, dev.graphs),
+        CollectiveKind::AllReduce => collective::allreduce_in(s, bytes, ranks, p, graphs),
         CollectiveKind::AllGather => collective::all_gather(s, bytes, ranks, p),
         CollectiveKind::ReduceScatter => collective::reduce_scatter(s, bytes, ranks, p),
         CollectiveKind::AllToAll => collective::all_to_all(s, bytes, ranks, p),

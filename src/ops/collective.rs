@@ -18,8 +18,33 @@ pub fn collective(
     bytes: f64,
     ranks: u32,
 ) -> Option<Operator> {
+    collective_strided(name, category, kind, bytes, ranks, 1)
+}
+
+/// [`collective`] over a group whose GPUs are `stride` apart in the layout's order (a
+/// data-parallel group: one GPU of each replica's tensor-parallel group).
+pub fn collective_strided(
+    name: &'static str,
+    category: Category,
+    kind: CollectiveKind,
+    bytes: f64,
+    ranks: u32,
+    stride: u32,
+) -> Option<Operator> {
     let runs = bytes > 0.0 && (ranks > 1 || kind == CollectiveKind::SendRecv);
-    runs.then(|| Operator::new(name, category, 1, Op::Collective { kind, bytes, ranks }))
+    runs.then(|| {
+        Operator::new(
+            name,
+            category,
+            1,
+            Op::Collective {
+                kind,
+                bytes,
+                ranks,
+                stride: stride.max(1),
+            },
+        )
+    })
 }
 
 /// The all-reduce of the hidden state across the tensor-parallel ranks.
@@ -51,6 +76,30 @@ pub fn ep_all_to_all(cx: &BuildContext, top_k: f64, out: &mut Vec<Operator>) {
     let par = cx.par;
     let n = par.tp * par.dp;
     let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
+    if cx.moe_all_to_all == MoeAllToAll::AllgatherReducescatter {
+        // Each GPU contributes its replica's tokens (BF16) to the data-parallel group's
+        // all-gather and gets its replica's share of the sums back from the reduce-scatter.
+        let own = cx.tokens * width * 2.0;
+        for (name, kind, bytes) in [
+            ("moe_dispatch", CollectiveKind::AllGather, own),
+            (
+                "moe_combine",
+                CollectiveKind::ReduceScatter,
+                own * par.dp as f64,
+            ),
+        ] {
+            out.extend(collective_strided(
+                name,
+                Category::Alltoall,
+                kind,
+                bytes,
+                par.dp,
+                par.tp,
+            ));
+        }
+        tp_allreduce(cx, "allreduce_moe", out);
+        return;
+    }
     let bytes = cx.tokens * top_k.min(par.ep as f64) * width * 2.0;
     for name in ["moe_dispatch", "moe_combine"] {
         out.extend(collective(
@@ -68,7 +117,7 @@ pub fn ep_all_to_all(cx: &BuildContext, top_k: f64, out: &mut Vec<Operator>) {
 /// carries prompt tokens (an extend batch).
 fn deepep_mode(backend: MoeAllToAll, cx: &BuildContext) -> Option<DeepEpMode> {
     match backend {
-        MoeAllToAll::Nccl => None,
+        MoeAllToAll::Nccl | MoeAllToAll::AllgatherReducescatter => None,
         MoeAllToAll::DeepepLowLatency => Some(DeepEpMode::LowLatency),
         MoeAllToAll::DeepepNormal => Some(DeepEpMode::Normal),
         MoeAllToAll::DeepepAuto => {

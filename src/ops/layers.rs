@@ -211,9 +211,11 @@ impl<'a> BuildContext<'a> {
     }
 
     /// Whether the feed-forward block before a layer's mixer ends in a tensor-parallel
-    /// all-reduce (MoE with data-parallel attention ends in the expert-parallel combine).
+    /// all-reduce (MoE with data-parallel attention ends in the expert-parallel combine, and
+    /// under all-gather/reduce-scatter in the replica's all-reduce after it).
     pub fn ffn_ends_in_allreduce(&self) -> bool {
-        self.par.dp == 1 || self.model.moe().is_none()
+        let agrs = self.moe_all_to_all == MoeAllToAll::AllgatherReducescatter && self.par.tp > 1;
+        self.par.dp == 1 || self.model.moe().is_none() || agrs
     }
 
     /// The same context with the kernels' fusions.

@@ -231,11 +231,14 @@ pub enum Op {
     },
     /// Sampling over `rows × vocab` logits (softmax, top-k/p, draw).
     Sampling { rows: f64, vocab: f64 },
-    /// A collective of `bytes` per rank over `ranks` GPUs.
+    /// A collective of `bytes` per rank over `ranks` GPUs, `stride` GPUs apart (1: a packed
+    /// group; a data-parallel group strided by the tensor-parallel degree is `tp` apart).
     Collective {
         kind: CollectiveKind,
         bytes: f64,
         ranks: u32,
+        #[serde(skip_serializing_if = "is_one")]
+        stride: u32,
     },
     /// Expert-parallel dispatch or combine as DeepEP runs it.
     ExpertExchange(ExpertExchange),
@@ -318,8 +321,22 @@ impl Op {
                 n(hidden)
             ),
             Op::Sampling { rows, vocab } => format!("[{} x {}] logits", n(rows), n(vocab)),
-            Op::Collective { kind, bytes, ranks } => {
-                format!("{} of {} B over {ranks} GPUs", serde_name(&kind), n(bytes))
+            Op::Collective {
+                kind,
+                bytes,
+                ranks,
+                stride,
+            } => {
+                let apart = if stride > 1 {
+                    format!(", {stride} apart")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} of {} B over {ranks} GPUs{apart}",
+                    serde_name(&kind),
+                    n(bytes)
+                )
             }
             Op::ExpertExchange(x) => format!(
                 "deepep-{} of {} tokens x {} B, top-{} of {} experts over {} GPUs",
@@ -336,6 +353,10 @@ impl Op {
 
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// The name serde gives a unit variant.

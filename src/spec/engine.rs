@@ -107,6 +107,13 @@ pub enum MoeAllToAll {
     /// its experts, and comes back the same way.
     #[default]
     Nccl,
+    /// Every data-parallel replica's tokens all-gathered to every replica (over the
+    /// data-parallel group: one GPU per replica, `tp` apart), each GPU runs its experts on
+    /// the tokens routed to them, a reduce-scatter returns each replica its tokens' sums, and
+    /// a tensor-parallel all-reduce adds the replica's GPUs' experts (vLLM's
+    /// `allgather_reducescatter`; TensorRT-LLM's MoE under attention DP without its
+    /// all-to-all).
+    AllgatherReducescatter,
     /// DeepEP's low-latency kernels: each token goes to each of its top-k experts
     /// separately (FP8 with scales out, BF16 back), no host synchronisation; for decode.
     DeepepLowLatency,
@@ -123,6 +130,7 @@ impl MoeAllToAll {
     pub fn name(self) -> &'static str {
         match self {
             MoeAllToAll::Nccl => "nccl",
+            MoeAllToAll::AllgatherReducescatter => "allgather-reducescatter",
             MoeAllToAll::DeepepLowLatency => "deepep-low-latency",
             MoeAllToAll::DeepepNormal => "deepep-normal",
             MoeAllToAll::DeepepAuto => "deepep-auto",

@@ -934,7 +934,10 @@ fn group_missed(e: f64, g: f64, k: f64) -> f64 {
 ///
 /// - Low-latency: each token-expert pair is a message; `(ppn − 1)/n` of a token's `top_k`
 ///   pairs stay in its node and `(n − ppn)/n` cross the network (no deduplication, the
-///   design's price for no host round trip).
+///   design's price for no host round trip). The pairs for the node's own GPUs go over
+///   NVLink, as DeepEP does where NVLink joins them (`allow_nvlink_for_low_latency_mode`);
+///   its first releases sent them through the NIC as well ("pure RDMA") [U: which release an
+///   engine ships is not described].
 /// - Normal: a token goes once to each other rank of its node that holds one of its
 ///   experts, and once to each other node that does (to the GPU on the same rail), which
 ///   forwards it over NVLink to its ranks there; a notify round and a host synchronisation

@@ -139,9 +139,9 @@ const DEEPEP_FP8_GROUP: f64 = 128.0;
 /// DeepEP's dispatch and combine for one MoE layer. Every rank is its own expert-parallel
 /// rank (`ep = tp × dp`, checked with the layout); each sends its share of its replica's
 /// tokens (a replica's tensor-parallel ranks split its tokens, as SGLang scatters them before
-/// the dispatch). Low-latency mode sends each token-expert pair as its own message, FP8 with
-/// scales out and BF16 back; normal mode sends BF16 both ways, once per destination rank (or
-/// node). The busiest rank's extra load under skewed routing rides on every message count.
+/// the dispatch). Both modes send FP8 with scales out and BF16 back; low-latency mode sends
+/// each token-expert pair as its own message, normal mode a token once per destination rank
+/// (or node). The busiest rank's extra load under skewed routing rides on every message.
 fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Vec<Operator>) {
     let Some(moe) = cx.model.moe() else {
         return;
@@ -155,10 +155,10 @@ fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Ve
     let experts = moe.experts as f64;
     let skew = routing_skew(cx, experts, top_k, cx.pass.all_tokens(), n);
     let tokens = cx.tokens / par.tp as f64;
-    let (dispatch_bytes, combine_bytes) = match mode {
-        DeepEpMode::LowLatency => (width * (1.0 + 4.0 / DEEPEP_FP8_GROUP), width * 2.0),
-        DeepEpMode::Normal => (width * 2.0, width * 2.0),
-    };
+    // FP8 with its scales out, BF16 back, in both modes: the setting DeepEP is built and
+    // measured for (DeepSeek-V3's) [V: DeepEP README (V1): "FP8 dispatching and BF16
+    // combining"]; an engine that dispatches BF16 sends twice the dispatch bytes [U].
+    let (dispatch_bytes, combine_bytes) = (width * (1.0 + 4.0 / DEEPEP_FP8_GROUP), width * 2.0);
     for (name, token_bytes) in [
         ("moe_dispatch", dispatch_bytes),
         ("moe_combine", combine_bytes),

@@ -237,7 +237,7 @@ impl DeploymentArgs {
 pub enum Command {
     /// Predict TPOT, its breakdown, throughput, SOL bound and memory fit for one design point.
     #[command(
-        after_help = "Examples:\n  rooftop predict --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1\n  rooftop predict --model deepseek-v3-fp8 --system 8x-h200-nvlink --batch 64 --context 4096 --format json\n  rooftop predict --model llama-3.1-70b --system 8x-h100-nvlink --tp 4"
+        after_help = "Examples:\n  rooftop predict --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 1\n  rooftop predict --model deepseek-v3-fp8 --system 8x-h200-nvlink --batch 64 --context 4096 --format json\n  rooftop predict --model llama-3.1-70b --system 8x-h100-nvlink --tp 4\n  rooftop predict --model deepseek-v3-fp8 --system 2x8-h200-ib --tp 1 --ep 16 --dp 16 --batch 2048 --redundant-experts 1 --set engine.moe_all_to_all=deepep-auto   (wide EP: DeepEP, one EPLB slot per group)"
     )]
     Predict(PredictArgs),
     /// TPOT, TTFT and throughput against concurrency: the plateau, what sets it, KV limits.

@@ -1052,7 +1052,12 @@ fn deepseek() -> &'static ModelSpec {
 
 /// The largest TP (a power of two up to the system's GPUs) the model accepts.
 fn layout(m: &ModelSpec, s: &System) -> Option<Parallel> {
-    let mut tp = s.spec.gpu_count.next_power_of_two().min(1 << 16);
+    let mut tp = s
+        .spec
+        .gpu_count
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 16)
+        .min(1 << 16);
     while tp > 0 {
         let p = Parallel::tp(tp);
         if p.validate(m, s).is_ok() {

@@ -1375,9 +1375,9 @@ pub fn strided_system(system: &System, n: u32, stride: u32) -> Option<System> {
     }
     let per_node = n.div_ceil(touched).max(1);
     let mut s = system.clone();
-    s.spec.gpu_count = per_node * net.count;
+    s.spec.gpu_count = per_node.saturating_mul(net.count);
     s.spec.nodes = Some(NodesSpec {
-        nics_per_node: (net.nics_per_node * per_node / g).max(1),
+        nics_per_node: (net.nics_per_node.saturating_mul(per_node) / g).max(1),
         ..net
     });
     Some(s)

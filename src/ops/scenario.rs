@@ -171,12 +171,13 @@ impl Parallel {
         }
         // DeepEP gives every GPU of the data-parallel group its own experts.
         let deepep = system.engine.moe_all_to_all.is_deepep();
-        if deepep && self.dp > 1 && model.moe().is_some() && self.ep != self.tp * self.dp {
+        let group = self.tp.saturating_mul(self.dp);
+        if deepep && self.dp > 1 && model.moe().is_some() && self.ep != group {
             return bad(format!(
                 "engine.moe_all_to_all = \"{}\" runs pure expert parallelism over the data-parallel \
                  group: ep must equal tp × dp = {} (got ep {})",
                 system.engine.moe_all_to_all.name(),
-                self.tp * self.dp,
+                group,
                 self.ep
             ));
         }

@@ -105,14 +105,12 @@ pub fn refuse_chosen(args: &ScenarioArgs) -> Result<()> {
         ("--model", args.model != DEFAULT_MODEL),
         ("--system", args.system != DEFAULT_SYSTEM),
         ("--engine", args.engine.is_some()),
-        ("--tp", args.tp.is_some()),
-        ("--ep", args.ep.is_some()),
-        ("--pp", args.pp.is_some()),
-        ("--dp", args.dp.is_some()),
-        ("--redundant-experts", args.redundant_experts.is_some()),
-        ("--calibration", args.calibration.is_some()),
-    ];
-    if let Some((flag, _)) = chosen.iter().find(|(_, given)| *given) {
+    ]
+    .into_iter()
+    .find(|(_, given)| *given)
+    .map(|(flag, _)| flag)
+    .or_else(|| crate::commands::chosen_layout_flag(args));
+    if let Some(flag) = chosen {
         return Err(Error::Scenario(format!(
             "{flag} does not apply to an e2e serving CSV: each run names its own model, system, engine and layout (--set and --client apply to every run)"
         )));

@@ -69,13 +69,13 @@ pub fn tp_allreduce(cx: &BuildContext, name: &'static str, out: &mut Vec<Operato
 /// scales with the latent width) [assumption: read from the report, not from an engine's
 /// dispatch code].
 pub fn ep_all_to_all(cx: &BuildContext, top_k: f64, out: &mut Vec<Operator>) {
+    let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
     if let Some(mode) = deepep_mode(cx.moe_all_to_all, cx) {
-        deepep_exchange(cx, top_k, mode, out);
+        deepep_exchange(cx, top_k, width, mode, out);
         return;
     }
     let par = cx.par;
     let n = par.tp * par.dp;
-    let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
     if cx.moe_all_to_all == MoeAllToAll::AllgatherReducescatter {
         // Each GPU contributes its replica's tokens (BF16) to the data-parallel group's
         // all-gather and gets its replica's share of the sums back from the reduce-scatter.
@@ -142,7 +142,13 @@ const DEEPEP_FP8_GROUP: f64 = 128.0;
 /// the dispatch). Both modes send FP8 with scales out and BF16 back; low-latency mode sends
 /// each token-expert pair as its own message, normal mode a token once per destination rank
 /// (or node). The busiest rank's extra load under skewed routing rides on every message.
-fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Vec<Operator>) {
+fn deepep_exchange(
+    cx: &BuildContext,
+    top_k: f64,
+    width: f64,
+    mode: DeepEpMode,
+    out: &mut Vec<Operator>,
+) {
     let Some(moe) = cx.model.moe() else {
         return;
     };
@@ -151,7 +157,6 @@ fn deepep_exchange(cx: &BuildContext, top_k: f64, mode: DeepEpMode, out: &mut Ve
     if n <= 1 || cx.tokens <= 0.0 {
         return;
     }
-    let width = cx.model.config.moe_latent_size.map_or(cx.hidden, f64::from);
     let experts = moe.experts as f64;
     let skew = routing_skew(cx, experts, top_k, cx.pass.all_tokens(), n);
     let tokens = cx.tokens / par.tp as f64;

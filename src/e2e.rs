@@ -497,7 +497,7 @@ pub(crate) struct Resolved<'r> {
 /// model, system and client once.
 pub(crate) struct Resolver {
     map: E2eMap,
-    clients: BTreeMap<String, crate::serve::ClientModel>,
+    clients: BTreeMap<String, crate::spec::client::ClientSpec>,
     loaded: Loaded,
     /// The engines whose rules depend on their release.
     released: BTreeMap<String, bool>,
@@ -539,10 +539,9 @@ impl Resolver {
             },
         };
         if !self.clients.contains_key(&name) {
-            let c = registry::load_client(&name)?.model();
+            let c = registry::load_client(&name)?;
             self.clients.insert(name.clone(), c);
         }
-        let run_client = self.clients[&name];
         let model = self.loaded.model(&self.map, run, sets)?;
         // An engine whose rules depend on its release runs at the run's recorded version,
         // where the run records one.
@@ -557,6 +556,13 @@ impl Resolver {
                 engine.to_string()
             }
         })?;
+        // The client as it ran against this engine and model: its launch scripts' server
+        // settings included.
+        let spec = &self.clients[&name];
+        let run_client = match (&model, &system) {
+            (Ok(m), Ok(s)) => spec.model_for(&s.engine.name, &m.name, s.spec.node_count()),
+            _ => spec.model(),
+        };
         Ok(Resolved {
             model,
             system,

@@ -66,7 +66,7 @@ pub fn evaluate(
             None => (map.client.clone(), "default"),
         },
     };
-    let run_client: ClientModel = registry::load_client(&name)?.model();
+    let client_spec = registry::load_client(&name)?;
     let mut loaded = Loaded::default();
     let mut tally = Tally::default();
     for run in runs {
@@ -81,6 +81,8 @@ pub fn evaluate(
         let attempt = (|| -> std::result::Result<RunRow, String> {
             let model = model?;
             let system = system?;
+            let run_client: ClientModel =
+                client_spec.model_for(&system.engine.name, &model.name, system.spec.node_count());
             let moe = model.moe().is_some();
             let pre_par = layout(&pre_run, moe)?;
             let dec_par = layout(&dec_run, moe)?;

@@ -12,6 +12,12 @@
 //! the step that finishes its prefill (a step later with overlap scheduling); it then needs
 //! `output − 1` decode steps. The reported TTFT is the mean over every request.
 //!
+//! A scheduler may poll for new requests less often than every step (SGLang's
+//! `--scheduler-recv-interval N`, `scheduler_recv_skipper.py`): each decode step adds 1 to a
+//! counter, a step that carried prompts fills it, and the scheduler receives what was sent
+//! only when the counter has reached `N` (then it starts again from 0). A request sent
+//! during a stretch of decodes waits for the next poll, some `N / 2` steps on average.
+//!
 //! No closed form holds once lengths are drawn (the waves drift apart and mix with the
 //! decodes), so the process is simulated, skipping the decode-only stretches between events:
 //! a few events per request. [`expected_ttft`] averages the run over a few draws of its
@@ -41,6 +47,8 @@ pub struct HarnessRun {
     pub chunked: bool,
     /// The first token leaves one step after the step that computed it.
     pub overlap: bool,
+    /// Decode steps between the scheduler's polls for new requests (1: every step).
+    pub recv_interval: u32,
 }
 
 /// One request's input and output lengths, tokens.
@@ -149,6 +157,9 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
     let mut pending: Vec<(f64, usize)> = Vec::new();
     let mut sent = 0usize;
     let mut total = 0.0;
+    // The poll counter: decode steps since the last poll (a step with prompts fills it).
+    let interval = run.recv_interval.max(1) as u64;
+    let mut since_poll = interval;
     while sent < n.min(run.concurrency.max(1) as usize) {
         waiting.push_back((0.0, sent));
         sent += 1;
@@ -189,6 +200,7 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
             if run.chunked {
                 steps += 1;
             }
+            since_poll = interval;
             // Take the tokens off the queue; the prompts that finished emit their first
             // token and decode the rest.
             let mut left = q;
@@ -207,14 +219,16 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
                 }
             }
         } else if let Some(&Reverse(next)) = decoding.peek() {
-            // Only decodes until the next finish: skip to it.
+            // Only decodes until the next finish, or the next poll when a request waits
+            // for one: skip to whichever comes first.
             let mut m = next.saturating_sub(steps);
             if !pending.is_empty() {
-                m = m.min(1);
+                m = m.min(interval.saturating_sub(since_poll).max(1));
             }
             if m > 0 {
                 t += m as f64 * step.step(decoding.len() as f64, 0.0, 0.0);
                 steps += m;
+                since_poll += m;
             }
         } else if !pending.is_empty() {
             // An idle engine takes them at once.
@@ -223,7 +237,12 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
         } else {
             break;
         }
-        waiting.extend(pending.drain(..));
+        // The scheduler polls when its counter is full (in a stretch of decodes with nothing
+        // waiting, every `interval` steps: the count carries over).
+        if since_poll >= interval {
+            waiting.extend(pending.drain(..));
+            since_poll %= interval;
+        }
         // Requests whose last token came: the client sends the next one now.
         while let Some(&Reverse(f)) = decoding.peek() {
             if f > steps {
@@ -254,6 +273,7 @@ mod tests {
             budget: 4096.0,
             chunked: true,
             overlap: false,
+            recv_interval: 1,
         }
     }
 

@@ -588,6 +588,17 @@ impl<'s, 'a> Server<'s, 'a> {
         }
     }
 
+    /// Decode steps between the scheduler's polls for new requests at concurrency `c`: what
+    /// the client's launch scripts set, else the engine description's.
+    fn recv_interval(&self, c: u32) -> u32 {
+        self.w
+            .client
+            .recv_intervals
+            .at(c)
+            .unwrap_or(self.s.system.engine.scheduler_recv_interval)
+            .max(1)
+    }
+
     /// What runs beside a GPU pass of `with` seconds at `running` sequences: (its GPU part,
     /// engine CPU, the engine's step, API server, client), seconds.
     fn beside(&self, with: f64, running: f64) -> (f64, f64, f64, f64, f64) {
@@ -627,6 +638,7 @@ impl<'s, 'a> Server<'s, 'a> {
             budget: costs.budget,
             chunked: costs.chunked,
             overlap: self.s.system.engine.cpu.overlap,
+            recv_interval: self.recv_interval(c),
         };
         let grid = StepGrid::new(self, run.slots as f64, run.input);
         Some(expected_ttft(&run, &grid))
@@ -825,7 +837,14 @@ impl<'s, 'a> Server<'s, 'a> {
         // uniform over them); an idle engine takes it at once. With overlap scheduling the
         // first token leaves one step after the step that computed it (the CPU of step n
         // runs beside the GPU of step n + 1).
-        let admit = if running > 1.0 { 0.5 * step } else { 0.0 };
+        // A scheduler that polls for new requests every N decode steps (SGLang's
+        // `--scheduler-recv-interval`) keeps it waiting for the next poll: N / 2 steps on
+        // average.
+        let admit = if running > 1.0 {
+            0.5 * self.recv_interval(c) as f64 * step
+        } else {
+            0.0
+        };
         let overlap = if self.s.system.engine.cpu.overlap {
             step
         } else {

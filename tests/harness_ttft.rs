@@ -64,6 +64,10 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
     }
     waiting.extend(pending.drain(..));
     let mut finished = 0;
+    // SGLang's poll counter (scheduler_recv_skipper.py): +1 per decode step, full after a
+    // step with prompts; the scheduler receives only when it is full, then restarts at 0.
+    let interval = run.recv_interval.max(1) as u64;
+    let mut counter = interval;
     while finished < n {
         while running.len() < run.slots as usize {
             match waiting.pop_front() {
@@ -115,6 +119,7 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
             }
             let dt = step(if run.chunked { d } else { 0.0 }, q, k);
             t += dt;
+            counter += 1000;
             if run.chunked {
                 for &i in &decoders {
                     reqs[i].output_left -= 1;
@@ -132,6 +137,7 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
             }
         } else {
             t += step(d, 0.0, 0.0);
+            counter += 1;
             for &i in &decoders {
                 reqs[i].output_left -= 1;
                 if reqs[i].output_left == 0 {
@@ -139,7 +145,10 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
                 }
             }
         }
-        waiting.extend(pending.drain(..));
+        if counter >= interval {
+            waiting.extend(pending.drain(..));
+            counter = 0;
+        }
         for i in ended {
             running.retain(|&r| r != i);
             finished += 1;
@@ -168,7 +177,21 @@ fn harness(c: u32, range_ratio: f64, chunked: bool, overlap: bool) -> HarnessRun
         budget: 8192.0,
         chunked,
         overlap,
+        recv_interval: 1,
     }
+}
+
+/// The model's mean TTFT of `run`, the Monte-Carlo's (40 seeded runs with drawn lengths, one
+/// with fixed ones), and the model's relative error, seconds.
+fn against_monte_carlo(run: &HarnessRun, seed: u64) -> (f64, f64, f64) {
+    let model = expected_ttft(run, &step);
+    let seeds = if run.range_ratio < 1.0 { 40 } else { 1 };
+    let mut rng = Rng(seed);
+    let mc = (0..seeds)
+        .map(|_| monte_carlo(run, &step, &mut rng))
+        .sum::<f64>()
+        / seeds as f64;
+    (model, mc, (model - mc) / mc)
 }
 
 #[test]
@@ -177,14 +200,7 @@ fn the_model_matches_a_monte_carlo_of_the_harness() {
         for c in [4, 32, 128] {
             for r in [1.0, 0.8] {
                 let run = harness(c, r, chunked, overlap);
-                let model = expected_ttft(&run, &step);
-                let seeds = if r < 1.0 { 40 } else { 1 };
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ c as u64);
-                let mc = (0..seeds)
-                    .map(|_| monte_carlo(&run, &step, &mut rng))
-                    .sum::<f64>()
-                    / seeds as f64;
-                let err = (model - mc) / mc;
+                let (model, mc, err) = against_monte_carlo(&run, 0x9e37_79b9_7f4a_7c15 ^ c as u64);
                 assert!(
                     err.abs() <= 0.05,
                     "C={c} range ratio {r} chunked {chunked} overlap {overlap}: model {:.2} ms, Monte-Carlo {:.2} ms ({:+.1} %)",
@@ -192,6 +208,39 @@ fn the_model_matches_a_monte_carlo_of_the_harness() {
                     mc * 1e3,
                     err * 100.0
                 );
+            }
+        }
+    }
+}
+
+/// A scheduler that polls for new requests every 10 or 30 decode steps (SGLang's
+/// `--scheduler-recv-interval`, as InferenceMAX's launch scripts set it): the model follows
+/// the Monte-Carlo at three concurrencies and both length modes, and polling less often
+/// never shortens the TTFT.
+#[test]
+fn a_scheduler_that_polls_every_n_steps_matches_the_monte_carlo() {
+    for chunked in [true, false] {
+        for interval in [10, 30] {
+            for c in [4, 32, 128] {
+                for r in [1.0, 0.8] {
+                    let mut run = harness(c, r, chunked, true);
+                    run.recv_interval = interval;
+                    let seed = 0x51ed_2700 ^ (c as u64) << 8 ^ interval as u64;
+                    let (model, mc, err) = against_monte_carlo(&run, seed);
+                    assert!(
+                        err.abs() <= 0.05,
+                        "interval {interval} C={c} range ratio {r} chunked {chunked}: model {:.2} ms, Monte-Carlo {:.2} ms ({:+.1} %)",
+                        model * 1e3,
+                        mc * 1e3,
+                        err * 100.0
+                    );
+                    run.recv_interval = 1;
+                    let every_step = expected_ttft(&run, &step);
+                    assert!(
+                        model >= every_step,
+                        "interval {interval} C={c}: {model} below polling every step {every_step}"
+                    );
+                }
             }
         }
     }

@@ -220,6 +220,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 kv: Default::default(),
                 cuda_graph_max_tokens: None,
                 moe_all_to_all: Default::default(),
+                scheduler_recv_interval: 1,
             },
         )
 }

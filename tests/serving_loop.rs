@@ -320,3 +320,88 @@ fn ttft_never_falls_as_load_rises() {
         }
     }
 }
+
+/// InferenceMAX's launch scripts set SGLang's poll interval for DeepSeek-R1 and Qwen3.5 on
+/// one node (10 below C = 16, 30 from it) and nothing for other engines, models or
+/// multi-node systems.
+#[test]
+fn a_harness_launch_script_sets_the_poll_interval_it_names() {
+    let c = load_client("inferencemax").unwrap();
+    let r = c.model_for("sglang", "qwen3.5-397b-a17b", 1).recv_intervals;
+    assert_eq!(
+        (r.at(4), r.at(15), r.at(16), r.at(512)),
+        (Some(10), Some(10), Some(30), Some(30))
+    );
+    assert_eq!(
+        c.model_for("sglang@0.5.9", "deepseek-v3-fp8", 1)
+            .recv_intervals
+            .at(8),
+        Some(10)
+    );
+    for (engine, model, nodes) in [
+        ("sglang", "glm-5-nvfp4", 1),
+        ("vllm-v1", "deepseek-v3-fp8", 1),
+        ("sglang", "deepseek-v3-fp8", 4),
+    ] {
+        let r = c.model_for(engine, model, nodes).recv_intervals;
+        assert_eq!(r.at(32), None, "{engine} {model} on {nodes} nodes");
+    }
+}
+
+/// A scheduler that polls every N decode steps keeps a prompt sent mid-stretch waiting: TTFT
+/// grows with N, by about N / 2 steps, and no step gets longer (the longer cycle starts
+/// fewer prompts per step).
+#[test]
+fn polling_less_often_adds_to_ttft_and_not_to_the_step() {
+    let m = load_model("llama-3.1-8b").unwrap();
+    let mut s = System::load("8x-h100-nvlink").unwrap();
+    let mut last: Option<(f64, f64)> = None;
+    for n in [1, 10, 30] {
+        s.engine.scheduler_recv_interval = n;
+        let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+        let p = sweep(&sc, &[16], w(1024, 256, ClientModel::IDEAL)).unwrap();
+        let (ttft, step) = (p.points[0].ttft_ms, p.points[0].tpot_itl_ms);
+        if let Some((t0, s0)) = last {
+            assert!(ttft > t0, "N={n}: {ttft} ms not above {t0} ms");
+            assert!(step <= s0 * (1.0 + 1e-9), "N={n}: step {step} above {s0}");
+        }
+        if n == 30 {
+            let one = last.unwrap().0;
+            // From N = 10 to 30 the wait grows by 10 steps.
+            assert!(
+                (ttft - one - 10.0 * step).abs() <= step,
+                "{ttft} {one} {step}"
+            );
+        }
+        last = Some((ttft, step));
+    }
+}
+
+/// A poll interval of 0 steps, or a launch entry whose concurrencies end before they begin,
+/// is refused by name.
+#[test]
+fn an_impossible_poll_interval_is_refused() {
+    let text = include_str!("../configs/clients/inferencemax.toml").replacen(
+        "scheduler_recv_interval = 10",
+        "scheduler_recv_interval = 0",
+        1,
+    );
+    let dir = std::env::temp_dir().join(format!("rooftop-launch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("zero.toml");
+    std::fs::write(&path, text).unwrap();
+    let err = load_client(path.to_str().unwrap()).unwrap_err().to_string();
+    assert!(err.contains("launch[0].scheduler_recv_interval"), "{err}");
+    let text = include_str!("../configs/clients/inferencemax.toml").replacen(
+        "min_concurrency = 16",
+        "min_concurrency = 16\nmax_concurrency = 8",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let err = load_client(path.to_str().unwrap()).unwrap_err().to_string();
+    assert!(err.contains("launch[1].max_concurrency"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+    let mut s = System::load("8x-h100-nvlink").unwrap();
+    s.engine.scheduler_recv_interval = 0;
+    assert!(s.engine.validate().is_err());
+}

@@ -41,6 +41,22 @@ pub fn client_model(name: Option<&str>) -> Result<crate::serve::ClientModel> {
     })
 }
 
+/// `--client` as it ran against scenario `s`'s engine and model: the settings its launch
+/// scripts give that server included (`[[launch]]` in the client's description).
+pub fn client_for(
+    name: Option<&str>,
+    s: &crate::predict::Scenario,
+) -> Result<crate::serve::ClientModel> {
+    Ok(match name {
+        Some(n) => crate::spec::registry::load_client(n)?.model_for(
+            &s.system.engine.name,
+            &s.model.name,
+            s.system.spec.node_count(),
+        ),
+        None => crate::serve::ClientModel::IDEAL,
+    })
+}
+
 pub fn workload(a: &ServingArgs) -> Result<Workload> {
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
         return Err(Error::Scenario(
@@ -59,7 +75,8 @@ pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
     let (args, serving, format) = (&a.scenario, &a.serving, a.format);
     let l = load(args)?;
     let s = l.scenario()?;
-    let w = workload(serving)?;
+    let mut w = workload(serving)?;
+    w.client = client_for(serving.client.as_deref(), &s)?;
     let mut conc = serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();

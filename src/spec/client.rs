@@ -77,11 +77,59 @@ pub struct ClientSpec {
     pub per_chunk_cpu: Seconds,
     pub tpot: TpotDef,
     pub ttft: TtftDef,
+    /// Server settings the harness's launch scripts give the engines it starts, by engine,
+    /// model and concurrency: part of how its runs were made.
+    #[serde(default)]
+    pub launch: Vec<LaunchFlags>,
     pub sources: BTreeMap<String, String>,
 }
 
 fn one() -> f64 {
     1.0
+}
+
+/// Settings one of the harness's launch scripts gives the server (`[[launch]]`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchFlags {
+    /// The engine the script starts: an engine description's `name` (`sglang`), at any
+    /// release.
+    pub engine: String,
+    /// The models the script serves, by rooftop model name (empty: every model).
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// The client concurrencies the setting is for: `min_concurrency` (0: from the first)
+    /// up to `max_concurrency` (absent: no bound), both included.
+    #[serde(default)]
+    pub min_concurrency: u32,
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    /// The script starts one server on one node: multi-node systems are launched otherwise.
+    #[serde(default)]
+    pub single_node: bool,
+    /// The scheduler's poll interval in decode steps (SGLang's `--scheduler-recv-interval`).
+    pub scheduler_recv_interval: u32,
+}
+
+/// Most `[[launch]]` entries a client may hold (a bound that keeps [`ClientModel`] a value).
+pub const MAX_LAUNCH_RULES: usize = 8;
+
+/// The poll intervals a harness's launch scripts set for one engine and model, by
+/// concurrency: `(min_concurrency, max_concurrency, interval)`, the first that holds wins.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct RecvIntervals {
+    len: usize,
+    rules: [(u32, u32, u32); MAX_LAUNCH_RULES],
+}
+
+impl RecvIntervals {
+    /// The interval the harness set at concurrency `c` (None: the engine's own).
+    pub fn at(&self, c: u32) -> Option<u32> {
+        self.rules[..self.len]
+            .iter()
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&c))
+            .map(|r| r.2)
+    }
 }
 
 /// The numbers the serving loop reads from a client.
@@ -101,6 +149,9 @@ pub struct ClientModel {
     pub sets_max_num_seqs: bool,
     /// Seconds of client CPU per streamed chunk.
     pub per_chunk: f64,
+    /// The scheduler poll intervals the harness's launch scripts set for this engine and
+    /// model (none: the engine description's).
+    pub recv_intervals: RecvIntervals,
 }
 
 impl ClientModel {
@@ -114,6 +165,10 @@ impl ClientModel {
         range_ratio: 1.0,
         sets_max_num_seqs: false,
         per_chunk: 0.0,
+        recv_intervals: RecvIntervals {
+            len: 0,
+            rules: [(0, 0, 0); MAX_LAUNCH_RULES],
+        },
     };
 
     /// Requests in a run at concurrency `c` (None: unbounded, each client looping).
@@ -174,9 +229,61 @@ impl ClientSpec {
             }
             _ => {}
         }
+        if self.launch.len() > MAX_LAUNCH_RULES {
+            return Err((
+                "launch".into(),
+                format!("at most {MAX_LAUNCH_RULES} [[launch]] entries"),
+            ));
+        }
+        for (i, l) in self.launch.iter().enumerate() {
+            let max = crate::spec::engine::MAX_RECV_INTERVAL;
+            if !(1..=max).contains(&l.scheduler_recv_interval) {
+                return Err((
+                    format!("launch[{i}].scheduler_recv_interval"),
+                    format!("1 to {max} decode steps between polls"),
+                ));
+            }
+            if l.max_concurrency.is_some_and(|m| m < l.min_concurrency) {
+                return Err((
+                    format!("launch[{i}].max_concurrency"),
+                    "at least min_concurrency".into(),
+                ));
+            }
+            if l.engine.trim().is_empty() {
+                return Err((
+                    format!("launch[{i}].engine"),
+                    "an engine name, e.g. \"sglang\"".into(),
+                ));
+            }
+        }
         Ok(())
     }
 
+    /// The client as the serving loop reads it for a server of engine `engine` (its
+    /// description's name, a release suffix `@x.y` ignored) serving model `model` on a
+    /// system of `nodes` nodes: the launch scripts' settings that apply to it included.
+    pub fn model_for(&self, engine: &str, model: &str, nodes: u32) -> ClientModel {
+        let engine = engine.split('@').next().unwrap_or(engine);
+        let mut m = self.model();
+        for l in self.launch.iter().filter(|l| {
+            l.engine == engine
+                && (l.models.is_empty() || l.models.iter().any(|x| x == model))
+                && (!l.single_node || nodes <= 1)
+        }) {
+            let r = &mut m.recv_intervals;
+            if r.len < MAX_LAUNCH_RULES {
+                r.rules[r.len] = (
+                    l.min_concurrency,
+                    l.max_concurrency.unwrap_or(u32::MAX),
+                    l.scheduler_recv_interval,
+                );
+                r.len += 1;
+            }
+        }
+        m
+    }
+
+    /// The client alone, before any launch script's setting applies (no engine named).
     pub fn model(&self) -> ClientModel {
         ClientModel {
             cap: (self.connection_cap > 0).then_some(self.connection_cap),
@@ -188,6 +295,7 @@ impl ClientSpec {
             range_ratio: self.range_ratio,
             sets_max_num_seqs: self.sets_max_num_seqs,
             per_chunk: self.per_chunk_cpu.0,
+            recv_intervals: RecvIntervals::default(),
         }
     }
 }

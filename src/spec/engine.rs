@@ -94,7 +94,20 @@ pub struct EngineSpec {
     /// How the MoE layer's dispatch and combine run when attention is data-parallel.
     #[serde(default)]
     pub moe_all_to_all: MoeAllToAll,
+    /// Decode steps between the scheduler's polls for new requests (SGLang's
+    /// `--scheduler-recv-interval`; 1: every step). A request that arrives during a stretch
+    /// of decodes waits for the next poll.
+    #[serde(default = "every_step")]
+    pub scheduler_recv_interval: u32,
 }
+
+fn every_step() -> u32 {
+    1
+}
+
+/// The most decode steps between polls a description may name: far above any engine's
+/// setting (SGLang's launch scripts use up to 60), a bound on a typo.
+pub const MAX_RECV_INTERVAL: u32 = 10_000;
 
 /// How an engine moves tokens to their experts and back when attention runs data-parallel
 /// (each rank holds its own sequences) and the experts are spread over the ranks: the
@@ -524,6 +537,9 @@ pub struct EngineFile {
     /// all-to-all).
     #[serde(default)]
     pub moe_all_to_all: MoeAllToAll,
+    /// Decode steps between the scheduler's polls for new requests (absent: 1, every step).
+    #[serde(default = "every_step")]
+    pub scheduler_recv_interval: u32,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -628,6 +644,7 @@ impl EngineFile {
             kv: self.kv,
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
             moe_all_to_all: self.moe_all_to_all,
+            scheduler_recv_interval: self.scheduler_recv_interval,
         };
         e.validate()?;
         Ok(e)
@@ -684,6 +701,12 @@ impl EngineSpec {
         }
         if self.kv.block_size == 0 {
             return Err(("engine.kv.block_size".into(), "at least 1 token".into()));
+        }
+        if !(1..=MAX_RECV_INTERVAL).contains(&self.scheduler_recv_interval) {
+            return Err((
+                "engine.scheduler_recv_interval".into(),
+                format!("1 to {MAX_RECV_INTERVAL} decode steps between polls (1: every step)"),
+            ));
         }
         let u = self.gpu_memory_utilization.0;
         if !(1e-3..=1.0).contains(&u) {

@@ -378,6 +378,11 @@ impl SystemSpec {
         }
     }
 
+    /// Nodes in the system (1 without `[nodes]`).
+    pub fn node_count(&self) -> u32 {
+        self.nodes.map_or(1, |n| n.count.max(1))
+    }
+
     /// Nodes a group of `n` GPUs spans, packed into as few nodes as it fits (a TP, EP or
     /// pipeline-stage group fills a node before it takes the next).
     pub fn nodes_spanned(&self, n: u32) -> u32 {

@@ -116,13 +116,19 @@ pub const MAX_LAUNCH_RULES: usize = 8;
 
 /// The poll intervals a harness's launch scripts set for one engine and model, by
 /// concurrency: `(min_concurrency, max_concurrency, interval)`, the first that holds wins.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RecvIntervals {
     len: usize,
     rules: [(u32, u32, u32); MAX_LAUNCH_RULES],
 }
 
 impl RecvIntervals {
+    /// No launch setting: the engine description's interval holds at every concurrency.
+    pub const NONE: RecvIntervals = RecvIntervals {
+        len: 0,
+        rules: [(0, 0, 0); MAX_LAUNCH_RULES],
+    };
+
     /// The interval the harness set at concurrency `c` (None: the engine's own).
     pub fn at(&self, c: u32) -> Option<u32> {
         self.rules[..self.len]
@@ -165,10 +171,7 @@ impl ClientModel {
         range_ratio: 1.0,
         sets_max_num_seqs: false,
         per_chunk: 0.0,
-        recv_intervals: RecvIntervals {
-            len: 0,
-            rules: [(0, 0, 0); MAX_LAUNCH_RULES],
-        },
+        recv_intervals: RecvIntervals::NONE,
     };
 
     /// Requests in a run at concurrency `c` (None: unbounded, each client looping).
@@ -295,7 +298,7 @@ impl ClientSpec {
             range_ratio: self.range_ratio,
             sets_max_num_seqs: self.sets_max_num_seqs,
             per_chunk: self.per_chunk_cpu.0,
-            recv_intervals: RecvIntervals::default(),
+            recv_intervals: RecvIntervals::NONE,
         }
     }
 }

@@ -9,8 +9,10 @@
 //! the expected tokens per step are `1 + Σᵢ Πⱼ≤ᵢ pⱼ`; TPOT = step / that. Drafts run inside
 //! the engine's step: their passes pay kernel gaps and all-reduces but no step overhead.
 //! Prefill interleaving is left out: the comparison is decode against decode. C concurrent
-//! requests run as `sweep` runs them: at most `max_num_seqs` and as many as the KV cache holds
-//! at the context plus the longest draft, the rest waiting.
+//! requests run as `sweep` runs them, the rest waiting: at most `max_num_seqs` (and while
+//! speculating no more than the engine's cap then, SGLang's 48 with EAGLE) and as many as the
+//! KV cache holds, at the context plus the longest draft when speculating. The speedup is
+//! the tokens per second over all C requests, with speculation against without.
 
 use crate::cost::{CostParams, Evaluator, Parallel, Pass};
 use crate::error::{Error, Result};
@@ -266,14 +268,18 @@ impl Acceptance {
 pub struct SpecPoint {
     pub k: u32,
     pub concurrency: u32,
-    /// Sequences decoding at once: C, or fewer where max_num_seqs or the KV cache hold it.
+    /// Sequences decoding at once while speculating: C, or fewer where the engine's cap
+    /// (its cap while speculating, if lower) or the KV cache hold it.
     pub running: u32,
+    /// The same without speculation (no draft positions cached, the engine's plain cap).
+    pub plain_running: u32,
     pub tpot_ms: f64,
     /// 95 % interval of `tpot_ms` from the calibration's covariance (calibrated runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpot_ci95_ms: Option<[f64; 2]>,
     pub throughput_tok_s: f64,
-    /// Plain-decode TPOT over speculative TPOT.
+    /// Output tokens per second over the C requests with speculation, over the same without:
+    /// plain-decode TPOT over speculative TPOT where both run as many sequences.
     pub speedup: f64,
     pub expected_tokens_per_step: f64,
     pub draft_ms: f64,
@@ -598,18 +604,28 @@ pub fn specdec_shaped(
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
     let mut does_not_fit = Vec::new();
-    // Each sequence caches the context and the k drafted positions the target verifies; C
-    // means what it means to `sweep`: the engine runs as many of the C requests as
-    // max_num_seqs and the KV cache allow, the rest wait.
+    // C means what it means to `sweep`: the engine runs as many of the C requests as its
+    // cap on running sequences and the KV cache allow, the rest wait. Each side has its own:
+    // a speculating sequence also caches the k drafted positions the target verifies, and
+    // an engine may lower its cap while it speculates (SGLang's 48 with EAGLE).
     // Where not even one sequence fits, no concurrency can run: the reason, not a table.
     let held = ctx + longest;
-    let kv_seqs = crate::serve::fits(s, 1.0, held)?
-        .max_sequences_at_context
-        .max(1.0) as u32;
-    let cap = s.system.engine.max_num_seqs.max(1).min(kv_seqs);
+    let engine = &s.system.engine;
+    let kv_seqs = |tokens: f64| -> Result<u32> {
+        Ok(crate::serve::fits(s, 1.0, tokens)?
+            .max_sequences_at_context
+            .max(1.0) as u32)
+    };
+    // The engine's cap while speculating binds drafts that run a model (SGLang lowers it
+    // for EAGLE, MTP and draft models, not for n-gram lookup).
+    let drafts_a_model = !matches!(draft, Draft::Ngram { .. });
+    let spec_cap = engine.running_cap(drafts_a_model).min(kv_seqs(held)?);
+    let plain_cap = engine.running_cap(false).min(kv_seqs(ctx)?);
     for &c in concurrency {
-        let running = c.max(1).min(cap);
+        let running = c.max(1).min(spec_cap);
+        let plain_running = c.max(1).min(plain_cap);
         let cf = running as f64;
+        let pf = plain_running as f64;
         if let Err(e) = crate::serve::fits(s, cf, held) {
             does_not_fit.push((c, e.to_string()));
             continue;
@@ -617,16 +633,17 @@ pub fn specdec_shaped(
         // Both steps as the engine schedules them (`serve`'s rule): the CPU's fixed and
         // per-sequence work beside the GPU's kernels with overlap, after them without, and
         // an engine that turns its overlap off to speculate pays it in series then.
-        let cpu = &s.system.engine.cpu;
+        let cpu = &engine.cpu;
         let overhead = s.params.step_overhead;
         let spec_overlap = cpu.overlap_when_speculating.unwrap_or(cpu.overlap);
         let base = cpu.engine_step(
-            ev.step_time(&Pass::decode(cf, ctx)),
+            ev.step_time(&Pass::decode(pf, ctx)),
             overhead,
-            cf,
+            pf,
             cpu.overlap,
         );
         baseline_tpot_ms.push((c, base * 1e3));
+        let plain_throughput = pf / base;
         let mut best = BestK {
             concurrency: c,
             k: 0,
@@ -645,7 +662,9 @@ pub fn specdec_shaped(
                         cpu.engine_step(d + v, q.params.step_overhead, cf, spec_overlap) / e * 1e3
                     })
             });
-            let speedup = base / tpot;
+            // Tokens per second over all C requests, speculating against not: the TPOT
+            // ratio where both sides run the same number of sequences.
+            let speedup = (cf / tpot) / plain_throughput;
             if speedup > best.speedup {
                 best = BestK {
                     concurrency: c,
@@ -657,6 +676,7 @@ pub fn specdec_shaped(
                 k,
                 concurrency: c,
                 running,
+                plain_running,
                 tpot_ms: tpot * 1e3,
                 tpot_ci95_ms,
                 throughput_tok_s: cf / tpot,

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::measured::specdec_csv::SpecRun;
 use crate::predict::Scenario;
 use crate::spec::{registry, System};
-use crate::specdec::{specdec_shaped, Acceptance, AcceptanceStat, Draft, DraftShape};
+use crate::specdec::{specdec_shaped, Acceptance, AcceptanceStat, Draft, DraftShape, SpecPoint};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -33,6 +33,47 @@ pub struct RunsMap {
     pub systems: BTreeMap<String, String>,
     pub engines: BTreeMap<String, String>,
     pub models: BTreeMap<String, String>,
+    /// Launch settings a row's harness makes.
+    #[serde(default)]
+    pub harness: Vec<HarnessRule>,
+    /// Acceptance figures for rows whose source prints none, each with its own source.
+    #[serde(default)]
+    pub acceptance: Vec<SuppliedAcceptance>,
+}
+
+/// An acceptance figure for the rows of one source and method that print none, taken from
+/// another source (named): such rows are evaluated and reported apart from the rows that
+/// carry their own figure.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuppliedAcceptance {
+    /// The rows' `source_url`, exactly.
+    pub source_url: String,
+    /// Method family (`eagle3`, `eagle`, `mtp`, `ngram`).
+    pub method: String,
+    /// The rows' `engine` text starts with this.
+    pub engine: String,
+    /// The statistic, as `--acceptance-stat` names it.
+    pub stat: String,
+    pub value: f64,
+    /// Draft length the figure was measured at.
+    pub k: u32,
+    pub source: String,
+}
+
+/// What a benchmark harness sets when it starts the engine, for the rows whose `engine`
+/// column names it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessRule {
+    /// Matched case-sensitively in the row's `engine` text.
+    pub engine_contains: String,
+    /// The harness starts the server with its cap on running sequences equal to the row's
+    /// batch (SGLang's `--max-running-requests`), lifting any lower default the engine uses
+    /// while it speculates.
+    #[serde(default)]
+    pub max_running_requests_is_batch: bool,
+    pub source: String,
 }
 
 /// One evaluated run.
@@ -46,6 +87,9 @@ pub struct SpecRunRow {
     pub system: String,
     pub parallel: String,
     pub concurrency: u32,
+    /// Sequences running at once with speculation and without (the rest wait).
+    pub running: u32,
+    pub plain_running: u32,
     /// Draft tokens per step along the chain (tree depth for a tree).
     pub k: u32,
     /// Tree branching (1: a chain) and tokens the verify pass checks per sequence.
@@ -53,6 +97,10 @@ pub struct SpecRunRow {
     pub verify_tokens: u32,
     pub acceptance_stat: String,
     pub acceptance_value: f64,
+    /// Where the acceptance figure comes from: `row` (the run's own) or `runs.toml` (a
+    /// figure `configs/specdec/runs.toml` supplies, with its source, for a source that
+    /// prints none).
+    pub acceptance_from: String,
     pub expected_tokens_per_step: f64,
     pub measured_speedup: f64,
     pub predicted_speedup: f64,
@@ -67,10 +115,55 @@ pub struct SpecRunRow {
     pub predicted_draft_ms: f64,
     pub predicted_verify_ms: f64,
     /// What one speculative step costs in plain steps: predicted (`step / plain step`) and
-    /// as the measurement implies it (`tokens per step / measured speedup`, with the row's
-    /// acceptance). Where the two part, the step is mispriced, not the acceptance.
+    /// as the measurement implies it (`tokens per step × running / plain running / measured
+    /// speedup`, with the row's acceptance). Where the two part, the step is mispriced, not
+    /// the acceptance.
     pub predicted_step_in_plain_steps: f64,
     pub measured_step_in_plain_steps: f64,
+}
+
+/// A row without an acceptance figure: the tokens per step its measured speedup implies
+/// under rooftop's step. Acceptance does not depend on the batch, so along one source's
+/// batch sweep this should stay flat; where it drifts, the step's growth with the batch is
+/// mispriced, whatever the true acceptance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImpliedRow {
+    pub line: usize,
+    pub source_url: String,
+    pub method: String,
+    pub engine: String,
+    pub model: String,
+    pub parallel: String,
+    pub concurrency: u32,
+    pub running: u32,
+    pub plain_running: u32,
+    pub k: u32,
+    pub topk: u32,
+    pub verify_tokens: u32,
+    pub measured_speedup: f64,
+    /// Tokens per step (bonus token counted) that make the predicted speedup the measured
+    /// one.
+    pub implied_tokens_per_step: f64,
+    /// Whether that is a possible figure: 1 to k + 1.
+    pub within_reach: bool,
+    pub predicted_step_in_plain_steps: f64,
+}
+
+/// One source's batch sweep of one method and draft shape among the implied rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImpliedSeries {
+    pub source_url: String,
+    pub method: String,
+    pub model: String,
+    pub parallel: String,
+    /// `k x topk/verify`.
+    pub shape: String,
+    /// The sweep's concurrencies and the tokens per step each implies, in order of C.
+    pub concurrency: Vec<u32>,
+    pub implied_tokens_per_step: Vec<f64>,
+    /// The largest implied figure over the smallest (1: flat, the step's growth with C
+    /// agrees with the measurement).
+    pub spread: f64,
 }
 
 /// Errors of one method × engine (or of every row).
@@ -99,11 +192,20 @@ pub struct NotEvaluated {
 pub struct SpecValidation {
     pub source: String,
     pub total_rows: usize,
+    /// Per method and engine, over the rows with their own acceptance figure.
     pub groups: Vec<SpecGroup>,
     pub overall: SpecGroup,
+    /// The same over rows whose figure `configs/specdec/runs.toml` supplies (absent: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub supplied_groups: Vec<SpecGroup>,
     pub rows: Vec<SpecRunRow>,
-    /// Rows without an acceptance figure (acceptance is an input): counted, not evaluated.
+    /// Rows without an acceptance figure (acceptance is an input) and none supplied: not
+    /// evaluated as predictions.
     pub without_acceptance: usize,
+    /// Every row without its own figure that maps to a prediction (supplied or not): the
+    /// tokens per step its measured speedup implies.
+    pub implied: Vec<ImpliedRow>,
+    pub implied_series: Vec<ImpliedSeries>,
     pub not_evaluated: Vec<NotEvaluated>,
 }
 
@@ -282,13 +384,27 @@ fn summary(method: &str, engine: &str, rows: &[&SpecRunRow]) -> SpecGroup {
     }
 }
 
-/// Predict one row.
-fn evaluate_row(
+/// A row mapped to what rooftop predicts it on: everything but its acceptance.
+struct Mapped {
+    family: String,
+    engine: String,
+    model: crate::spec::ModelSpec,
+    system: System,
+    par: Parallel,
+    draft: Draft,
+    shape: DraftShape,
+    concurrency: u32,
+    measured: f64,
+    context: u32,
+}
+
+/// Map one row to its model, system (with its harness's launch settings), engine, layout,
+/// draft shape, concurrency and measured speedup, or say why it cannot be.
+fn map_row(
     run: &SpecRun,
     map: &RunsMap,
     systems: &mut BTreeMap<String, System>,
-) -> std::result::Result<SpecRunRow, String> {
-    let (stat, figure) = acceptance_of(run)?;
+) -> std::result::Result<Mapped, String> {
     let measured = measured_speedup(run)?;
     let sys_name = map
         .systems
@@ -336,10 +452,16 @@ fn evaluate_row(
             System::load_with_engine(sys_name, Some(&engine), &[]).map_err(|e| e.to_string())?;
         systems.insert(key.clone(), s);
     }
-    let system = &systems[&key];
+    let mut system = systems[&key].clone();
+    if map
+        .harness
+        .iter()
+        .any(|h| h.max_running_requests_is_batch && run.engine.contains(&h.engine_contains))
+    {
+        system.engine.max_num_seqs = c;
+        system.engine.max_num_seqs_when_speculating = None;
+    }
     let model = registry::load_model(model_name).map_err(|e| e.to_string())?;
-    let par = Parallel::tp(tp);
-    let s = Scenario::new(&model, system, par).map_err(|e| e.to_string())?;
     let family = method_family(&run.method);
     let draft = match family.as_str() {
         "eagle" | "eagle3" => Draft::Eagle,
@@ -351,12 +473,6 @@ fn evaluate_row(
                 run.method
             ))
         }
-    };
-    // An acceptance or a speedup no step of this shape can give is a wrong value in the
-    // file: refused, naming the row, not skipped.
-    let acc = match Acceptance::from_stat(stat, &[figure], Some(shape.k)) {
-        Ok(a) => a,
-        Err(e) => return Err(format!("{REFUSED}{e}")),
     };
     if measured > shape.k as f64 + 1.0 {
         return Err(format!(
@@ -370,11 +486,30 @@ fn evaluate_row(
         (Some(i), None) => i,
         _ => map.default_context as f64,
     };
-    let r = specdec_shaped(&s, &draft, &acc, &[shape], &[c], ctx.round() as u32)
+    Ok(Mapped {
+        family,
+        engine,
+        model,
+        system,
+        par: Parallel::tp(tp),
+        draft,
+        shape,
+        concurrency: c,
+        measured,
+        context: ctx.round() as u32,
+    })
+}
+
+/// One prediction of a mapped row at `acc`: its point and the plain step, ms.
+fn predict(m: &Mapped, acc: &Acceptance) -> std::result::Result<(SpecPoint, f64), String> {
+    let s = Scenario::new(&m.model, &m.system, m.par).map_err(|e| e.to_string())?;
+    let c = m.concurrency;
+    let r = specdec_shaped(&s, &m.draft, acc, &[m.shape], &[c], m.context)
         .map_err(|e| e.to_string())?;
     let p = r
         .points
-        .first()
+        .into_iter()
+        .next()
         .ok_or_else(|| "no prediction at this concurrency".to_string())?;
     let plain_ms = r
         .baseline_tpot_ms
@@ -382,19 +517,53 @@ fn evaluate_row(
         .find(|(at, _)| *at == c)
         .map(|(_, ms)| *ms)
         .ok_or_else(|| "no plain step at this concurrency".to_string())?;
+    Ok((p, plain_ms))
+}
+
+/// What one speculative step costs in plain steps as a measured speedup implies it at `e`
+/// tokens per step (both sides' running sequences counted).
+fn measured_step_ratio(p: &SpecPoint, e: f64, measured: f64) -> f64 {
+    e * p.running as f64 / p.plain_running as f64 / measured
+}
+
+/// Predict one row at its own acceptance figure, or at the one `configs/specdec/runs.toml`
+/// supplies for its source.
+fn evaluate_row(
+    run: &SpecRun,
+    map: &RunsMap,
+    m: &Mapped,
+) -> std::result::Result<SpecRunRow, String> {
+    let (stat, figure, k_at, from) = match acceptance_of(run) {
+        Ok((stat, v)) => (stat, v, m.shape.k, "row".to_string()),
+        Err(why) => match supplied_acceptance(run, map, &m.family)? {
+            Some(a) => (a.0, a.1, a.2, "runs.toml".to_string()),
+            None => return Err(why),
+        },
+    };
+    // An acceptance no step of this shape can give is a wrong value in the file: refused,
+    // naming the row, not skipped.
+    let acc = match Acceptance::from_stat(stat, &[figure], Some(k_at)) {
+        Ok(a) => a,
+        Err(e) => return Err(format!("{REFUSED}{e}")),
+    };
+    let (p, plain_ms) = predict(m, &acc)?;
+    let measured = m.measured;
     Ok(SpecRunRow {
         line: run.line,
-        method: family,
-        engine,
-        model: model.name.clone(),
-        system: system.spec.name.clone(),
-        parallel: par.to_string(),
-        concurrency: c,
-        k: shape.k,
-        topk: shape.topk,
-        verify_tokens: shape.verify_tokens,
+        method: m.family.clone(),
+        engine: m.engine.clone(),
+        model: m.model.name.clone(),
+        system: m.system.spec.name.clone(),
+        parallel: m.par.to_string(),
+        concurrency: m.concurrency,
+        running: p.running,
+        plain_running: p.plain_running,
+        k: m.shape.k,
+        topk: m.shape.topk,
+        verify_tokens: m.shape.verify_tokens,
         acceptance_stat: stat.name().into(),
         acceptance_value: figure,
+        acceptance_from: from,
         expected_tokens_per_step: p.expected_tokens_per_step,
         measured_speedup: measured,
         predicted_speedup: p.speedup,
@@ -405,8 +574,135 @@ fn evaluate_row(
         predicted_draft_ms: p.draft_ms,
         predicted_verify_ms: p.verify_ms,
         predicted_step_in_plain_steps: p.step_ms / plain_ms,
-        measured_step_in_plain_steps: p.expected_tokens_per_step / measured,
+        measured_step_in_plain_steps: measured_step_ratio(&p, p.expected_tokens_per_step, measured),
     })
+}
+
+/// The acceptance `configs/specdec/runs.toml` supplies for a row whose source prints none:
+/// (statistic, figure, the draft length it was measured at).
+fn supplied_acceptance(
+    run: &SpecRun,
+    map: &RunsMap,
+    family: &str,
+) -> std::result::Result<Option<(AcceptanceStat, f64, u32)>, String> {
+    let Some(a) = map.acceptance.iter().find(|a| {
+        a.source_url == run.source_url
+            && a.method == family
+            && run.engine.starts_with(a.engine.as_str())
+    }) else {
+        return Ok(None);
+    };
+    let stat = <AcceptanceStat as clap::ValueEnum>::from_str(&a.stat, true).map_err(|_| {
+        format!(
+            "{REFUSED}{RUNS_LABEL}: acceptance for {} ({}): statistic \"{}\" is not one of --acceptance-stat's names",
+            a.source_url, a.method, a.stat
+        )
+    })?;
+    Ok(Some((stat, a.value, a.k)))
+}
+
+/// The tokens per step a row's measured speedup implies under rooftop's step, where the
+/// row gives no acceptance: solved as a fixed point, since the step itself depends a little
+/// on how many tokens each step accepts (the draft's catch-up pass).
+fn implied_row(run: &SpecRun, m: &Mapped) -> std::result::Result<ImpliedRow, String> {
+    let k = m.shape.k;
+    let most = k as f64 + 1.0;
+    let mut e = (1.0 + most) / 2.0;
+    let mut raw = e;
+    let mut point = None;
+    for _ in 0..40 {
+        let acc = Acceptance::from_stat(AcceptanceStat::SglangAcceptLength, &[e], Some(k))
+            .map_err(|x| x.to_string())?;
+        let (p, plain_ms) = predict(m, &acc)?;
+        raw = m.measured * p.step_ms / plain_ms * p.plain_running as f64 / p.running as f64;
+        let next = raw.clamp(1.0, most);
+        let done = (next - e).abs() < 1e-6;
+        e = next;
+        point = Some((p, plain_ms));
+        if done {
+            break;
+        }
+    }
+    let (p, plain_ms) = point.ok_or_else(|| "no prediction at this concurrency".to_string())?;
+    Ok(ImpliedRow {
+        line: run.line,
+        source_url: run.source_url.clone(),
+        method: m.family.clone(),
+        engine: m.engine.clone(),
+        model: m.model.name.clone(),
+        parallel: m.par.to_string(),
+        concurrency: m.concurrency,
+        running: p.running,
+        plain_running: p.plain_running,
+        k,
+        topk: m.shape.topk,
+        verify_tokens: m.shape.verify_tokens,
+        measured_speedup: m.measured,
+        implied_tokens_per_step: raw,
+        within_reach: (1.0..=most).contains(&raw),
+        predicted_step_in_plain_steps: p.step_ms / plain_ms,
+    })
+}
+
+/// Per method and engine over `rows`.
+fn groups_of(rows: &[&SpecRunRow]) -> Vec<SpecGroup> {
+    let mut keys: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r.method.clone(), r.engine.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.iter()
+        .map(|(m, e)| {
+            let g: Vec<&SpecRunRow> = rows
+                .iter()
+                .copied()
+                .filter(|r| &r.method == m && &r.engine == e)
+                .collect();
+            summary(m, e, &g)
+        })
+        .collect()
+}
+
+/// The batch sweeps among the implied rows (one source, method, model, layout and shape, at
+/// two or more concurrencies).
+fn series_of(implied: &[ImpliedRow]) -> Vec<ImpliedSeries> {
+    let mut by: BTreeMap<(String, String, String, String, String), Vec<&ImpliedRow>> =
+        BTreeMap::new();
+    for r in implied.iter().filter(|r| r.within_reach) {
+        let shape = format!("{}x{}/{}", r.k, r.topk, r.verify_tokens);
+        by.entry((
+            r.source_url.clone(),
+            r.method.clone(),
+            r.model.clone(),
+            r.parallel.clone(),
+            shape,
+        ))
+        .or_default()
+        .push(r);
+    }
+    by.into_iter()
+        .filter(|(_, v)| {
+            let mut c: Vec<u32> = v.iter().map(|r| r.concurrency).collect();
+            c.dedup();
+            c.len() > 1
+        })
+        .map(|((source_url, method, model, parallel, shape), mut v)| {
+            v.sort_by_key(|r| r.concurrency);
+            let implied: Vec<f64> = v.iter().map(|r| r.implied_tokens_per_step).collect();
+            ImpliedSeries {
+                source_url,
+                method,
+                model,
+                parallel,
+                shape,
+                concurrency: v.iter().map(|r| r.concurrency).collect(),
+                spread: implied.iter().copied().fold(f64::MIN, f64::max)
+                    / implied.iter().copied().fold(f64::MAX, f64::min),
+                implied_tokens_per_step: implied,
+            }
+        })
+        .collect()
 }
 
 /// Evaluate every run of `runs` (read from `source`).
@@ -414,10 +710,32 @@ pub fn evaluate(runs: &[SpecRun], source: &str) -> Result<SpecValidation> {
     let map: RunsMap = registry::parse_toml(RUNS_TOML, RUNS_LABEL)?;
     let mut systems = BTreeMap::new();
     let mut rows = Vec::new();
+    let mut implied = Vec::new();
     let mut not_evaluated = Vec::new();
     let mut without_acceptance = 0;
     for run in runs {
-        match evaluate_row(run, &map, &mut systems) {
+        let mapped = map_row(run, &map, &mut systems);
+        let own = acceptance_of(run);
+        // A row without its own acceptance figure also gets the tokens per step its
+        // measured speedup implies (where that prediction itself runs).
+        if let (Err(_), Ok(m)) = (&own, &mapped) {
+            if let Ok(i) = implied_row(run, m) {
+                implied.push(i);
+            }
+        }
+        let supplied = match &own {
+            Ok(_) => Ok(None),
+            Err(_) => supplied_acceptance(run, &map, &method_family(&run.method)),
+        };
+        let outcome = match (own, supplied) {
+            (_, Err(refusal)) => Err(refusal),
+            (Err(why), Ok(None)) => match mapped {
+                Err(refused) if refused.starts_with(REFUSED) => Err(refused),
+                _ => Err(why),
+            },
+            _ => mapped.and_then(|m| evaluate_row(run, &map, &m)),
+        };
+        match outcome {
             Ok(r) => rows.push(r),
             Err(reason) if reason.starts_with(REFUSED) => {
                 return Err(crate::error::Error::Measured {
@@ -437,30 +755,18 @@ pub fn evaluate(runs: &[SpecRun], source: &str) -> Result<SpecValidation> {
             }
         }
     }
-    let mut keys: Vec<(String, String)> = rows
-        .iter()
-        .map(|r| (r.method.clone(), r.engine.clone()))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    let groups = keys
-        .iter()
-        .map(|(m, e)| {
-            let g: Vec<&SpecRunRow> = rows
-                .iter()
-                .filter(|r| &r.method == m && &r.engine == e)
-                .collect();
-            summary(m, e, &g)
-        })
-        .collect();
-    let all: Vec<&SpecRunRow> = rows.iter().collect();
+    let own: Vec<&SpecRunRow> = rows.iter().filter(|r| r.acceptance_from == "row").collect();
+    let supplied: Vec<&SpecRunRow> = rows.iter().filter(|r| r.acceptance_from != "row").collect();
     Ok(SpecValidation {
         source: source.into(),
         total_rows: runs.len(),
-        groups,
-        overall: summary("all", "", &all),
+        groups: groups_of(&own),
+        overall: summary("all", "", &own),
+        supplied_groups: groups_of(&supplied),
+        implied_series: series_of(&implied),
         rows,
         without_acceptance,
+        implied,
         not_evaluated,
     })
 }

@@ -221,6 +221,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 cuda_graph_max_tokens: None,
                 moe_all_to_all: Default::default(),
                 scheduler_recv_interval: 1,
+                max_num_seqs_when_speculating: None,
             },
         )
 }

@@ -490,3 +490,114 @@ fn an_engines_host_work_around_the_passes_costs_what_its_counts_say() {
         );
     }
 }
+
+/// SGLang lowers its cap on running requests to 48 while it drafts with a model (its
+/// server_args, unless the launch sets one): at C = 64 the speculating side runs 48, the
+/// plain side 64, and the speedup is the throughput ratio over all 64 requests. An n-gram
+/// draft keeps the plain cap; a lower `max_num_seqs` binds both.
+#[test]
+fn an_engines_cap_while_speculating_binds_only_the_speculating_side() {
+    let (r, eng, _) = sglang_70b_eagle(&[], &[3], &[32, 64]);
+    assert_eq!(eng.max_num_seqs_when_speculating, Some(48));
+    let at = |c: u32| r.points.iter().find(|p| p.concurrency == c).unwrap();
+    let base = |c: u32| {
+        r.baseline_tpot_ms
+            .iter()
+            .find(|(at, _)| *at == c)
+            .unwrap()
+            .1
+    };
+    let p32 = at(32);
+    assert_eq!((p32.running, p32.plain_running), (32, 32));
+    assert!((p32.speedup - base(32) / p32.tpot_ms).abs() <= 1e-9 * p32.speedup);
+    let p64 = at(64);
+    assert_eq!((p64.running, p64.plain_running), (48, 64));
+    let throughput_ratio = (48.0 / p64.tpot_ms) / (64.0 / base(64));
+    assert!((p64.speedup - throughput_ratio).abs() <= 1e-9 * throughput_ratio);
+    // Running fewer sequences never makes the step longer, so the TPOT ratio overstates
+    // what the 64 requests see.
+    assert!(p64.speedup < base(64) / p64.tpot_ms);
+
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let ngram = Draft::Ngram { cpu_seconds: 50e-6 };
+    let n = specdec(&sc, &ngram, &Acceptance(vec![0.5]), &[3], &[64], 2048).unwrap();
+    assert_eq!((n.points[0].running, n.points[0].plain_running), (64, 64));
+
+    let (r8, _, _) = sglang_70b_eagle(&["engine.max_num_seqs=8"], &[3], &[64]);
+    assert_eq!((r8.points[0].running, r8.points[0].plain_running), (8, 8));
+    let (lifted, _, _) =
+        sglang_70b_eagle(&["engine.max_num_seqs_when_speculating=64"], &[3], &[64]);
+    assert_eq!(lifted.points[0].running, 64);
+}
+
+#[test]
+fn a_cap_of_no_sequences_while_speculating_is_refused() {
+    use rooftop::spec::overrides::parse_all;
+    let sets = parse_all(&["engine.max_num_seqs_when_speculating=0".to_string()]).unwrap();
+    let e = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &sets)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("max_num_seqs_when_speculating"), "{e}");
+}
+
+const SPEC_HEAD: &str = "source_url,gpu,num_gpus,engine,model_id,precision,tp,method,spec_tokens,input_len,output_len,concurrency_or_batch,metric,baseline_value,spec_value,acceptance_metric,acceptance_value";
+
+/// The tokens per step a row without acceptance implies is the acceptance that makes the
+/// predicted speedup the measured one: a row whose "measured" speedup is rooftop's own
+/// prediction at accept length 2.4 implies 2.4, at every batch (a flat sweep, spread 1).
+#[test]
+fn implied_tokens_per_step_round_trip_rooftops_own_prediction() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let row = |c: u32, spec: f64, acc: &str| {
+        format!("https://example.org/run,H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,bf16,1,eagle3,3,512,256,{c},throughput (tok/s),100,{spec},accept_length,{acc}")
+    };
+    let cs = [1u32, 8, 32];
+    let with: Vec<String> = cs.iter().map(|&c| row(c, 150.0, "2.4")).collect();
+    let runs = parse_specdec_csv(&format!("{SPEC_HEAD}\n{}\n", with.join("\n")), "a.csv").unwrap();
+    let v = rooftop::specdec_runs::evaluate(&runs, "a.csv").unwrap();
+    assert_eq!(v.rows.len(), 3);
+    let without: Vec<String> = v
+        .rows
+        .iter()
+        .map(|r| row(r.concurrency, 100.0 * r.predicted_speedup, ""))
+        .collect();
+    let runs =
+        parse_specdec_csv(&format!("{SPEC_HEAD}\n{}\n", without.join("\n")), "b.csv").unwrap();
+    let v = rooftop::specdec_runs::evaluate(&runs, "b.csv").unwrap();
+    assert_eq!(v.without_acceptance, 3);
+    assert_eq!(v.implied.len(), 3);
+    for i in &v.implied {
+        assert!(i.within_reach);
+        assert!(
+            (i.implied_tokens_per_step - 2.4).abs() < 1e-4,
+            "C = {}: {}",
+            i.concurrency,
+            i.implied_tokens_per_step
+        );
+    }
+    assert_eq!(v.implied_series.len(), 1);
+    assert!((v.implied_series[0].spread - 1.0).abs() < 1e-4);
+}
+
+/// A source that prints no acceptance gets the figure `configs/specdec/runs.toml` supplies
+/// for it (EAGLE-3's SGLang table), and its rows are reported apart from rows with their own.
+#[test]
+fn a_supplied_acceptance_is_used_and_reported_apart() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let t = format!(
+        "{SPEC_HEAD}\nhttps://arxiv.org/abs/2503.01840,H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,not stated,1,eagle3,\"chain length 3, no tree\",MT-Bench,MT-Bench,2,\"throughput improvement (x), SGLang w/o spec = 1.00x\",1.00,1.81,not given for this table,\n\
+         https://example.org/other,H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,not stated,1,eagle3,\"chain length 3, no tree\",MT-Bench,MT-Bench,2,\"throughput improvement (x)\",1.00,1.81,not given,\n"
+    );
+    let runs = parse_specdec_csv(&t, "t.csv").unwrap();
+    let v = rooftop::specdec_runs::evaluate(&runs, "t.csv").unwrap();
+    assert_eq!(v.rows.len(), 1);
+    let r = &v.rows[0];
+    assert_eq!(r.acceptance_from, "runs.toml");
+    assert!((r.expected_tokens_per_step - 2.79).abs() < 1e-9);
+    assert_eq!(v.overall.n, 0);
+    assert_eq!(v.supplied_groups.len(), 1);
+    assert_eq!(v.without_acceptance, 1);
+    assert_eq!(v.implied.len(), 2);
+}

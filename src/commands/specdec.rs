@@ -200,15 +200,17 @@ pub fn text(r: &SpecDec) -> String {
                 continue;
             }
         };
-        let running = r
-            .points
-            .iter()
-            .find(|p| p.concurrency == c)
-            .map_or(c, |p| p.running);
-        let held = if running < c {
-            format!(" ({running} running, the rest wait: max_num_seqs or the KV cache)")
-        } else {
-            String::new()
+        let point = r.points.iter().find(|p| p.concurrency == c);
+        let running = point.map_or(c, |p| p.running);
+        let plain_running = point.map_or(c, |p| p.plain_running);
+        let held = match (running < c, plain_running < c) {
+            (false, false) => String::new(),
+            _ if running == plain_running => format!(
+                " ({running} running, the rest wait: max_num_seqs or the KV cache)"
+            ),
+            _ => format!(
+                " ({running} running with speculation, {plain_running} without, the rest wait: the engine's cap or the KV cache)"
+            ),
         };
         let _ = writeln!(o, "C = {c}{held}: plain decode {base:.2} ms/token");
         let rows: Vec<Vec<String>> = r

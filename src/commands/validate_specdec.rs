@@ -54,15 +54,25 @@ impl Tabular for SpecValidation {
     }
 }
 
-fn group_cells(g: &SpecGroup) -> Vec<String> {
+fn group_cells(g: &SpecGroup, from: &str) -> Vec<String> {
     vec![
         g.method.clone(),
         g.engine.clone(),
+        from.to_string(),
         g.n.to_string(),
         format!("{:.1} %", g.median_abs_error * 100.0),
         format!("{:+.1} %", g.bias * 100.0),
         format!("{:.0} %", g.gain_loss_right * 100.0),
     ]
+}
+
+/// C, with the sequences running at once where fewer: `56 (48/56)` (speculating/plain).
+fn running(c: u32, spec: u32, plain: u32) -> String {
+    if spec == c && plain == c {
+        c.to_string()
+    } else {
+        format!("{c} ({spec}/{plain})")
+    }
 }
 
 pub fn text(v: &SpecValidation) -> String {
@@ -81,12 +91,18 @@ pub fn text(v: &SpecValidation) -> String {
         "error = (predicted - measured) / measured speedup; gain/loss right = both on the same side of 1"
     );
     let _ = writeln!(o);
-    let mut rows: Vec<Vec<String>> = v.groups.iter().map(group_cells).collect();
-    rows.push(group_cells(&v.overall));
+    let mut rows: Vec<Vec<String>> = v.groups.iter().map(|g| group_cells(g, "row")).collect();
+    rows.push(group_cells(&v.overall, "row"));
+    rows.extend(
+        v.supplied_groups
+            .iter()
+            .map(|g| group_cells(g, "runs.toml")),
+    );
     o.push_str(&table(
         &[
             "method",
             "engine",
+            "acceptance",
             "n",
             "|err| med",
             "bias",
@@ -104,9 +120,10 @@ pub fn text(v: &SpecValidation) -> String {
                 r.method.clone(),
                 r.model.clone(),
                 r.parallel.clone(),
-                r.concurrency.to_string(),
+                running(r.concurrency, r.running, r.plain_running),
                 format!("{}x{}/{}", r.k, r.topk, r.verify_tokens),
                 format!("{:.2}", r.expected_tokens_per_step),
+                r.acceptance_from.clone(),
                 format!("{:.2}", r.measured_speedup),
                 format!("{:.2}", r.predicted_speedup),
                 format!("{:+.1} %", r.error * 100.0),
@@ -124,6 +141,7 @@ pub fn text(v: &SpecValidation) -> String {
             "C",
             "k x topk/verify",
             "tokens/step",
+            "from",
             "measured",
             "predicted",
             "error",
@@ -134,8 +152,54 @@ pub fn text(v: &SpecValidation) -> String {
     ));
     let _ = writeln!(
         o,
-        "step/plain: one speculative step in plain decode steps (measured: tokens per step / measured speedup)"
+        "step/plain: one speculative step in plain decode steps (measured: tokens per step x running / plain running / measured speedup)"
     );
+    let _ = writeln!(
+        o,
+        "from: the acceptance figure is the row's own, or one configs/specdec/runs.toml supplies (with its source) for a source that prints none"
+    );
+    if !v.implied_series.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "rows without their own acceptance: the tokens per step each measured speedup implies under rooftop's step, per batch sweep"
+        );
+        let _ = writeln!(
+            o,
+            "(acceptance does not depend on the batch: a spread above 1 is the step's growth with C mispriced, whatever the true acceptance)"
+        );
+        let rows: Vec<Vec<String>> = v
+            .implied_series
+            .iter()
+            .map(|s| {
+                let pairs: Vec<String> = s
+                    .concurrency
+                    .iter()
+                    .zip(&s.implied_tokens_per_step)
+                    .map(|(c, e)| format!("{c}:{e:.2}"))
+                    .collect();
+                vec![
+                    s.method.clone(),
+                    s.model.clone(),
+                    s.parallel.clone(),
+                    s.shape.clone(),
+                    pairs.join(" "),
+                    format!("{:.2}", s.spread),
+                ]
+            })
+            .collect();
+        o.push_str(&table(
+            &[
+                "method",
+                "model",
+                "layout",
+                "k x topk/verify",
+                "C:implied tokens/step",
+                "spread",
+            ],
+            &rows,
+        ));
+    }
     let others: Vec<_> = v
         .not_evaluated
         .iter()

@@ -57,6 +57,8 @@ pub struct SpecRun {
     pub acceptance_value: String,
     /// `per_position_acceptance`, where the file has the column.
     pub per_position: String,
+    /// `source_url`, where the file has the column: where the run was published.
+    pub source_url: String,
 }
 
 /// Whether `text` looks like a speculative-decoding runs CSV (its header names
@@ -73,7 +75,7 @@ pub fn parse_specdec_csv(text: &str, file: &str) -> Result<Vec<SpecRun>> {
         file,
         kind,
         &COLUMNS,
-        &["per_position_acceptance"],
+        &["per_position_acceptance", "source_url"],
         |row| {
             let get = |c: usize| row.text(c);
             let value = |c: usize| -> Result<Option<f64>> {
@@ -113,6 +115,7 @@ pub fn parse_specdec_csv(text: &str, file: &str) -> Result<Vec<SpecRun>> {
                 acceptance_metric: get(14),
                 acceptance_value: get(15),
                 per_position: row.extra(0).to_string(),
+                source_url: row.extra(1).trim().to_string(),
             })
         },
     )

@@ -99,6 +99,12 @@ pub struct EngineSpec {
     /// of decodes waits for the next poll.
     #[serde(default = "every_step")]
     pub scheduler_recv_interval: u32,
+    /// Most sequences the scheduler runs at once while it drafts with a model (EAGLE heads,
+    /// MTP, a draft model), where the engine lowers its own default then (SGLang: 48, unless
+    /// the launch sets `--max-running-requests`). `None`: `max_num_seqs` as without
+    /// speculation. A lower `max_num_seqs` still binds.
+    #[serde(default)]
+    pub max_num_seqs_when_speculating: Option<u32>,
 }
 
 fn every_step() -> u32 {
@@ -540,6 +546,9 @@ pub struct EngineFile {
     /// Decode steps between the scheduler's polls for new requests (absent: 1, every step).
     #[serde(default = "every_step")]
     pub scheduler_recv_interval: u32,
+    /// The engine's own cap on running sequences while it speculates (absent: none).
+    #[serde(default)]
+    pub max_num_seqs_when_speculating: Option<u32>,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -645,6 +654,7 @@ impl EngineFile {
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
             moe_all_to_all: self.moe_all_to_all,
             scheduler_recv_interval: self.scheduler_recv_interval,
+            max_num_seqs_when_speculating: self.max_num_seqs_when_speculating,
         };
         e.validate()?;
         Ok(e)
@@ -652,6 +662,17 @@ impl EngineFile {
 }
 
 impl EngineSpec {
+    /// Most sequences the scheduler runs at once: `max_num_seqs`, and while it drafts with a
+    /// model no more than the engine's own cap then (a lower `max_num_seqs`, as a launch's
+    /// `--max-running-requests`, still binds).
+    pub fn running_cap(&self, drafting_with_a_model: bool) -> u32 {
+        let cap = self.max_num_seqs.max(1);
+        match self.max_num_seqs_when_speculating {
+            Some(s) if drafting_with_a_model => cap.min(s.max(1)),
+            _ => cap,
+        }
+    }
+
     /// Memory per GPU the engine may use, bytes, on a GPU of `capacity` bytes.
     pub fn usable_memory(&self, capacity: f64) -> f64 {
         match self.memory_fraction_of {
@@ -675,6 +696,12 @@ impl EngineSpec {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if self.max_num_seqs == 0 {
             return Err(("engine.max_num_seqs".into(), "at least 1 sequence".into()));
+        }
+        if self.max_num_seqs_when_speculating == Some(0) {
+            return Err((
+                "engine.max_num_seqs_when_speculating".into(),
+                "at least 1 sequence (leave it out for max_num_seqs)".into(),
+            ));
         }
         if self.max_num_batched_tokens == 0 {
             return Err((

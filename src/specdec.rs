@@ -345,7 +345,7 @@ pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<B
                 .iter()
                 .find(|(c, _)| *c == p.concurrency)
                 .map_or(f64::NAN, |(_, b)| *b);
-            let why = format!(
+            let mut why = format!(
                 "at C = {} the speculative step costs {:.2}x the plain step (verify {:.2}x, \
                  draft {:.2}x) and yields {:.2} tokens",
                 p.concurrency,
@@ -354,6 +354,13 @@ pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<B
                 p.draft_ms / base,
                 p.expected_tokens_per_step
             );
+            if p.running < p.plain_running {
+                why.push_str(&format!(
+                    ", for {} running sequences against {} without speculation (the engine's \
+                     cap while speculating, or the KV cache its drafts take)",
+                    p.running, p.plain_running
+                ));
+            }
             let crossing = (i > 0).then(|| {
                 let a = row[i - 1];
                 let (la, lb) = ((a.concurrency as f64).ln(), (p.concurrency as f64).ln());

@@ -219,6 +219,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 speculation: Default::default(),
                 kv: Default::default(),
                 cuda_graph_max_tokens: None,
+                cuda_graph_counts: Default::default(),
                 moe_all_to_all: Default::default(),
                 scheduler_recv_interval: 1,
                 max_num_seqs_when_speculating: None,

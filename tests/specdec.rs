@@ -601,3 +601,32 @@ fn a_supplied_acceptance_is_used_and_reported_apart() {
     assert_eq!(v.without_acceptance, 1);
     assert_eq!(v.implied.len(), 2);
 }
+
+/// SGLang captures its CUDA graphs per batch size, the verify graph holding each sequence's
+/// draft tokens: a verify of 64 sequences × 16 tokens (1,024, past its 256) replays a graph
+/// where a token-counted limit launches it eagerly, and no plain decode step moves.
+#[test]
+fn an_engine_that_graphs_per_sequence_replays_the_verify_of_a_captured_batch() {
+    let (per_seq, eng, _) = sglang_70b_eagle(&[], &[15], &[64]);
+    assert_eq!(
+        eng.cuda_graph_counts,
+        rooftop::spec::engine::GraphCounts::Sequences
+    );
+    let (per_token, _, _) = sglang_70b_eagle(&["engine.cuda_graph_counts=tokens"], &[15], &[64]);
+    let (a, b) = (&per_seq.points[0], &per_token.points[0]);
+    assert_eq!(per_seq.baseline_tpot_ms, per_token.baseline_tpot_ms);
+    assert!(
+        a.verify_ms < b.verify_ms,
+        "graphed verify {} ms vs eager {} ms",
+        a.verify_ms,
+        b.verify_ms
+    );
+    // Past the captured batch size both launch eagerly.
+    let (big_seq, _, _) = sglang_70b_eagle(&["engine.max_num_seqs=512"], &[3], &[300]);
+    let (big_tok, _, _) = sglang_70b_eagle(
+        &["engine.max_num_seqs=512", "engine.cuda_graph_counts=tokens"],
+        &[3],
+        &[300],
+    );
+    assert!((big_seq.points[0].verify_ms - big_tok.points[0].verify_ms).abs() < 1e-9);
+}

@@ -16,7 +16,10 @@ use crate::cost::params::CostParams;
 use crate::cost::power::Work;
 use crate::cost::price::{add_to, cost_with, CollectiveMemo};
 use crate::error::Result;
-use crate::ops::{BlockKind, BuildContext, Category, Fusion, LayerPlan, Operator, Parallel, Pass};
+use crate::ops::{
+    BlockKind, BuildContext, Category, Fusion, LayerPlan, Operator, Parallel, Pass, Phase,
+};
+use crate::spec::engine::GraphCounts;
 use crate::spec::{FormatKind, ModelSpec, System, WeightFormat};
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -238,10 +241,16 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The GPU as a pass of `cx` runs on it: replayed from a CUDA graph, or launched eagerly
-    /// when its tokens per replica exceed the engine's largest captured batch.
+    /// when its batch per replica exceeds the engine's largest captured one (in tokens, or
+    /// for a decode pass in sequences where the engine captures per batch size).
     fn device_for(&self, cx: &BuildContext) -> &Device<'a> {
-        match self.system.engine.cuda_graph_max_tokens {
-            Some(max) if self.device.graphs && cx.tokens > max as f64 => {
+        let engine = &self.system.engine;
+        let per_sequence = engine.cuda_graph_counts == GraphCounts::Sequences
+            && cx.pass.phase == Phase::Decode
+            && cx.mixed == 0.0;
+        let batch = if per_sequence { cx.seqs } else { cx.tokens };
+        match engine.cuda_graph_max_tokens {
+            Some(max) if self.device.graphs && batch > max as f64 => {
                 self.eager.get_or_init(|| self.device.eager())
             }
             _ => &self.device,

@@ -91,6 +91,11 @@ pub struct EngineSpec {
     /// batch (a big decode batch, a prefill chunk) runs eagerly. `None`: no limit.
     #[serde(default)]
     pub cuda_graph_max_tokens: Option<u32>,
+    /// What that limit counts for a decode pass: tokens, or sequences (an engine that
+    /// captures its graphs per batch size, the speculative verify graph holding each
+    /// sequence's draft tokens).
+    #[serde(default)]
+    pub cuda_graph_counts: GraphCounts,
     /// How the MoE layer's dispatch and combine run when attention is data-parallel.
     #[serde(default)]
     pub moe_all_to_all: MoeAllToAll,
@@ -114,6 +119,21 @@ fn every_step() -> u32 {
 /// The most decode steps between polls a description may name: far above any engine's
 /// setting (SGLang's launch scripts use up to 60), a bound on a typo.
 pub const MAX_RECV_INTERVAL: u32 = 10_000;
+
+/// What an engine's CUDA-graph limit counts in a decode pass.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GraphCounts {
+    /// Tokens per forward (vLLM's capture sizes): a verify pass of k + 1 tokens per
+    /// sequence counts them all.
+    #[default]
+    Tokens,
+    /// Sequences per forward: graphs captured per batch size, each holding its sequences'
+    /// tokens (SGLang's `cuda_graph_max_bs`, whose target-verify and draft graphs carry
+    /// every draft token). A prefill, or a decode step with prompt tokens mixed in, still
+    /// counts tokens.
+    Sequences,
+}
 
 /// How an engine moves tokens to their experts and back when attention runs data-parallel
 /// (each rank holds its own sequences) and the experts are spread over the ranks: the
@@ -539,6 +559,9 @@ pub struct EngineFile {
     /// eagerly. Absent: every batch is graphed.
     #[serde(default)]
     pub cuda_graph_max_tokens: Option<u32>,
+    /// What that limit counts in a decode pass (absent: tokens).
+    #[serde(default)]
+    pub cuda_graph_counts: GraphCounts,
     /// The MoE dispatch/combine backend under data-parallel attention (absent: NCCL's
     /// all-to-all).
     #[serde(default)]
@@ -652,6 +675,7 @@ impl EngineFile {
             speculation: self.speculation,
             kv: self.kv,
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
+            cuda_graph_counts: self.cuda_graph_counts,
             moe_all_to_all: self.moe_all_to_all,
             scheduler_recv_interval: self.scheduler_recv_interval,
             max_num_seqs_when_speculating: self.max_num_seqs_when_speculating,

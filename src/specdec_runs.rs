@@ -520,10 +520,10 @@ fn predict(m: &Mapped, acc: &Acceptance) -> std::result::Result<(SpecPoint, f64)
     Ok((p, plain_ms))
 }
 
-/// What one speculative step costs in plain steps as a measured speedup implies it at `e`
-/// tokens per step (both sides' running sequences counted).
-fn measured_step_ratio(p: &SpecPoint, e: f64, measured: f64) -> f64 {
-    e * p.running as f64 / p.plain_running as f64 / measured
+/// What one speculative step costs in plain steps as a measured speedup implies it at the
+/// point's tokens per step (both sides' running sequences counted).
+fn measured_step_ratio(p: &SpecPoint, measured: f64) -> f64 {
+    p.expected_tokens_per_step * p.running as f64 / p.plain_running as f64 / measured
 }
 
 /// Predict one row at its own acceptance figure, or at the one `configs/specdec/runs.toml`
@@ -574,7 +574,7 @@ fn evaluate_row(
         predicted_draft_ms: p.draft_ms,
         predicted_verify_ms: p.verify_ms,
         predicted_step_in_plain_steps: p.step_ms / plain_ms,
-        measured_step_in_plain_steps: measured_step_ratio(&p, p.expected_tokens_per_step, measured),
+        measured_step_in_plain_steps: measured_step_ratio(&p, measured),
     })
 }
 

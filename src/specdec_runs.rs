@@ -526,23 +526,42 @@ fn measured_step_ratio(p: &SpecPoint, measured: f64) -> f64 {
     p.expected_tokens_per_step * p.running as f64 / p.plain_running as f64 / measured
 }
 
-/// Predict one row at its own acceptance figure, or at the one `configs/specdec/runs.toml`
-/// supplies for its source.
-fn evaluate_row(
-    run: &SpecRun,
-    map: &RunsMap,
-    m: &Mapped,
-) -> std::result::Result<SpecRunRow, String> {
-    let (stat, figure, k_at, from) = match acceptance_of(run) {
-        Ok((stat, v)) => (stat, v, m.shape.k, "row".to_string()),
-        Err(why) => match supplied_acceptance(run, map, &m.family)? {
-            Some(a) => (a.0, a.1, a.2, "runs.toml".to_string()),
-            None => return Err(why),
+/// The acceptance a row is evaluated at: its statistic and figure, the draft length the
+/// figure was measured at (`None`: the row's own), and where it comes from.
+struct Figure {
+    stat: AcceptanceStat,
+    value: f64,
+    k: Option<u32>,
+    from: &'static str,
+}
+
+/// A row's own acceptance figure, else the one `configs/specdec/runs.toml` supplies for its
+/// source; `Err` says why there is none (or refuses the file).
+fn figure_of(run: &SpecRun, map: &RunsMap) -> std::result::Result<Figure, String> {
+    match acceptance_of(run) {
+        Ok((stat, value)) => Ok(Figure {
+            stat,
+            value,
+            k: None,
+            from: "row",
+        }),
+        Err(why) => match supplied_acceptance(run, map, &method_family(&run.method))? {
+            Some((stat, value, k)) => Ok(Figure {
+                stat,
+                value,
+                k: Some(k),
+                from: "runs.toml",
+            }),
+            None => Err(why),
         },
-    };
+    }
+}
+
+/// Predict one mapped row at `f`.
+fn evaluate_row(run: &SpecRun, m: &Mapped, f: &Figure) -> std::result::Result<SpecRunRow, String> {
     // An acceptance no step of this shape can give is a wrong value in the file: refused,
     // naming the row, not skipped.
-    let acc = match Acceptance::from_stat(stat, &[figure], Some(k_at)) {
+    let acc = match Acceptance::from_stat(f.stat, &[f.value], Some(f.k.unwrap_or(m.shape.k))) {
         Ok(a) => a,
         Err(e) => return Err(format!("{REFUSED}{e}")),
     };
@@ -561,9 +580,9 @@ fn evaluate_row(
         k: m.shape.k,
         topk: m.shape.topk,
         verify_tokens: m.shape.verify_tokens,
-        acceptance_stat: stat.name().into(),
-        acceptance_value: figure,
-        acceptance_from: from,
+        acceptance_stat: f.stat.name().into(),
+        acceptance_value: f.value,
+        acceptance_from: f.from.into(),
         expected_tokens_per_step: p.expected_tokens_per_step,
         measured_speedup: measured,
         predicted_speedup: p.speedup,
@@ -715,25 +734,22 @@ pub fn evaluate(runs: &[SpecRun], source: &str) -> Result<SpecValidation> {
     let mut without_acceptance = 0;
     for run in runs {
         let mapped = map_row(run, &map, &mut systems);
-        let own = acceptance_of(run);
+        let figure = figure_of(run, &map);
         // A row without its own acceptance figure also gets the tokens per step its
         // measured speedup implies (where that prediction itself runs).
-        if let (Err(_), Ok(m)) = (&own, &mapped) {
+        let own = matches!(&figure, Ok(f) if f.from == "row");
+        if let (false, Ok(m)) = (own, &mapped) {
             if let Ok(i) = implied_row(run, m) {
                 implied.push(i);
             }
         }
-        let supplied = match &own {
-            Ok(_) => Ok(None),
-            Err(_) => supplied_acceptance(run, &map, &method_family(&run.method)),
-        };
-        let outcome = match (own, supplied) {
-            (_, Err(refusal)) => Err(refusal),
-            (Err(why), Ok(None)) => match mapped {
+        let outcome = match figure {
+            Err(why) if why.starts_with(REFUSED) => Err(why),
+            Err(why) => match mapped {
                 Err(refused) if refused.starts_with(REFUSED) => Err(refused),
                 _ => Err(why),
             },
-            _ => mapped.and_then(|m| evaluate_row(run, &map, &m)),
+            Ok(f) => mapped.and_then(|m| evaluate_row(run, &m, &f)),
         };
         match outcome {
             Ok(r) => rows.push(r),

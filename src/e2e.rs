@@ -547,20 +547,24 @@ impl Resolver {
         // where the run records one.
         let released = &self.released;
         let gpus = run.tp * run.attention_dp * run.pp;
-        let system = self.loaded.system(&self.map, run, sets, gpus, |engine| {
-            let versioned = released.get(engine).copied().unwrap_or(false)
-                && crate::spec::engine::Release::parse(&run.backend_version).is_some();
-            if versioned {
-                format!("{engine}@{}", run.backend_version.trim())
-            } else {
-                engine.to_string()
-            }
-        })?;
-        // The client as it ran against this engine and model: its launch scripts' server
-        // settings included.
+        // The server as the client's launch scripts started it for this model.
         let spec = &self.clients[&name];
+        let launch = model.as_ref().ok().map(|m| (spec, m.name.as_str()));
+        let system = self
+            .loaded
+            .system(&self.map, run, sets, gpus, launch, |engine| {
+                let versioned = released.get(engine).copied().unwrap_or(false)
+                    && crate::spec::engine::Release::parse(&run.backend_version).is_some();
+                if versioned {
+                    format!("{engine}@{}", run.backend_version.trim())
+                } else {
+                    engine.to_string()
+                }
+            })?;
+        // The client as it ran against this engine and model: its launch scripts' scheduler
+        // settings included.
         let run_client = match (&model, &system) {
-            (Ok(m), Ok(s)) => spec.model_for(&s.engine.name, &m.name, s.spec.node_count()),
+            (Ok(m), Ok(s)) => spec.model_for(s, &m.name),
             _ => spec.model(),
         };
         Ok(Resolved {
@@ -607,14 +611,16 @@ impl Loaded {
     }
 
     /// The system `run` maps to, with its backend's engine as `engine_of` names it (the
-    /// mapping's engine given) and the user's `--set` overrides; the errors as
-    /// [`Loaded::model`]'s.
+    /// mapping's engine given) and the user's `--set` overrides, and with the kernel
+    /// libraries the client's launch scripts select for the model (`launch`: the client and
+    /// the model's name); the errors as [`Loaded::model`]'s.
     pub(crate) fn system(
         &mut self,
         map: &E2eMap,
         run: &E2eRun,
         sets: &[Override],
         gpus: u32,
+        launch: Option<(&crate::spec::client::ClientSpec, &str)>,
         engine_of: impl Fn(&str) -> String,
     ) -> Result<std::result::Result<&System, String>> {
         let (names, engine) = match (map.system(run), map.engines.get(&run.backend)) {
@@ -640,6 +646,18 @@ impl Loaded {
             chosen = key;
             if self.systems[&chosen].spec.gpu_count >= needs {
                 break;
+            }
+        }
+        if let Some((client, model)) = launch {
+            let key = format!("{chosen}|{}|{model}", client.name);
+            if !self.systems.contains_key(&key) {
+                let launched = client.launched(&self.systems[&chosen], model);
+                if let Some(sys) = launched {
+                    self.systems.insert(key.clone(), sys);
+                }
+            }
+            if self.systems.contains_key(&key) {
+                chosen = key;
             }
         }
         Ok(Ok(&self.systems[&chosen]))

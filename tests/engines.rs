@@ -393,3 +393,30 @@ fn a_refused_layout_names_layouts_that_run() {
         "{err}"
     );
 }
+
+/// An engine's `[[moe_library]]` rule holds on the architecture it names: vLLM run with
+/// `VLLM_MXFP4_USE_MARLIN=1` prices MXFP4 experts with Marlin on Hopper, and B200 keeps its
+/// generation's default.
+#[test]
+fn an_engine_rule_selects_the_moe_library_on_its_architecture() {
+    let dir = std::env::temp_dir().join(format!("rooftop-moe-lib-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("vllm-marlin.toml");
+    let base = builtin_text(Kind::Engine, "vllm-v1").unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "{base}\n[[moe_library]]\narch = \"SM90\"\nformats = [\"mxfp4\"]\nlibrary = \"marlin\"\n"
+        ),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let h100 = System::load_with_engine("8x-h100-nvlink", Some(path), &[]).unwrap();
+    assert_eq!(
+        h100.engine.moe_library.get("mxfp4").map(String::as_str),
+        Some("marlin")
+    );
+    let b200 = System::load_with_engine("8x-b200-nvlink", Some(path), &[]).unwrap();
+    assert!(b200.engine.moe_library.is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -214,6 +214,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 chunked_prefill: chunked,
                 unfused_dequant: unfused,
                 gemm_family: Default::default(),
+                moe_library: Default::default(),
                 fusion: Default::default(),
                 cpu: Default::default(),
                 speculation: Default::default(),

@@ -327,25 +327,111 @@ fn ttft_never_falls_as_load_rises() {
 #[test]
 fn a_harness_launch_script_sets_the_poll_interval_it_names() {
     let c = load_client("inferencemax").unwrap();
-    let r = c.model_for("sglang", "qwen3.5-397b-a17b", 1).recv_intervals;
+    let on =
+        |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
+    let b200 = on("8x-b200-nvlink", "sglang");
+    let r = c.model_for(&b200, "qwen3.5-397b-a17b").recv_intervals;
     assert_eq!(
         (r.at(4), r.at(15), r.at(16), r.at(512)),
         (Some(10), Some(10), Some(30), Some(30))
     );
     assert_eq!(
-        c.model_for("sglang@0.5.9", "deepseek-v3-fp8", 1)
+        c.model_for(&on("8x-b200-nvlink", "sglang@0.5.9"), "deepseek-v3-fp8")
             .recv_intervals
             .at(8),
         Some(10)
     );
-    for (engine, model, nodes) in [
-        ("sglang", "glm-5-nvfp4", 1),
-        ("vllm-v1", "deepseek-v3-fp8", 1),
-        ("sglang", "deepseek-v3-fp8", 4),
+    for (system, engine, model) in [
+        ("8x-b200-nvlink", "sglang", "glm-5-nvfp4"),
+        ("8x-b200-nvlink", "vllm-v1", "deepseek-v3-fp8"),
+        ("4x8-b200-ib", "sglang", "deepseek-v3-fp8"),
     ] {
-        let r = c.model_for(engine, model, nodes).recv_intervals;
-        assert_eq!(r.at(32), None, "{engine} {model} on {nodes} nodes");
+        let r = c.model_for(&on(system, engine), model).recv_intervals;
+        assert_eq!(r.at(32), None, "{engine} {model} on {system}");
     }
+}
+
+/// A launch script that selects a fused-MoE library (`[[launch]] moe_library`, as vLLM's
+/// `VLLM_MXFP4_USE_MARLIN=1` does): the engine it starts runs that library's constants for
+/// the format, only where the entry's engine, model, architecture and releases hold.
+#[test]
+fn a_harness_launch_script_selects_the_moe_library_it_names() {
+    let dir = std::env::temp_dir().join(format!("rooftop-launch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("marlin-client.toml");
+    let base = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/clients/inferencemax.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "{base}\n[[launch]]\nengine = \"vllm-v1\"\nmodels = [\"gpt-oss-120b\"]\n\
+             arch = \"SM90\"\nfrom = \"0.13\"\nmoe_library = {{ mxfp4 = \"marlin\" }}\n"
+        ),
+    )
+    .unwrap();
+    let c = load_client(file.to_str().unwrap()).unwrap();
+    let on =
+        |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
+    for engine in ["vllm-v1@0.18.0", "vllm-v1"] {
+        let s = c.launched(&on("8x-h100-nvlink", engine), "gpt-oss-120b");
+        let libs = s.map(|s| s.engine.moe_library).unwrap_or_default();
+        assert_eq!(
+            libs.get("mxfp4").map(String::as_str),
+            Some("marlin"),
+            "{engine}"
+        );
+    }
+    for (system, engine, model) in [
+        ("8x-h100-nvlink", "vllm-v1@0.11.2", "gpt-oss-120b"),
+        ("8x-b200-nvlink", "vllm-v1@0.18.0", "gpt-oss-120b"),
+        ("8x-h100-nvlink", "vllm-v1@0.18.0", "deepseek-v3-fp8"),
+        ("8x-h100-nvlink", "sglang", "gpt-oss-120b"),
+    ] {
+        assert!(
+            c.launched(&on(system, engine), model).is_none(),
+            "{engine} {model} on {system}"
+        );
+    }
+    // The built-in client selects nothing.
+    let builtin = load_client("inferencemax").unwrap();
+    assert!(builtin
+        .launched(&on("8x-h100-nvlink", "vllm-v1@0.18.0"), "gpt-oss-120b")
+        .is_none());
+    // Marlin's constants are the ones priced: its mma.sync prefill is slower than Triton's.
+    let m = load_model("gpt-oss-120b").unwrap();
+    let plain = on("8x-h100-nvlink", "vllm-v1@0.18.0");
+    let marlin = c.launched(&plain, "gpt-oss-120b").unwrap();
+    let prefill = |sys: &System| {
+        use rooftop::cost::{CostParams, Evaluator, Pass};
+        Evaluator::new(&m, sys, Parallel::tp(2), CostParams::default_for(sys))
+            .unwrap()
+            .step_time(&Pass::prefill(1.0, 8192.0, 0.0))
+    };
+    let (p, q) = (prefill(&plain), prefill(&marlin));
+    assert!(q > 1.2 * p, "Marlin prefill {q} s vs Triton {p} s");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An engine that names a fused-MoE library its GPU's generation has no constants for is
+/// refused with the file to add them to, never priced with another library's.
+#[test]
+fn an_engine_naming_an_unknown_moe_library_is_refused() {
+    use rooftop::cost::{CostParams, Evaluator};
+    let m = load_model("gpt-oss-120b").unwrap();
+    let mut s = System::load_with_engine("8x-h100-nvlink", Some("vllm-v1"), &[]).unwrap();
+    s.engine
+        .moe_library
+        .insert("mxfp4".into(), "no-such-library".into());
+    let e = match Evaluator::new(&m, &s, Parallel::tp(2), CostParams::default_for(&s)) {
+        Ok(_) => panic!("an unknown library is priced"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("no-such-library") && e.contains("hopper.toml"),
+        "{e}"
+    );
 }
 
 /// A scheduler that polls every N decode steps keeps a prompt sent mid-stretch waiting: TTFT

@@ -41,18 +41,21 @@ pub fn client_model(name: Option<&str>) -> Result<crate::serve::ClientModel> {
     })
 }
 
-/// `--client` as it ran against scenario `s`'s engine and model: the settings its launch
-/// scripts give that server included (`[[launch]]` in the client's description).
+/// `--client` as it ran against the loaded scenario's engine and model: the settings its
+/// launch scripts give that server included (`[[launch]]` in the client's description), the
+/// kernel libraries they select set on the loaded system's engine.
 pub fn client_for(
     name: Option<&str>,
-    s: &crate::predict::Scenario,
+    l: &mut crate::commands::Loaded,
 ) -> Result<crate::serve::ClientModel> {
     Ok(match name {
-        Some(n) => crate::spec::registry::load_client(n)?.model_for(
-            &s.system.engine.name,
-            &s.model.name,
-            s.system.spec.node_count(),
-        ),
+        Some(n) => {
+            let spec = crate::spec::registry::load_client(n)?;
+            if let Some(s) = spec.launched(&l.system, &l.model.name) {
+                l.system = s;
+            }
+            spec.model_for(&l.system, &l.model.name)
+        }
         None => crate::serve::ClientModel::IDEAL,
     })
 }
@@ -73,10 +76,10 @@ pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
         return crate::commands::deploy::run_sweep(a);
     }
     let (args, serving, format) = (&a.scenario, &a.serving, a.format);
-    let l = load(args)?;
-    let s = l.scenario()?;
+    let mut l = load(args)?;
     let mut w = workload(serving)?;
-    w.client = client_for(serving.client.as_deref(), &s)?;
+    w.client = client_for(serving.client.as_deref(), &mut l)?;
+    let s = l.scenario()?;
     let mut conc = serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();

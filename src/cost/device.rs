@@ -108,7 +108,7 @@ impl<'a> Device<'a> {
                     kernels.generation
                 ))
             };
-            moe_kernels.push(kernels.moe.get(key).ok_or_else(|| missing("fused-MoE"))?);
+            moe_kernels.push(moe_kernel_for(system, kernels, key, missing)?);
             let gk = gemm_kernel_for(system, kernels, key)?;
             gemm_kernels.push((
                 gk,
@@ -248,6 +248,35 @@ impl<'a> Device<'a> {
                 .map_or(self.bf16_peak, |p| p.0.max(self.bf16_peak)),
             _ => self.bf16_peak,
         }
+    }
+}
+
+/// The fused-MoE kernel `system` runs for weight-format key `key`: the engine's own library
+/// where it names one (`moe_library`), else the generation's default.
+fn moe_kernel_for(
+    system: &System,
+    kernels: &'static KernelConstants,
+    key: &str,
+    missing: impl Fn(&str) -> Error,
+) -> Result<&'static MoeKernel> {
+    let default = kernels.moe.get(key).ok_or_else(|| missing("fused-MoE"))?;
+    let Some(library) = system.engine.moe_library.get(key) else {
+        return Ok(default);
+    };
+    let named = kernels
+        .moe_backends
+        .iter()
+        .find(|(b, _)| b.key() == library.as_str());
+    match named.and_then(|(_, m)| m.get(key)) {
+        Some(k) => Ok(k),
+        None if default.backend.is_some_and(|b| b.key() == library.as_str()) => Ok(default),
+        None => Err(Error::Scenario(format!(
+            "engine {} runs fused-MoE library `{library}` for `{key}`, but \
+             configs/kernels/{}.toml has no [moe_backends.{library}.{key}] (libraries: {})",
+            system.engine.name,
+            kernels.generation,
+            MoeBackend::ALL.map(MoeBackend::key).join(", ")
+        ))),
     }
 }
 

@@ -517,6 +517,29 @@ pub enum MoeBackend {
 }
 
 impl MoeBackend {
+    /// Every library, in the order of the enum.
+    pub const ALL: [MoeBackend; 6] = [
+        MoeBackend::Cutlass,
+        MoeBackend::Trtllm,
+        MoeBackend::TrtllmModular,
+        MoeBackend::TrtllmMxfp8,
+        MoeBackend::Marlin,
+        MoeBackend::Triton,
+    ];
+
+    /// The library's name as descriptions write it (`[moe_backends.<key>]`, an engine's
+    /// `moe_library`).
+    pub fn key(self) -> &'static str {
+        match self {
+            MoeBackend::Cutlass => "cutlass",
+            MoeBackend::Trtllm => "trtllm",
+            MoeBackend::TrtllmModular => "trtllm-modular",
+            MoeBackend::TrtllmMxfp8 => "trtllm-mxfp8",
+            MoeBackend::Marlin => "marlin",
+            MoeBackend::Triton => "triton",
+        }
+    }
+
     /// The library a measured table's `kernel` name says ran (vLLM's class names:
     /// `..._flashinfer_cutlass_...`, `..._flashinfer_trtllm_...`, `..._marlin_...`,
     /// `..._triton_...`; `_mxfp4_mxfp8_` for MXFP8 activations, `expertsmodular` for the
@@ -933,6 +956,16 @@ pub fn moe_key(w: WeightFormat) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library's `key` is the name its `[moe_backends.<key>]` tables are read under.
+    #[test]
+    fn moe_library_keys_are_their_description_names() {
+        for b in MoeBackend::ALL {
+            let named: MoeBackend =
+                serde_json::from_value(serde_json::Value::String(b.key().into())).unwrap();
+            assert_eq!(named, b);
+        }
+    }
 
     #[test]
     fn attention_kernel_names_parse_to_their_library() {

@@ -107,8 +107,40 @@ pub struct LaunchFlags {
     /// The script starts one server on one node: multi-node systems are launched otherwise.
     #[serde(default)]
     pub single_node: bool,
+    /// The GPUs the script is for: matched against the GPU description's `architecture`
+    /// (`SM90`; absent: every GPU).
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// The engine releases the script's setting holds for, from `from` (inclusive) to
+    /// `before` (exclusive), against the release the run names (`vllm-v1@0.18.0`); a run
+    /// that names none takes the setting.
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub before: Option<String>,
     /// The scheduler's poll interval in decode steps (SGLang's `--scheduler-recv-interval`).
-    pub scheduler_recv_interval: u32,
+    #[serde(default)]
+    pub scheduler_recv_interval: Option<u32>,
+    /// Fused-MoE library per weight-format key the script makes the engine run (vLLM's
+    /// `VLLM_MXFP4_USE_MARLIN=1`: `{ mxfp4 = "marlin" }`): the engine's `moe_library`.
+    #[serde(default)]
+    pub moe_library: BTreeMap<String, String>,
+}
+
+impl LaunchFlags {
+    /// Whether the script starts a server of `engine` (its resolved name, `name@release`)
+    /// serving `model` on `system`.
+    fn applies_to(&self, engine: &str, model: &str, system: &crate::spec::System) -> bool {
+        let base = engine.split('@').next().unwrap_or(engine);
+        self.engine == base
+            && (self.models.is_empty() || self.models.iter().any(|x| x == model))
+            && (!self.single_node || system.spec.node_count() <= 1)
+            && self
+                .arch
+                .as_ref()
+                .is_none_or(|a| system.gpu.architecture.contains(a.as_str()))
+            && crate::spec::engine::holds_for(engine, &self.from, &self.before)
+    }
 }
 
 /// Most `[[launch]]` entries a client may hold (a bound that keeps [`ClientModel`] a value).
@@ -240,10 +272,32 @@ impl ClientSpec {
         }
         for (i, l) in self.launch.iter().enumerate() {
             let max = crate::spec::engine::MAX_RECV_INTERVAL;
-            if !(1..=max).contains(&l.scheduler_recv_interval) {
+            if l.scheduler_recv_interval
+                .is_some_and(|n| !(1..=max).contains(&n))
+            {
                 return Err((
                     format!("launch[{i}].scheduler_recv_interval"),
                     format!("1 to {max} decode steps between polls"),
+                ));
+            }
+            if l.scheduler_recv_interval.is_none() && l.moe_library.is_empty() {
+                return Err((
+                    format!("launch[{i}]"),
+                    "a setting: scheduler_recv_interval or moe_library".into(),
+                ));
+            }
+            crate::spec::engine::check_bounds(&l.from, &l.before, &format!("launch[{i}]"))?;
+            if let Some((f, lib)) = l
+                .moe_library
+                .iter()
+                .find(|(f, lib)| f.trim().is_empty() || lib.trim().is_empty())
+            {
+                return Err((
+                    format!("launch[{i}].moe_library"),
+                    format!(
+                        "a weight-format key and a library name, e.g. {{ mxfp4 = \"marlin\" }}, \
+                         not {{ \"{f}\" = \"{lib}\" }}"
+                    ),
                 ));
             }
             if l.max_concurrency.is_some_and(|m| m < l.min_concurrency) {
@@ -262,28 +316,54 @@ impl ClientSpec {
         Ok(())
     }
 
-    /// The client as the serving loop reads it for a server of engine `engine` (its
-    /// description's name, a release suffix `@x.y` ignored) serving model `model` on a
-    /// system of `nodes` nodes: the launch scripts' settings that apply to it included.
-    pub fn model_for(&self, engine: &str, model: &str, nodes: u32) -> ClientModel {
-        let engine = engine.split('@').next().unwrap_or(engine);
+    /// The launch scripts' entries that start `system`'s engine serving `model`.
+    fn launches<'c>(
+        &'c self,
+        system: &'c crate::spec::System,
+        model: &'c str,
+    ) -> impl Iterator<Item = &'c LaunchFlags> + 'c {
+        self.launch
+            .iter()
+            .filter(move |l| l.applies_to(&system.engine.name, model, system))
+    }
+
+    /// The client as the serving loop reads it for `system`'s engine serving model `model`:
+    /// the launch scripts' scheduler settings that apply to it included.
+    pub fn model_for(&self, system: &crate::spec::System, model: &str) -> ClientModel {
         let mut m = self.model();
-        for l in self.launch.iter().filter(|l| {
-            l.engine == engine
-                && (l.models.is_empty() || l.models.iter().any(|x| x == model))
-                && (!l.single_node || nodes <= 1)
-        }) {
+        for l in self.launches(system, model) {
+            let Some(interval) = l.scheduler_recv_interval else {
+                continue;
+            };
             let r = &mut m.recv_intervals;
             if r.len < MAX_LAUNCH_RULES {
                 r.rules[r.len] = (
                     l.min_concurrency,
                     l.max_concurrency.unwrap_or(u32::MAX),
-                    l.scheduler_recv_interval,
+                    interval,
                 );
                 r.len += 1;
             }
         }
         m
+    }
+
+    /// `system` as the launch scripts start its engine for `model`: the kernel libraries
+    /// they select (`moe_library`) set on the engine. `None` when no script changes it.
+    pub fn launched(
+        &self,
+        system: &crate::spec::System,
+        model: &str,
+    ) -> Option<crate::spec::System> {
+        let mut libraries = system.engine.moe_library.clone();
+        for l in self.launches(system, model) {
+            libraries.extend(l.moe_library.iter().map(|(f, b)| (f.clone(), b.clone())));
+        }
+        (libraries != system.engine.moe_library).then(|| {
+            let mut s = system.clone();
+            s.engine.moe_library = libraries;
+            s
+        })
     }
 
     /// The client alone, before any launch script's setting applies (no engine named).

@@ -78,6 +78,11 @@ pub struct EngineSpec {
     /// `[gemm_families]` (`configs/kernels/`).
     #[serde(default)]
     pub gemm_family: BTreeMap<String, String>,
+    /// Fused-MoE kernel library this engine runs per weight-format key where it is not the
+    /// generation's default one: a library of the generation's `[moe_backends]`
+    /// (`configs/kernels/`), e.g. `mxfp4 = "marlin"` (vLLM's `VLLM_MXFP4_USE_MARLIN=1`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub moe_library: BTreeMap<String, String>,
     #[serde(default)]
     pub fusion: EngineFusion,
     #[serde(default)]
@@ -450,8 +455,15 @@ fn within(from: &Option<String>, before: &Option<String>, at: Option<&Release>) 
     bound(from).is_none_or(|f| *r >= f) && bound(before).is_none_or(|b| *r < b)
 }
 
+/// Whether a rule bounded by releases `from` .. `before` holds for the engine `name`
+/// (`vllm-v1@0.18.0`): every rule holds for a name without a release.
+pub(crate) fn holds_for(name: &str, from: &Option<String>, before: &Option<String>) -> bool {
+    let at = name.split_once('@').and_then(|(_, r)| Release::parse(r));
+    within(from, before, at.as_ref())
+}
+
 /// A rule's bounds, where given, name a release.
-fn check_bounds(
+pub(crate) fn check_bounds(
     from: &Option<String>,
     before: &Option<String>,
     field: &str,
@@ -504,6 +516,25 @@ pub struct FamilyRule {
     pub before: Option<String>,
 }
 
+/// A fused-MoE kernel library the engine runs for `formats` (weight-format keys of
+/// `configs/kernels/`) on GPUs whose architecture names `arch`, in place of the generation's
+/// default one.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LibraryRule {
+    /// Matched against the GPU description's `architecture` (e.g. `SM90`).
+    pub arch: String,
+    pub formats: Vec<String>,
+    /// A library of that generation's `[moe_backends]` (`marlin`, `triton`, `cutlass`, ...).
+    pub library: String,
+    /// First release the rule holds for (absent: every earlier one).
+    #[serde(default)]
+    pub from: Option<String>,
+    /// First release it no longer holds for (absent: every later one).
+    #[serde(default)]
+    pub before: Option<String>,
+}
+
 /// One engine, read 1:1 from `configs/engines/<name>.toml`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -547,6 +578,9 @@ pub struct EngineFile {
     /// GEMM kernel families the engine runs instead of the generation's measured ones.
     #[serde(default)]
     pub gemm_family: Vec<FamilyRule>,
+    /// Fused-MoE libraries the engine runs instead of the generation's default ones.
+    #[serde(default)]
+    pub moe_library: Vec<LibraryRule>,
     #[serde(default)]
     pub fusion: EngineFusion,
     #[serde(default)]
@@ -588,6 +622,9 @@ impl EngineFile {
         }
         for (i, r) in self.gemm_family.iter().enumerate() {
             check_bounds(&r.from, &r.before, &format!("gemm_family[{i}]"))?;
+        }
+        for (i, r) in self.moe_library.iter().enumerate() {
+            check_bounds(&r.from, &r.before, &format!("moe_library[{i}]"))?;
         }
         if let Some(d) = &self.release {
             if Release::parse(d).is_none() {
@@ -640,6 +677,14 @@ impl EngineFile {
                 gemm_family.insert(f.clone(), r.family.clone());
             }
         }
+        let mut moe_library = BTreeMap::new();
+        for r in self.moe_library.iter().filter(|r| {
+            gpu.architecture.contains(&r.arch) && within(&r.from, &r.before, at.as_ref())
+        }) {
+            for f in &r.formats {
+                moe_library.insert(f.clone(), r.library.clone());
+            }
+        }
         let e = EngineSpec {
             name: match release {
                 Some(r) => format!("{}@{r}", self.name),
@@ -670,6 +715,7 @@ impl EngineFile {
             chunked_prefill: self.chunked_prefill,
             unfused_dequant: unfused,
             gemm_family,
+            moe_library,
             fusion: self.fusion,
             cpu: self.cpu,
             speculation: self.speculation,

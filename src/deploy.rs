@@ -409,7 +409,7 @@ impl Pools<'_, '_> {
         let m = m.max(1.0);
         let gpu = self.pre.evaluate(&Pass::prefill(m, self.input, 0.0)).total;
         let cpu = &s.system.engine.cpu;
-        cpu.engine_step(gpu, s.params.step_overhead, m, cpu.overlap)
+        cpu.engine_step(gpu, s.params.step_overhead, m, s.overlaps())
     }
 
     /// A decode worker's step at `b` sequences, s: GPU and engine CPU as the engine
@@ -419,7 +419,7 @@ impl Pools<'_, '_> {
         let b = b.max(1.0);
         let gpu = self.dec.evaluate(&Pass::decode(b, self.ctx)).total;
         let cpu = &s.system.engine.cpu;
-        let engine = cpu.engine_step(gpu, s.params.step_overhead, b, cpu.overlap);
+        let engine = cpu.engine_step(gpu, s.params.step_overhead, b, s.overlaps());
         let api = b * s.params.api_per_token.unwrap_or(cpu.api_per_token.0);
         let client = b * self.client.per_chunk;
         engine.max(api).max(client)

@@ -186,6 +186,14 @@ struct Prepared<'a> {
 }
 
 impl Prepared<'_> {
+    /// The decode step as the engine schedules it from the evaluator's pass `pass` at
+    /// `running` sequences, seconds ([`Scenario::engine_step`], default parameters).
+    fn step(&self, pass: f64, running: f64) -> f64 {
+        let cpu = &self.system.engine.cpu;
+        let overlap = cpu.overlaps(self.parallel.pp, crate::spec::engine::Drafting::None);
+        cpu.engine_step(pass, self.ev.params.step_overhead, running, overlap)
+    }
+
     /// The combination as a scenario with default parameters.
     fn scenario(&self) -> Scenario<'_> {
         Scenario {
@@ -485,9 +493,11 @@ pub fn explore(
                     // Context-free operators once per batch, attention per context.
                     pr.ev
                         .decode_points(b as f64, context_values, &mut times, Some(&mut works));
-                    for (((&ctx, &cf), &t), &work) in
+                    for (((&ctx, &cf), &pass), &work) in
                         contexts.iter().zip(context_values).zip(&times).zip(&works)
                     {
+                        // The step as the engine schedules it, as `predict` prices it.
+                        let t = pr.step(pass, b as f64);
                         // The memory report's test (`serve::does_not_fit`): whole sequences
                         // of this context in the KV budget, at least the batch.
                         let tokens = kv_tokens(

@@ -28,6 +28,27 @@ pub struct Scenario<'a> {
 }
 
 impl<'a> Scenario<'a> {
+    /// Whether the engine runs its CPU work beside the GPU for this layout (not while it
+    /// speculates: [`crate::spec::engine::CpuCosts::overlaps`]).
+    pub fn overlaps(&self) -> bool {
+        self.system
+            .engine
+            .cpu
+            .overlaps(self.parallel.pp, crate::spec::engine::Drafting::None)
+    }
+
+    /// One decode step as the engine schedules it, seconds, from the evaluator's pass
+    /// `gpu` (its fixed CPU cost `step_overhead` included) at `running` sequences: the
+    /// engine's CPU work (fixed and per sequence) beside the kernels with overlap, after
+    /// them without ([`crate::spec::engine::CpuCosts::engine_step`], as the serving loop
+    /// prices a step).
+    pub fn engine_step(&self, gpu: f64, running: f64) -> f64 {
+        self.system
+            .engine
+            .cpu
+            .engine_step(gpu, self.params.step_overhead, running, self.overlaps())
+    }
+
     pub fn new(model: &'a ModelSpec, system: &'a System, parallel: Parallel) -> Result<Self> {
         parallel.validate(model, system)?;
         Ok(Scenario {
@@ -344,6 +365,13 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
     let pass = Pass::decode(batch as f64, context as f64);
     let step = s.evaluator()?.evaluate(&pass);
     let sol = s.sol_evaluator()?.evaluate(&pass);
+    // The step as the engine schedules it: what its CPU adds beyond the pass (negative
+    // where an overlap hides the fixed cost) is booked under `overhead`.
+    let t = s.engine_step(step.total, batch as f64);
+    let mut breakdown = breakdown_ms(&step.breakdown);
+    if let Some(o) = breakdown.get_mut(Category::Overhead.name()) {
+        *o += (t - step.total) * 1e3;
+    }
     let prov = s.params.provenance.name();
     let layers = step
         .layers
@@ -369,7 +397,7 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         .collect();
     let ops = op_rows(&step);
     let gpu = &s.system.gpu;
-    let watts = PowerModel::of(gpu).map(|m| m.watts_for(Work::of(&step, gpu), step.total, gpu));
+    let watts = PowerModel::of(gpu).map(|m| m.watts_for(Work::of(&step, gpu), t, gpu));
     let allreduces = step
         .ops_with_counts()
         .iter()
@@ -389,11 +417,11 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         batch,
         context,
         provenance: prov,
-        tpot_ms: step.total * 1e3,
+        tpot_ms: t * 1e3,
         sol_tpot_ms: sol.total * 1e3,
-        throughput_tok_s: batch as f64 / step.total,
+        throughput_tok_s: batch as f64 / t,
         sol_throughput_tok_s: batch as f64 / sol.total,
-        breakdown_ms: breakdown_ms(&step.breakdown),
+        breakdown_ms: breakdown,
         sol_breakdown_ms: breakdown_ms(&sol.breakdown),
         allreduces_per_step: allreduces,
         allreduce_bytes: batch as f64 / s.parallel.dp as f64
@@ -405,17 +433,17 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         memory: s.memory(batch as f64, context as f64),
         tpot_ci95_ms: s.interval("tpot", |q| {
             q.evaluator()
-                .map(|e| e.step_time(&pass) * 1e3)
+                .map(|e| q.engine_step(e.step_time(&pass), batch as f64) * 1e3)
                 .unwrap_or(f64::NAN)
         }),
         watts_per_gpu: watts,
         joules_per_token: watts
-            .and_then(|w| joules_per_token(w, s.parallel.gpus(), batch as f64 / step.total)),
+            .and_then(|w| joules_per_token(w, s.parallel.gpus(), batch as f64 / t)),
         // Output tokens only: a decode step has no request shape to count inputs by.
         usd_per_million_output_tokens: crate::economics::Pricing::of(&s.system.spec)
             .ok()
             .flatten()
-            .and_then(|q| q.point_cost(s.parallel.gpus(), watts, batch as f64 / step.total, 1.0))
+            .and_then(|q| q.point_cost(s.parallel.gpus(), watts, batch as f64 / t, 1.0))
             .and_then(|c| c.usd_per_million_output_tokens),
         layers,
         ops,

@@ -607,7 +607,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // behind the previous GPU step with overlap, added to it without.
         let gpu = with - costs.step_overhead;
         let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
-        let engine = cpu.engine_step(with, costs.step_overhead, running, cpu.overlap);
+        let engine = cpu.engine_step(with, costs.step_overhead, running, self.s.overlaps());
         // One chunk per token per request passes the API server process and the client:
         // pipelined beside the engine, they bound the rate tokens are seen at.
         let api = running * self.api_per_token;
@@ -637,7 +637,7 @@ impl<'s, 'a> Server<'s, 'a> {
             },
             budget: costs.budget,
             chunked: costs.chunked,
-            overlap: self.s.system.engine.cpu.overlap,
+            overlap: self.s.overlaps(),
             recv_interval: self.recv_interval(c),
         };
         let grid = StepGrid::new(self, run.slots as f64, run.input);
@@ -728,7 +728,7 @@ impl<'s, 'a> Server<'s, 'a> {
         let prefill_per_step = st.with - dec;
         let mut bm = breakdown_ms(&st.breakdown);
         bm.insert("prefill", prefill_per_step * 1e3);
-        if cpu.overlap {
+        if s.overlaps() {
             // The fixed CPU cost is no longer in series; what CPU work exceeds the GPU is.
             if let Some(o) = bm.get_mut("overhead") {
                 *o -= costs.step_overhead * 1e3;
@@ -845,11 +845,7 @@ impl<'s, 'a> Server<'s, 'a> {
         } else {
             0.0
         };
-        let overlap = if self.s.system.engine.cpu.overlap {
-            step
-        } else {
-            0.0
-        };
+        let overlap = if self.s.overlaps() { step } else { 0.0 };
         let busy = own + wait + admit + overlap;
         let cycle = busy + (output - 1.0) * step;
         // Beyond the in-flight cap a request first waits for a slot: `c − running` wait
@@ -942,7 +938,6 @@ impl<'s, 'a> Server<'s, 'a> {
     fn limits(&self, concurrency: &[u32], last: StepParts, terms: &[(String, f64)]) -> Vec<Limit> {
         let (w, cap, kv_max, client_cap, held) =
             (self.w, self.cap, self.kv_max, self.client_cap, self.held);
-        let cpu = &self.s.system.engine.cpu;
         let mut limits: Vec<Limit> = Vec::new();
         let mut lim = |term: &str, value: f64, unit: &'static str, detail: String| {
             limits.push(Limit {
@@ -990,8 +985,9 @@ impl<'s, 'a> Server<'s, 'a> {
             }
         }
         let (g, cs, api, cl) = last;
-        let engine_last = if cpu.overlap { g.max(cs) } else { g + cs };
-        if cs > 0.05 * engine_last && (!cpu.overlap || cs >= g) {
+        let overlap = self.s.overlaps();
+        let engine_last = if overlap { g.max(cs) } else { g + cs };
+        if cs > 0.05 * engine_last && (!overlap || cs >= g) {
             lim(
                 "engine_cpu",
                 cs * 1e6,
@@ -1000,7 +996,7 @@ impl<'s, 'a> Server<'s, 'a> {
                     "engine CPU {:.3} ms per step beside a {:.3} ms GPU step ({})",
                     cs * 1e3,
                     g * 1e3,
-                    if cpu.overlap {
+                    if overlap {
                         "not hidden by overlap"
                     } else {
                         "in series, no overlap"

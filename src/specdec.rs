@@ -642,12 +642,16 @@ pub fn specdec_shaped(
         // an engine that turns its overlap off to speculate pays it in series then.
         let cpu = &engine.cpu;
         let overhead = s.params.step_overhead;
-        let spec_overlap = cpu.overlap_when_speculating.unwrap_or(cpu.overlap);
+        let drafting = match draft {
+            Draft::Mtp | Draft::Eagle => crate::spec::engine::Drafting::Heads,
+            Draft::Ngram { .. } | Draft::Model { .. } => crate::spec::engine::Drafting::Separate,
+        };
+        let spec_overlap = cpu.overlaps(s.parallel.pp, drafting);
         let base = cpu.engine_step(
             ev.step_time(&Pass::decode(pf, ctx)),
             overhead,
             pf,
-            cpu.overlap,
+            s.overlaps(),
         );
         baseline_tpot_ms.push((c, base * 1e3));
         let plain_throughput = pf / base;

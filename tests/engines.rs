@@ -420,3 +420,46 @@ fn an_engine_rule_selects_the_moe_library_on_its_architecture() {
     assert!(b200.engine.moe_library.is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `predict` prices the step as the engine schedules it, as the serving loop does: with
+/// overlap scheduling (SGLang) the fixed CPU cost hides behind the kernels, without it
+/// (vLLM before 0.14) the CPU's fixed and per-sequence work follows them; the breakdown
+/// still sums to the TPOT.
+#[test]
+fn predict_prices_the_engine_cpu_as_the_engine_schedules_it() {
+    use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+    use rooftop::predict::{predict, Scenario};
+    let m = rooftop::spec::registry::load_model("llama-3.1-70b-fp8").unwrap();
+    for (engine, batch) in [
+        ("sglang", 1u32),
+        ("sglang", 64),
+        ("vllm-v1@0.12", 1),
+        ("vllm-v1@0.12", 64),
+    ] {
+        let s = System::load_with_engine("8x-h100-nvlink", Some(engine), &[]).unwrap();
+        let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+        let p = predict(&sc, batch, 2048).unwrap();
+        let pass = Evaluator::new(&m, &s, Parallel::tp(8), CostParams::default_for(&s))
+            .unwrap()
+            .evaluate(&Pass::decode(batch as f64, 2048.0))
+            .total;
+        let (fixed, per_seq) = (s.engine.step_overhead.0, s.engine.cpu.per_seq.0);
+        let expected = if s.engine.cpu.overlap {
+            (pass - fixed).max(fixed + per_seq * batch as f64)
+        } else {
+            pass + per_seq * batch as f64
+        };
+        assert!(
+            (p.tpot_ms - expected * 1e3).abs() < 1e-9,
+            "{engine} b={batch}: {} vs {}",
+            p.tpot_ms,
+            expected * 1e3
+        );
+        let sum: f64 = p.breakdown_ms.values().sum();
+        assert!(
+            (sum - p.tpot_ms).abs() < 1e-9,
+            "{engine} b={batch}: {sum} vs {}",
+            p.tpot_ms
+        );
+    }
+}

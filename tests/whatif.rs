@@ -75,6 +75,12 @@ fn a_strictly_better_system_is_never_slower() {
     }
 }
 
+/// How far from zero an elasticity of a knob that does not act may read: the serving loop
+/// solves its closed loop to 1e-7 of its range (`serve.rs`, CLOSED_LOOP_TOLERANCE), and an
+/// elasticity is that over ln 1.1 (a 10 % step), some 1e-6; ten times that is allowed. A knob
+/// the step hides (the fixed CPU cost under overlap scheduling) reads as such noise.
+const SOLVER_NOISE: f64 = 1e-5;
+
 #[test]
 fn elasticities_have_the_right_sign() {
     let model = load_model("kimi-k2.5-int4").unwrap();
@@ -93,21 +99,22 @@ fn elasticities_have_the_right_sign() {
         for p in &r.parameters {
             if p.knob.higher_is_faster() {
                 assert!(
-                    p.tpot_elasticity <= 1e-9,
+                    p.tpot_elasticity <= SOLVER_NOISE,
                     "{} at C={c}: +x made TPOT worse ({})",
                     p.name,
                     p.tpot_elasticity
                 );
                 assert!(
-                    p.plateau_elasticity >= -1e-9,
+                    p.plateau_elasticity >= -SOLVER_NOISE,
                     "{}: +x lowered the plateau",
                     p.name
                 );
             } else {
                 assert!(
-                    p.tpot_elasticity >= -1e-9,
-                    "{} at C={c}: +cost made TPOT better",
-                    p.name
+                    p.tpot_elasticity >= -SOLVER_NOISE,
+                    "{} at C={c}: +cost made TPOT better ({})",
+                    p.name,
+                    p.tpot_elasticity
                 );
             }
         }

@@ -255,9 +255,43 @@ pub struct CpuCosts {
     /// SGLang turns its overlap scheduler off for EAGLE drafts.
     #[serde(default)]
     pub overlap_when_speculating: Option<bool>,
+    /// Whether it stays on while the engine drafts with n-gram lookup or a separate draft
+    /// model (absent: as `overlap_when_speculating`). vLLM's default async scheduling
+    /// covers EAGLE and MTP drafts only.
+    #[serde(default)]
+    pub overlap_with_separate_drafts: Option<bool>,
+    /// Whether it stays on under pipeline parallelism (absent: as `overlap`). vLLM's default
+    /// async scheduling excludes pipeline parallelism.
+    #[serde(default)]
+    pub overlap_with_pipeline: Option<bool>,
+}
+
+/// How a speculative step drafts, as far as the engine's overlap rules tell drafts apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drafting {
+    /// Not speculating.
+    None,
+    /// Heads on the target's hidden states (EAGLE, MTP).
+    Heads,
+    /// N-gram lookup or a separate draft model.
+    Separate,
 }
 
 impl CpuCosts {
+    /// Whether the engine's CPU work runs beside the GPU for a layout of `pp` pipeline
+    /// stages, drafting as `drafting`.
+    pub fn overlaps(&self, pp: u32, drafting: Drafting) -> bool {
+        let base = match drafting {
+            Drafting::None => self.overlap,
+            Drafting::Heads => self.overlap_when_speculating.unwrap_or(self.overlap),
+            Drafting::Separate => self
+                .overlap_with_separate_drafts
+                .or(self.overlap_when_speculating)
+                .unwrap_or(self.overlap),
+        };
+        base && (pp <= 1 || self.overlap_with_pipeline.unwrap_or(true))
+    }
+
     /// The engine step from the GPU's pass (`gpu`, its fixed CPU cost `step_overhead`
     /// included, as the evaluator prices it) at `running` sequences: the CPU's fixed and
     /// per-sequence work beside the GPU's kernels with `overlap`, after them without.
@@ -585,6 +619,11 @@ pub struct EngineFile {
     pub fusion: EngineFusion,
     #[serde(default)]
     pub cpu: CpuCosts,
+    /// The first release that overlaps its CPU work with the GPU by default (`cpu.overlap`
+    /// from then on, whatever `[cpu]` says for earlier ones): vLLM turns async scheduling on
+    /// by default from 0.14.
+    #[serde(default)]
+    pub overlap_from: Option<String>,
     #[serde(default)]
     pub speculation: SpeculationHost,
     #[serde(default)]
@@ -625,6 +664,14 @@ impl EngineFile {
         }
         for (i, r) in self.moe_library.iter().enumerate() {
             check_bounds(&r.from, &r.before, &format!("moe_library[{i}]"))?;
+        }
+        if let Some(v) = &self.overlap_from {
+            if Release::parse(v).is_none() {
+                return Err((
+                    "overlap_from".into(),
+                    format!("a release such as \"0.14\", not \"{v}\""),
+                ));
+            }
         }
         if let Some(d) = &self.release {
             if Release::parse(d).is_none() {
@@ -685,6 +732,10 @@ impl EngineFile {
                 moe_library.insert(f.clone(), r.library.clone());
             }
         }
+        let mut cpu = self.cpu;
+        if self.overlap_from.is_some() && within(&self.overlap_from, &None, at.as_ref()) {
+            cpu.overlap = true;
+        }
         let e = EngineSpec {
             name: match release {
                 Some(r) => format!("{}@{r}", self.name),
@@ -717,7 +768,7 @@ impl EngineFile {
             gemm_family,
             moe_library,
             fusion: self.fusion,
-            cpu: self.cpu,
+            cpu,
             speculation: self.speculation,
             kv: self.kv,
             cuda_graph_max_tokens: self.cuda_graph_max_tokens.filter(|_| self.cuda_graphs),
@@ -819,6 +870,34 @@ impl EngineSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The overlap's exclusions: pipeline parallelism and drafts other than heads turn it
+    /// off where the engine says so, and nothing turns it on.
+    #[test]
+    fn overlap_rules_exclude_what_the_engine_excludes() {
+        let vllm = CpuCosts {
+            overlap: true,
+            overlap_with_separate_drafts: Some(false),
+            overlap_with_pipeline: Some(false),
+            ..CpuCosts::default()
+        };
+        assert!(vllm.overlaps(1, Drafting::None));
+        assert!(vllm.overlaps(1, Drafting::Heads));
+        assert!(!vllm.overlaps(1, Drafting::Separate));
+        assert!(!vllm.overlaps(2, Drafting::None));
+        let sglang = CpuCosts {
+            overlap: true,
+            overlap_when_speculating: Some(false),
+            ..CpuCosts::default()
+        };
+        assert!(sglang.overlaps(4, Drafting::None));
+        assert!(!sglang.overlaps(1, Drafting::Heads));
+        assert!(!sglang.overlaps(1, Drafting::Separate));
+        let sync = CpuCosts::default();
+        for d in [Drafting::None, Drafting::Heads, Drafting::Separate] {
+            assert!(!sync.overlaps(1, d));
+        }
+    }
 
     #[test]
     fn speculation_host_work_counts_a_tree_only_when_drafting_one() {

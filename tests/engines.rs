@@ -463,3 +463,36 @@ fn predict_prices_the_engine_cpu_as_the_engine_schedules_it() {
         );
     }
 }
+
+/// vLLM schedules asynchronously by default from 0.14 (its release notes): vllm-v1 resolves
+/// without overlap before that release and with it from then on, and at its default release
+/// when none is named. A release that does not parse is refused naming the field.
+#[test]
+fn vllm_overlaps_its_cpu_work_from_the_release_that_made_async_scheduling_the_default() {
+    let e = load_engine("vllm-v1").unwrap();
+    let gpu = rooftop::spec::registry::load_gpu("h100-sxm").unwrap();
+    let at = |r: Option<&str>| e.resolve(&gpu, 8, r).unwrap().cpu.overlap;
+    assert!(!at(Some("0.12.0")));
+    assert!(!at(Some("0.13")));
+    assert!(at(Some("0.14")));
+    assert!(at(Some("0.18.0")));
+    assert!(at(None), "the default release 0.15");
+    let mut bad = e.clone();
+    bad.overlap_from = Some("soon".into());
+    let (field, _) = bad.resolve(&gpu, 8, None).unwrap_err();
+    assert_eq!(field, "overlap_from");
+}
+
+/// vLLM's default async scheduling excludes pipeline parallelism: a two-stage layout runs
+/// its CPU work in series with the GPU's, a one-stage layout beside it.
+#[test]
+fn vllm_runs_pipeline_stages_without_async_scheduling() {
+    use rooftop::cost::Parallel;
+    use rooftop::predict::Scenario;
+    let m = rooftop::spec::registry::load_model("llama-3.1-70b-fp8").unwrap();
+    let s = System::load_with_engine("8x-h100-nvlink", Some("vllm-v1@0.18.0"), &[]).unwrap();
+    let one = Parallel::resolve(&s, Some(8), None, None, None).unwrap();
+    let two = Parallel::resolve(&s, Some(4), None, Some(2), None).unwrap();
+    assert!(Scenario::new(&m, &s, one).unwrap().overlaps());
+    assert!(!Scenario::new(&m, &s, two).unwrap().overlaps());
+}

@@ -542,14 +542,14 @@ impl Resolver {
             let c = registry::load_client(&name)?;
             self.clients.insert(name.clone(), c);
         }
-        let model = self.loaded.model(&self.map, run, sets)?;
+        let mut model = self.loaded.model(&self.map, run, sets)?;
         // An engine whose rules depend on its release runs at the run's recorded version,
         // where the run records one.
         let released = &self.released;
         let gpus = run.tp * run.attention_dp * run.pp;
         // The server as the client's launch scripts started it for this model.
         let spec = &self.clients[&name];
-        let launch = model.as_ref().ok().map(|m| (spec, m.name.as_str()));
+        let launch = model.as_ref().ok().map(|m| (spec, m));
         let system = self
             .loaded
             .system(&self.map, run, sets, gpus, launch, |engine| {
@@ -561,10 +561,16 @@ impl Resolver {
                     engine.to_string()
                 }
             })?;
-        // The client as it ran against this engine and model: its launch scripts' scheduler
-        // settings included.
+        // The model as the launch scripts serve it (their KV-cache type), and the client as
+        // it ran against this engine and model: its launch scripts' scheduler settings
+        // included.
+        if let (Ok(m), Ok(s)) = (&model, &system) {
+            if let Some(launched) = spec.launched_model(s, m) {
+                model = Ok(launched);
+            }
+        }
         let run_client = match (&model, &system) {
-            (Ok(m), Ok(s)) => spec.model_for(s, &m.name),
+            (Ok(m), Ok(s)) => spec.model_for(s, m),
             _ => spec.model(),
         };
         Ok(Resolved {
@@ -620,7 +626,7 @@ impl Loaded {
         run: &E2eRun,
         sets: &[Override],
         gpus: u32,
-        launch: Option<(&crate::spec::client::ClientSpec, &str)>,
+        launch: Option<(&crate::spec::client::ClientSpec, &ModelSpec)>,
         engine_of: impl Fn(&str) -> String,
     ) -> Result<std::result::Result<&System, String>> {
         let (names, engine) = match (map.system(run), map.engines.get(&run.backend)) {
@@ -649,7 +655,7 @@ impl Loaded {
             }
         }
         if let Some((client, model)) = launch {
-            let key = format!("{chosen}|{}|{model}", client.name);
+            let key = format!("{chosen}|{}|{}", client.name, model.name);
             if !self.systems.contains_key(&key) {
                 let launched = client.launched(&self.systems[&chosen], model);
                 if let Some(sys) = launched {

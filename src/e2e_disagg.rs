@@ -77,12 +77,13 @@ pub fn evaluate(
         // node takes a multi-node system, whose collectives cross the NICs).
         let worker = |r: &crate::measured::e2e_csv::E2eRun| r.tp * r.attention_dp * r.pp;
         let gpus = worker(&pre_run).max(worker(&dec_run));
-        let launch = model.as_ref().ok().map(|m| (&client_spec, m.name.as_str()));
+        let launch = model.as_ref().ok().map(|m| (&client_spec, m));
         let system = loaded.system(&map, &dec_run, sets, gpus, launch, str::to_string)?;
         let attempt = (|| -> std::result::Result<RunRow, String> {
-            let model = model?;
             let system = system?;
-            let run_client: ClientModel = client_spec.model_for(system, &model.name);
+            let model = model?;
+            let model = client_spec.launched_model(system, &model).unwrap_or(model);
+            let run_client: ClientModel = client_spec.model_for(system, &model);
             let moe = model.moe().is_some();
             let pre_par = layout(&pre_run, moe)?;
             let dec_par = layout(&dec_run, moe)?;

@@ -7,6 +7,11 @@ use rooftop::serve::{sweep, ClientModel, Lengths, Start, TpotDef, Workload};
 use rooftop::spec::registry::{load_client, load_model};
 use rooftop::spec::System;
 
+/// A built-in model by name.
+fn model(name: &str) -> rooftop::spec::ModelSpec {
+    load_model(name).unwrap()
+}
+
 fn w(input: u32, output: u32, client: ClientModel) -> Workload {
     Workload {
         input_len: input,
@@ -330,15 +335,20 @@ fn a_harness_launch_script_sets_the_poll_interval_it_names() {
     let on =
         |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
     let b200 = on("8x-b200-nvlink", "sglang");
-    let r = c.model_for(&b200, "qwen3.5-397b-a17b").recv_intervals;
+    let r = c
+        .model_for(&b200, &model("qwen3.5-397b-a17b"))
+        .recv_intervals;
     assert_eq!(
         (r.at(4), r.at(15), r.at(16), r.at(512)),
         (Some(10), Some(10), Some(30), Some(30))
     );
     assert_eq!(
-        c.model_for(&on("8x-b200-nvlink", "sglang@0.5.9"), "deepseek-v3-fp8")
-            .recv_intervals
-            .at(8),
+        c.model_for(
+            &on("8x-b200-nvlink", "sglang@0.5.9"),
+            &model("deepseek-v3-fp8")
+        )
+        .recv_intervals
+        .at(8),
         Some(10)
     );
     for (system, engine, model) in [
@@ -346,7 +356,9 @@ fn a_harness_launch_script_sets_the_poll_interval_it_names() {
         ("8x-b200-nvlink", "vllm-v1", "deepseek-v3-fp8"),
         ("4x8-b200-ib", "sglang", "deepseek-v3-fp8"),
     ] {
-        let r = c.model_for(&on(system, engine), model).recv_intervals;
+        let r = c
+            .model_for(&on(system, engine), &self::model(model))
+            .recv_intervals;
         assert_eq!(r.at(32), None, "{engine} {model} on {system}");
     }
 }
@@ -375,7 +387,7 @@ fn a_harness_launch_script_selects_the_moe_library_it_names() {
     let on =
         |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
     for engine in ["vllm-v1@0.18.0", "vllm-v1"] {
-        let s = c.launched(&on("8x-h100-nvlink", engine), "gpt-oss-120b");
+        let s = c.launched(&on("8x-h100-nvlink", engine), &model("gpt-oss-120b"));
         let libs = s.map(|s| s.engine.moe_library).unwrap_or_default();
         assert_eq!(
             libs.get("mxfp4").map(String::as_str),
@@ -390,19 +402,23 @@ fn a_harness_launch_script_selects_the_moe_library_it_names() {
         ("8x-h100-nvlink", "sglang", "gpt-oss-120b"),
     ] {
         assert!(
-            c.launched(&on(system, engine), model).is_none(),
+            c.launched(&on(system, engine), &self::model(model))
+                .is_none(),
             "{engine} {model} on {system}"
         );
     }
     // The built-in client selects nothing.
     let builtin = load_client("inferencemax").unwrap();
     assert!(builtin
-        .launched(&on("8x-h100-nvlink", "vllm-v1@0.18.0"), "gpt-oss-120b")
+        .launched(
+            &on("8x-h100-nvlink", "vllm-v1@0.18.0"),
+            &model("gpt-oss-120b")
+        )
         .is_none());
     // Marlin's constants are the ones priced: its mma.sync prefill is slower than Triton's.
     let m = load_model("gpt-oss-120b").unwrap();
     let plain = on("8x-h100-nvlink", "vllm-v1@0.18.0");
-    let marlin = c.launched(&plain, "gpt-oss-120b").unwrap();
+    let marlin = c.launched(&plain, &model("gpt-oss-120b")).unwrap();
     let prefill = |sys: &System| {
         use rooftop::cost::{CostParams, Evaluator, Pass};
         Evaluator::new(&m, sys, Parallel::tp(2), CostParams::default_for(sys))
@@ -490,4 +506,44 @@ fn an_impossible_poll_interval_is_refused() {
     let mut s = System::load("8x-h100-nvlink").unwrap();
     s.engine.scheduler_recv_interval = 0;
     assert!(s.engine.validate().is_err());
+}
+
+/// InferenceMAX's scripts set the KV cache to FP8 for SGLang DeepSeek-R1 and Qwen3.5 FP8 on
+/// one node and vLLM gpt-oss-120b on B200: the model those runs are priced with stores FP8,
+/// and nothing else changes (Qwen3.5's BF16 checkpoint, another engine, several nodes,
+/// Hopper, an older release).
+#[test]
+fn a_harness_launch_script_sets_the_kv_cache_it_names() {
+    use rooftop::spec::KvDtype;
+    let c = load_client("inferencemax").unwrap();
+    let on =
+        |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
+    let kv = |system: &str, engine: &str, m: &rooftop::spec::ModelSpec| {
+        c.launched_model(&on(system, engine), m)
+            .map(|m| m.quantization.kv_cache)
+    };
+    let ds = model("deepseek-v3-fp8");
+    assert_eq!(kv("8x-b200-nvlink", "sglang", &ds), Some(KvDtype::Fp8));
+    assert_eq!(
+        kv("4x8-b200-ib", "sglang", &ds),
+        None,
+        "another recipe runs multi-node"
+    );
+    assert_eq!(kv("8x-b200-nvlink", "vllm-v1", &ds), None);
+    let gptoss = model("gpt-oss-120b");
+    assert_eq!(
+        kv("8x-b200-nvlink", "vllm-v1@0.15.1", &gptoss),
+        Some(KvDtype::Fp8)
+    );
+    assert_eq!(kv("8x-b200-nvlink", "vllm-v1@0.10.2", &gptoss), None);
+    assert_eq!(kv("8x-h100-nvlink", "vllm-v1@0.18.0", &gptoss), None);
+    let qwen = model("qwen3.5-397b-a17b");
+    assert_eq!(
+        kv("8x-b200-nvlink", "sglang", &qwen),
+        None,
+        "BF16 checkpoint"
+    );
+    let mut fp8 = qwen.clone();
+    fp8.quantization.default = "fp8".parse().unwrap();
+    assert_eq!(kv("8x-b200-nvlink", "sglang", &fp8), Some(KvDtype::Fp8));
 }

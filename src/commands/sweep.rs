@@ -51,10 +51,13 @@ pub fn client_for(
     Ok(match name {
         Some(n) => {
             let spec = crate::spec::registry::load_client(n)?;
-            if let Some(s) = spec.launched(&l.system, &l.model.name) {
+            if let Some(s) = spec.launched(&l.system, &l.model) {
                 l.system = s;
             }
-            spec.model_for(&l.system, &l.model.name)
+            if let Some(m) = spec.launched_model(&l.system, &l.model) {
+                l.model = m;
+            }
+            spec.model_for(&l.system, &l.model)
         }
         None => crate::serve::ClientModel::IDEAL,
     })

@@ -125,15 +125,29 @@ pub struct LaunchFlags {
     /// `VLLM_MXFP4_USE_MARLIN=1`: `{ mxfp4 = "marlin" }`): the engine's `moe_library`.
     #[serde(default)]
     pub moe_library: BTreeMap<String, String>,
+    /// The checkpoints the script serves, by the model's default weight format (`fp8`,
+    /// `nvfp4`, ...; empty: every checkpoint of the named models).
+    #[serde(default)]
+    pub weights: Vec<crate::spec::model::FormatKind>,
+    /// The KV-cache element type the script sets (`--kv-cache-dtype fp8_e4m3`): the
+    /// model's `quantization.kv_cache` for the runs it starts.
+    #[serde(default)]
+    pub kv_cache: Option<crate::spec::model::KvDtype>,
 }
 
 impl LaunchFlags {
     /// Whether the script starts a server of `engine` (its resolved name, `name@release`)
     /// serving `model` on `system`.
-    fn applies_to(&self, engine: &str, model: &str, system: &crate::spec::System) -> bool {
+    fn applies_to(
+        &self,
+        engine: &str,
+        model: &crate::spec::ModelSpec,
+        system: &crate::spec::System,
+    ) -> bool {
         let base = engine.split('@').next().unwrap_or(engine);
         self.engine == base
-            && (self.models.is_empty() || self.models.iter().any(|x| x == model))
+            && (self.models.is_empty() || self.models.contains(&model.name))
+            && (self.weights.is_empty() || self.weights.contains(&model.quantization.default.kind))
             && (!self.single_node || system.spec.node_count() <= 1)
             && self
                 .arch
@@ -144,7 +158,7 @@ impl LaunchFlags {
 }
 
 /// Most `[[launch]]` entries a client may hold (a bound that keeps [`ClientModel`] a value).
-pub const MAX_LAUNCH_RULES: usize = 8;
+pub const MAX_LAUNCH_RULES: usize = 16;
 
 /// The poll intervals a harness's launch scripts set for one engine and model, by
 /// concurrency: `(min_concurrency, max_concurrency, interval)`, the first that holds wins.
@@ -280,10 +294,13 @@ impl ClientSpec {
                     format!("1 to {max} decode steps between polls"),
                 ));
             }
-            if l.scheduler_recv_interval.is_none() && l.moe_library.is_empty() {
+            if l.scheduler_recv_interval.is_none()
+                && l.moe_library.is_empty()
+                && l.kv_cache.is_none()
+            {
                 return Err((
                     format!("launch[{i}]"),
-                    "a setting: scheduler_recv_interval or moe_library".into(),
+                    "a setting: scheduler_recv_interval, moe_library or kv_cache".into(),
                 ));
             }
             crate::spec::engine::check_bounds(&l.from, &l.before, &format!("launch[{i}]"))?;
@@ -320,7 +337,7 @@ impl ClientSpec {
     fn launches<'c>(
         &'c self,
         system: &'c crate::spec::System,
-        model: &'c str,
+        model: &'c crate::spec::ModelSpec,
     ) -> impl Iterator<Item = &'c LaunchFlags> + 'c {
         self.launch
             .iter()
@@ -329,7 +346,11 @@ impl ClientSpec {
 
     /// The client as the serving loop reads it for `system`'s engine serving model `model`:
     /// the launch scripts' scheduler settings that apply to it included.
-    pub fn model_for(&self, system: &crate::spec::System, model: &str) -> ClientModel {
+    pub fn model_for(
+        &self,
+        system: &crate::spec::System,
+        model: &crate::spec::ModelSpec,
+    ) -> ClientModel {
         let mut m = self.model();
         for l in self.launches(system, model) {
             let Some(interval) = l.scheduler_recv_interval else {
@@ -353,7 +374,7 @@ impl ClientSpec {
     pub fn launched(
         &self,
         system: &crate::spec::System,
-        model: &str,
+        model: &crate::spec::ModelSpec,
     ) -> Option<crate::spec::System> {
         let mut libraries = system.engine.moe_library.clone();
         for l in self.launches(system, model) {
@@ -363,6 +384,24 @@ impl ClientSpec {
             let mut s = system.clone();
             s.engine.moe_library = libraries;
             s
+        })
+    }
+
+    /// `model` as the launch scripts serve it on `system`: the KV-cache type they set
+    /// (`kv_cache`). `None` when no script changes it.
+    pub fn launched_model(
+        &self,
+        system: &crate::spec::System,
+        model: &crate::spec::ModelSpec,
+    ) -> Option<crate::spec::ModelSpec> {
+        let kv = self
+            .launches(system, model)
+            .filter_map(|l| l.kv_cache)
+            .last()?;
+        (kv != model.quantization.kv_cache).then(|| {
+            let mut m = model.clone();
+            m.quantization.kv_cache = kv;
+            m
         })
     }
 

@@ -655,7 +655,12 @@ impl Loaded {
             }
         }
         if let Some((client, model)) = launch {
-            let key = format!("{chosen}|{}|{}", client.name, model.name);
+            // A launch entry may name the checkpoint (`weights`): one model name can be
+            // launched differently per default weight format.
+            let key = format!(
+                "{chosen}|{}|{}|{:?}",
+                client.name, model.name, model.quantization.default.kind
+            );
             if !self.systems.contains_key(&key) {
                 let launched = client.launched(&self.systems[&chosen], model);
                 if let Some(sys) = launched {

@@ -547,3 +547,40 @@ fn a_harness_launch_script_sets_the_kv_cache_it_names() {
     fp8.quantization.default = "fp8".parse().unwrap();
     assert_eq!(kv("8x-b200-nvlink", "sglang", &fp8), Some(KvDtype::Fp8));
 }
+
+/// A launch entry that names its checkpoint (`weights`) sets the engine's library only for
+/// runs of that checkpoint: the same model name at another default format is left alone.
+#[test]
+fn a_launch_entry_naming_its_checkpoint_applies_to_that_checkpoint_only() {
+    let dir = std::env::temp_dir().join(format!("rooftop-weights-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("client.toml");
+    let base = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/clients/inferencemax.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "{base}\n[[launch]]\nengine = \"sglang\"\nmodels = [\"qwen3.5-397b-a17b\"]\n\
+             weights = [\"fp8\"]\nmoe_library = {{ fp8-block = \"cutlass\" }}\n"
+        ),
+    )
+    .unwrap();
+    let c = load_client(file.to_str().unwrap()).unwrap();
+    let s = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
+    let bf16 = model("qwen3.5-397b-a17b");
+    let mut fp8 = bf16.clone();
+    fp8.quantization.default = "fp8".parse().unwrap();
+    assert!(c.launched(&s, &bf16).is_none());
+    let launched = c.launched(&s, &fp8).expect("the FP8 checkpoint's launch");
+    assert_eq!(
+        launched
+            .engine
+            .moe_library
+            .get("fp8-block")
+            .map(String::as_str),
+        Some("cutlass")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

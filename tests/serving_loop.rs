@@ -12,6 +12,22 @@ fn model(name: &str) -> rooftop::spec::ModelSpec {
     load_model(name).unwrap()
 }
 
+/// The built-in InferenceMAX client with one more `[[launch]]` entry (`entry`: its keys),
+/// read from a file of its own as a user's client would be.
+fn inferencemax_with(tag: &str, entry: &str) -> rooftop::spec::client::ClientSpec {
+    let dir = std::env::temp_dir().join(format!("rooftop-launch-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("client.toml");
+    let base = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/clients/inferencemax.toml"),
+    )
+    .unwrap();
+    std::fs::write(&file, format!("{base}\n[[launch]]\n{entry}\n")).unwrap();
+    let c = load_client(file.to_str().unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    c
+}
+
 fn w(input: u32, output: u32, client: ClientModel) -> Workload {
     Workload {
         input_len: input,
@@ -368,22 +384,11 @@ fn a_harness_launch_script_sets_the_poll_interval_it_names() {
 /// the format, only where the entry's engine, model, architecture and releases hold.
 #[test]
 fn a_harness_launch_script_selects_the_moe_library_it_names() {
-    let dir = std::env::temp_dir().join(format!("rooftop-launch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("marlin-client.toml");
-    let base = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/clients/inferencemax.toml"),
-    )
-    .unwrap();
-    std::fs::write(
-        &file,
-        format!(
-            "{base}\n[[launch]]\nengine = \"vllm-v1\"\nmodels = [\"gpt-oss-120b\"]\n\
-             arch = \"SM90\"\nfrom = \"0.13\"\nmoe_library = {{ mxfp4 = \"marlin\" }}\n"
-        ),
-    )
-    .unwrap();
-    let c = load_client(file.to_str().unwrap()).unwrap();
+    let c = inferencemax_with(
+        "marlin",
+        "engine = \"vllm-v1\"\nmodels = [\"gpt-oss-120b\"]\narch = \"SM90\"\nfrom = \"0.13\"\n\
+         moe_library = { mxfp4 = \"marlin\" }",
+    );
     let on =
         |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
     for engine in ["vllm-v1@0.18.0", "vllm-v1"] {
@@ -427,7 +432,6 @@ fn a_harness_launch_script_selects_the_moe_library_it_names() {
     };
     let (p, q) = (prefill(&plain), prefill(&marlin));
     assert!(q > 1.2 * p, "Marlin prefill {q} s vs Triton {p} s");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// An engine that names a fused-MoE library its GPU's generation has no constants for is
@@ -552,22 +556,11 @@ fn a_harness_launch_script_sets_the_kv_cache_it_names() {
 /// runs of that checkpoint: the same model name at another default format is left alone.
 #[test]
 fn a_launch_entry_naming_its_checkpoint_applies_to_that_checkpoint_only() {
-    let dir = std::env::temp_dir().join(format!("rooftop-weights-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("client.toml");
-    let base = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/clients/inferencemax.toml"),
-    )
-    .unwrap();
-    std::fs::write(
-        &file,
-        format!(
-            "{base}\n[[launch]]\nengine = \"sglang\"\nmodels = [\"qwen3.5-397b-a17b\"]\n\
-             weights = [\"fp8\"]\nmoe_library = {{ fp8-block = \"cutlass\" }}\n"
-        ),
-    )
-    .unwrap();
-    let c = load_client(file.to_str().unwrap()).unwrap();
+    let c = inferencemax_with(
+        "weights",
+        "engine = \"sglang\"\nmodels = [\"qwen3.5-397b-a17b\"]\nweights = [\"fp8\"]\n\
+         moe_library = { fp8-block = \"cutlass\" }",
+    );
     let s = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
     let bf16 = model("qwen3.5-397b-a17b");
     let mut fp8 = bf16.clone();
@@ -582,5 +575,4 @@ fn a_launch_entry_naming_its_checkpoint_applies_to_that_checkpoint_only() {
             .map(String::as_str),
         Some("cutlass")
     );
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -564,10 +564,8 @@ impl Resolver {
         // The model as the launch scripts serve it (their KV-cache type), and the client as
         // it ran against this engine and model: its launch scripts' scheduler settings
         // included.
-        if let (Ok(m), Ok(s)) = (&model, &system) {
-            if let Some(launched) = spec.launched_model(s, m) {
-                model = Ok(launched);
-            }
+        if let (Ok(m), Ok(s)) = (&mut model, &system) {
+            spec.launch_model(s, m);
         }
         let run_client = match (&model, &system) {
             (Ok(m), Ok(s)) => spec.model_for(s, m),
@@ -662,14 +660,11 @@ impl Loaded {
                 client.name, model.name, model.quantization.default.kind
             );
             if !self.systems.contains_key(&key) {
-                let launched = client.launched(&self.systems[&chosen], model);
-                if let Some(sys) = launched {
-                    self.systems.insert(key.clone(), sys);
-                }
+                let base = &self.systems[&chosen];
+                let sys = client.launched(base, model).unwrap_or_else(|| base.clone());
+                self.systems.insert(key.clone(), sys);
             }
-            if self.systems.contains_key(&key) {
-                chosen = key;
-            }
+            chosen = key;
         }
         Ok(Ok(&self.systems[&chosen]))
     }

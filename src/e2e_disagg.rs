@@ -81,8 +81,8 @@ pub fn evaluate(
         let system = loaded.system(&map, &dec_run, sets, gpus, launch, str::to_string)?;
         let attempt = (|| -> std::result::Result<RunRow, String> {
             let system = system?;
-            let model = model?;
-            let model = client_spec.launched_model(system, &model).unwrap_or(model);
+            let mut model = model?;
+            client_spec.launch_model(system, &mut model);
             let run_client: ClientModel = client_spec.model_for(system, &model);
             let moe = model.moe().is_some();
             let pre_par = layout(&pre_run, moe)?;

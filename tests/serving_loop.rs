@@ -523,33 +523,40 @@ fn a_harness_launch_script_sets_the_kv_cache_it_names() {
     let on =
         |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
     let kv = |system: &str, engine: &str, m: &rooftop::spec::ModelSpec| {
-        c.launched_model(&on(system, engine), m)
-            .map(|m| m.quantization.kv_cache)
+        let mut m = m.clone();
+        c.launch_model(&on(system, engine), &mut m);
+        m.quantization.kv_cache
     };
     let ds = model("deepseek-v3-fp8");
-    assert_eq!(kv("8x-b200-nvlink", "sglang", &ds), Some(KvDtype::Fp8));
+    assert_eq!(kv("8x-b200-nvlink", "sglang", &ds), KvDtype::Fp8);
     assert_eq!(
         kv("4x8-b200-ib", "sglang", &ds),
-        None,
+        KvDtype::Bf16,
         "another recipe runs multi-node"
     );
-    assert_eq!(kv("8x-b200-nvlink", "vllm-v1", &ds), None);
+    assert_eq!(kv("8x-b200-nvlink", "vllm-v1", &ds), KvDtype::Bf16);
     let gptoss = model("gpt-oss-120b");
     assert_eq!(
         kv("8x-b200-nvlink", "vllm-v1@0.15.1", &gptoss),
-        Some(KvDtype::Fp8)
+        KvDtype::Fp8
     );
-    assert_eq!(kv("8x-b200-nvlink", "vllm-v1@0.10.2", &gptoss), None);
-    assert_eq!(kv("8x-h100-nvlink", "vllm-v1@0.18.0", &gptoss), None);
+    assert_eq!(
+        kv("8x-b200-nvlink", "vllm-v1@0.10.2", &gptoss),
+        KvDtype::Bf16
+    );
+    assert_eq!(
+        kv("8x-h100-nvlink", "vllm-v1@0.18.0", &gptoss),
+        KvDtype::Bf16
+    );
     let qwen = model("qwen3.5-397b-a17b");
     assert_eq!(
         kv("8x-b200-nvlink", "sglang", &qwen),
-        None,
+        KvDtype::Bf16,
         "BF16 checkpoint"
     );
     let mut fp8 = qwen.clone();
     fp8.quantization.default = "fp8".parse().unwrap();
-    assert_eq!(kv("8x-b200-nvlink", "sglang", &fp8), Some(KvDtype::Fp8));
+    assert_eq!(kv("8x-b200-nvlink", "sglang", &fp8), KvDtype::Fp8);
 }
 
 /// A launch entry that names its checkpoint (`weights`) sets the engine's library only for

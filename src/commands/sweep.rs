@@ -54,9 +54,7 @@ pub fn client_for(
             if let Some(s) = spec.launched(&l.system, &l.model) {
                 l.system = s;
             }
-            if let Some(m) = spec.launched_model(&l.system, &l.model) {
-                l.model = m;
-            }
+            spec.launch_model(&l.system, &mut l.model);
             spec.model_for(&l.system, &l.model)
         }
         None => crate::serve::ClientModel::IDEAL,

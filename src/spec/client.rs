@@ -388,21 +388,15 @@ impl ClientSpec {
     }
 
     /// `model` as the launch scripts serve it on `system`: the KV-cache type they set
-    /// (`kv_cache`). `None` when no script changes it.
-    pub fn launched_model(
-        &self,
-        system: &crate::spec::System,
-        model: &crate::spec::ModelSpec,
-    ) -> Option<crate::spec::ModelSpec> {
-        let kv = self
+    /// (`kv_cache`), set on it in place; unchanged where no script sets one.
+    pub fn launch_model(&self, system: &crate::spec::System, model: &mut crate::spec::ModelSpec) {
+        if let Some(kv) = self
             .launches(system, model)
             .filter_map(|l| l.kv_cache)
-            .last()?;
-        (kv != model.quantization.kv_cache).then(|| {
-            let mut m = model.clone();
-            m.quantization.kv_cache = kv;
-            m
-        })
+            .last()
+        {
+            model.quantization.kv_cache = kv;
+        }
     }
 
     /// The client alone, before any launch script's setting applies (no engine named).

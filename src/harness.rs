@@ -4,11 +4,13 @@
 //! The harness (InferenceMAX's client, `vllm bench serve` in a sweep) sends `prompts`
 //! requests at an infinite rate through a semaphore of `concurrency`: the first wave of C
 //! arrives at once, and each later request is sent when an earlier one finishes. The engine
-//! runs at most `slots` of them; the rest wait in its queue. Each step it advances every
-//! decoding sequence by one token and, with chunked prefill, fills the rest of its token
-//! budget with the queued prompts first come, first served (a prompt larger than the room is
-//! split over steps); without chunked prefill a step with prompts waiting prefills whole
-//! prompts up to the budget and the decodes wait. A prompt's first token comes at the end of
+//! runs at most `slots` of them; the rest wait in its queue. Where prefill mixes with decode
+//! (vLLM, TensorRT-LLM), each step advances every decoding sequence by one token and fills
+//! the rest of its token budget with the queued prompts, first come, first served. Where it
+//! does not (SGLang without `--enable-mixed-chunk`), a step with prompts waiting prefills
+//! only prompts, up to the whole budget, and the decodes wait: prefill first. With chunked
+//! prefill a prompt larger than the room is split over steps; without, a step takes whole
+//! prompts (one at least). A prompt's first token comes at the end of
 //! the step that finishes its prefill (a step later with overlap scheduling); it then needs
 //! `output − 1` decode steps. The reported TTFT is the mean over every request.
 //!
@@ -42,9 +44,13 @@ pub struct HarnessRun {
     pub output: f64,
     /// Lengths are drawn uniformly from `[range_ratio · L, L]` (1: every request is `L`).
     pub range_ratio: f64,
-    /// Tokens one step may carry (decode tokens included when chunked).
+    /// Tokens one step may carry (decode tokens included when mixed).
     pub budget: f64,
+    /// A prompt may be split over steps.
     pub chunked: bool,
+    /// A step carrying prompts also advances the decodes (and their tokens take room in
+    /// the budget); otherwise the decodes wait while prompts are prefilled.
+    pub mixed: bool,
     /// The first token leaves one step after the step that computed it.
     pub overlap: bool,
     /// Decode steps between the scheduler's polls for new requests (1: every step).
@@ -116,39 +122,71 @@ pub fn drawn_lengths(run: &HarnessRun, k: u64) -> Vec<Lengths> {
         .collect()
 }
 
+/// What a bounded run reports, averaged over its requests, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RunMeans {
+    /// Mean time to the first token.
+    pub ttft: f64,
+    /// Mean of each request's inter-token time, `(E2E − TTFT) / (output − 1)`, over the
+    /// requests with more than one output token (0 when none has).
+    pub itl: f64,
+}
+
 /// The expected mean TTFT of the run, seconds: the mean over fixed draws of its lengths
 /// (enough draws for some 2,000 requests in all, at most 16; one when lengths are fixed).
 pub fn expected_ttft(run: &HarnessRun, step: &impl StepTime) -> f64 {
+    expected_means(run, step).ttft
+}
+
+/// The expected [`RunMeans`] of the run: each mean over the fixed draws of its lengths, as
+/// [`expected_ttft`].
+pub fn expected_means(run: &HarnessRun, step: &impl StepTime) -> RunMeans {
     let draws = if run.range_ratio >= 1.0 {
         1
     } else {
         (EXPECTATION_REQUESTS / run.prompts.max(1) as u64).clamp(1, MAX_DRAWS)
     };
-    (0..draws)
-        .map(|k| mean_ttft(run, &drawn_lengths(run, k), step))
-        .sum::<f64>()
-        / draws as f64
+    let mut sum = RunMeans::default();
+    for k in 0..draws {
+        let m = run_means(run, &drawn_lengths(run, k), step);
+        sum.ttft += m.ttft;
+        sum.itl += m.itl;
+    }
+    RunMeans {
+        ttft: sum.ttft / draws as f64,
+        itl: sum.itl / draws as f64,
+    }
 }
 
 /// The mean TTFT of the run with request `i` of lengths `lengths[i]` (sent in that order),
-/// seconds. Deterministic: the event simulation described in the module docs.
+/// seconds: [`run_means`]'s TTFT.
+pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) -> f64 {
+    run_means(run, lengths, step).ttft
+}
+
+/// The mean TTFT and inter-token time of the run with request `i` of lengths `lengths[i]`
+/// (sent in that order), seconds. Deterministic: the event simulation described in the
+/// module docs. A request's last token is seen when the step that computed it ends (under
+/// overlap its first and last token both leave a step late, which its inter-token time
+/// does not see).
 ///
 /// A request sent when another finishes reaches the engine after the next step has begun
 /// (the client receives the last token, sends the next prompt over HTTP and the server
 /// tokenizes it while the engine has already scheduled its next step), so it joins the step
 /// after that one: its TTFT includes one full step of waiting. The first wave arrives at an
 /// idle engine.
-pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) -> f64 {
+pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) -> RunMeans {
     let n = lengths.len().min(run.prompts.max(1) as usize);
     if n == 0 {
-        return 0.0;
+        return RunMeans::default();
     }
     let slots = run.slots.clamp(1, run.concurrency.max(1)) as usize;
     let budget = run.budget.max(1.0);
     let mut t = 0.0;
     // Decode steps taken so far; a decoding request finishes at the step its key names.
     let mut steps: u64 = 0;
-    let mut decoding: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    // (finish step, request, time of its first token).
+    let mut decoding: BinaryHeap<Reverse<(u64, usize, Instant)>> = BinaryHeap::new();
     // Sent but not admitted (arrival time, request), and admitted in prefill (arrival,
     // request, prompt tokens left).
     let mut waiting: VecDeque<(f64, usize)> = VecDeque::new();
@@ -157,6 +195,7 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
     let mut pending: Vec<(f64, usize)> = Vec::new();
     let mut sent = 0usize;
     let mut total = 0.0;
+    let (mut itl_total, mut itl_count) = (0.0, 0usize);
     // The poll counter: decode steps since the last poll (a step with prompts fills it).
     let interval = run.recv_interval.max(1) as u64;
     let mut since_poll = interval;
@@ -173,7 +212,7 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
         }
         if !prefilling.is_empty() {
             let d = decoding.len() as f64;
-            let room = if run.chunked {
+            let room = if run.mixed {
                 (budget - d).max(1.0)
             } else {
                 budget
@@ -195,9 +234,9 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
                     done += 1;
                 }
             }
-            let dt = step.step(if run.chunked { d } else { 0.0 }, q, k);
+            let dt = step.step(if run.mixed { d } else { 0.0 }, q, k);
             t += dt;
-            if run.chunked {
+            if run.mixed {
                 steps += 1;
             }
             since_poll = interval;
@@ -211,14 +250,14 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
                 total += ttft;
                 let rest = (lengths[i].1.round() - 1.0).max(0.0) as u64;
                 // It emitted its first token in this step; it decodes from the next one.
-                decoding.push(Reverse(steps + rest));
+                decoding.push(Reverse((steps + rest, i, Instant(t))));
             }
             if left > 0.0 {
                 if let Some(front) = prefilling.front_mut() {
                     front.2 -= left;
                 }
             }
-        } else if let Some(&Reverse(next)) = decoding.peek() {
+        } else if let Some(&Reverse((next, _, _))) = decoding.peek() {
             // Only decodes until the next finish, or the next poll when a request waits
             // for one: skip to whichever comes first.
             let mut m = next.saturating_sub(steps);
@@ -244,18 +283,49 @@ pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
             since_poll %= interval;
         }
         // Requests whose last token came: the client sends the next one now.
-        while let Some(&Reverse(f)) = decoding.peek() {
+        while let Some(&Reverse((f, i, first))) = decoding.peek() {
             if f > steps {
                 break;
             }
             decoding.pop();
+            let rest = (lengths[i].1.round() - 1.0).max(0.0);
+            if rest > 0.0 {
+                itl_total += (t - first.0) / rest;
+                itl_count += 1;
+            }
             if sent < n {
                 pending.push((t, sent));
                 sent += 1;
             }
         }
     }
-    total / n as f64
+    RunMeans {
+        ttft: total / n as f64,
+        itl: if itl_count > 0 {
+            itl_total / itl_count as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+/// A time in the simulation, seconds, ordered so that it can sit in the heap's key (times
+/// are finite and never NaN).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Instant(f64);
+
+impl Eq for Instant {}
+
+impl PartialOrd for Instant {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Instant {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +342,7 @@ mod tests {
             range_ratio: r,
             budget: 4096.0,
             chunked: true,
+            mixed: true,
             overlap: false,
             recv_interval: 1,
         }

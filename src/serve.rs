@@ -15,11 +15,12 @@
 //! - Decode: each step advances every running sequence by one token, at the mean context
 //!   over the generation (`input + output / 2`).
 //! - Prefill: each request needs one prefill of its prompt. In steady state `running /
-//!   output` new prompts start per decode step. Without chunked prefill they run as separate
-//!   passes; with chunked prefill (vLLM's default) their tokens join the decode step (a
+//!   output` new prompts start per decode step. Where prefill mixes with decode (vLLM's
+//!   chunked prefill, TensorRT-LLM's in-flight batching) their tokens join the decode step (a
 //!   mixed pass: more rows in every GEMM, more tokens routed to the experts the decode batch
 //!   already reads, causal attention within each prompt), in chunks of the token budget left
-//!   after the decode tokens.
+//!   after the decode tokens. Where it does not (SGLang's prefill-first scheduler, or no
+//!   chunked prefill) they run as passes of their own while the decodes wait.
 //! - The step: the GPU's kernels beside the engine's CPU work per step (fixed plus per
 //!   running sequence): `max` of the two with overlap scheduling, their sum without. The API
 //!   server and the client handle one streamed chunk per token per request, pipelined beside
@@ -54,6 +55,11 @@
 //!   point of that loop (found bracketed), and the queue stays below saturation because a longer
 //!   wait means fewer prompts sent. With long outputs the rate is `(running − 1) / output`;
 //!   with short ones the prefill queue sets it.
+//! - A prefill-first engine (SGLang: waiting prompts run before any decode) keeps a bounded
+//!   burst run's waves together: a wave is prefilled whole, decodes together, finishes
+//!   together and returns together. There a request's inter-token time holds only the part
+//!   of its wave's prefill after its own first token, and TPOT is the simulation's mean
+//!   inter-token time instead of the steady state's step (the difference under `prefill`).
 //! - `E2E = TTFT + (output − 1) × TPOT_itl`; throughput (Little's law over the running
 //!   requests) = running × output / cycle, which is C × output / E2E in steady state.
 //!   TPOT is reported under both harness definitions: `itl` = (E2E − TTFT)/(output − 1),
@@ -63,7 +69,7 @@ use crate::cost::power::{joules_per_token, PowerModel, Work};
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
-use crate::harness::{expected_ttft, HarnessRun, StepTime};
+use crate::harness::{expected_means, HarnessRun, RunMeans, StepTime};
 use crate::predict::{breakdown_ms, MemoryReport, Scenario};
 pub use crate::spec::client::{ClientModel, Lengths, Start};
 use serde::Serialize;
@@ -230,7 +236,10 @@ pub const PLATEAU_THRESHOLD: f64 = 0.05;
 struct Costs<'a> {
     ev: Evaluator<'a>,
     sol: Evaluator<'a>,
+    /// A prompt may be split over steps (chunked prefill).
     chunked: bool,
+    /// A step carrying prompts also decodes; otherwise prompts run as passes of their own.
+    mixed: bool,
     budget: f64,
     step_overhead: f64,
 }
@@ -255,12 +264,12 @@ impl Costs<'_> {
     }
 
     /// DRAM and tensor work of a decode step at `running` sequences, and what one prompt of
-    /// `input` tokens adds (mixed into the step when prefill is chunked, a pass of its own
-    /// otherwise), per GPU.
+    /// `input` tokens adds (mixed into the step when prefill shares steps with decode, a
+    /// pass of its own otherwise), per GPU.
     fn work(&self, running: f64, ctx: f64, input: f64) -> (Work, Work) {
         let gpu = &self.ev.system.gpu;
         let dec = Work::of(&self.ev.evaluate(&Pass::decode(running, ctx)), gpu);
-        let prompt = if self.chunked {
+        let prompt = if self.mixed {
             let mixed = self
                 .ev
                 .evaluate(&Pass::decode(running, ctx).with_prefill(input, input));
@@ -507,6 +516,7 @@ impl<'s, 'a> Server<'s, 'a> {
             ev: s.evaluator()?,
             sol: s.sol_evaluator()?,
             chunked: eng.chunked_prefill,
+            mixed: eng.prefill_mixes_with_decode,
             budget: eng.max_num_batched_tokens as f64,
             step_overhead: s.params.step_overhead,
         };
@@ -559,7 +569,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // wait for their prefill meanwhile and hold no place in the decode batch.
         let decoding = (1.0 + p * (self.output - 1.0)).min(running);
         let (dec, breakdown) = costs.decode(decoding, ctx);
-        let with = if costs.chunked {
+        let with = if costs.mixed {
             // A fraction p of steps carries one prompt; above one prompt per step, every
             // step carries p prompts.
             if p <= 1.0 {
@@ -618,7 +628,7 @@ impl<'s, 'a> Server<'s, 'a> {
     /// The mean TTFT a bounded burst run reports at `c` (the harness simulated against
     /// this engine's steps, [`crate::harness`]); None for other clients, or a run too long
     /// to simulate (there the wave formula of [`Server::ttft`] stands).
-    fn harness_ttft(&self, c: u32, running: f64) -> Option<f64> {
+    fn harness_means(&self, c: u32, running: f64) -> Option<RunMeans> {
         let client = self.w.client;
         let prompts = client.prompts(c)?;
         if client.start != Start::Burst || prompts > HARNESS_MAX_PROMPTS {
@@ -637,11 +647,12 @@ impl<'s, 'a> Server<'s, 'a> {
             },
             budget: costs.budget,
             chunked: costs.chunked,
+            mixed: costs.mixed,
             overlap: self.s.overlaps(),
             recv_interval: self.recv_interval(c),
         };
         let grid = StepGrid::new(self, run.slots as f64, run.input);
-        Some(expected_ttft(&run, &grid))
+        Some(expected_means(&run, &grid))
     }
 
     /// The closed loop at `running` requests in flight: the rate `p` at which the other
@@ -721,11 +732,26 @@ impl<'s, 'a> Server<'s, 'a> {
         let c = c.max(1);
         let running = self.running(c);
         let (st, mut t) = self.closed_loop(c, running);
-        if let Some(mean) = self.harness_ttft(c, running) {
-            t.mean = mean;
+        let simulated = self.harness_means(c, running);
+        if let Some(m) = simulated {
+            t.mean = m.ttft;
         }
         let (step, dec) = (st.step, st.dec);
-        let prefill_per_step = st.with - dec;
+        // A prefill-first engine (prompts in passes of their own while the decodes wait)
+        // gathers a bounded burst run into waves: every prompt that has arrived is prefilled
+        // before any decode step, so a wave's requests start decoding together, finish
+        // together and send the next wave together, and any spread in their arrivals is
+        // gathered again at the next wave's prefill. A request's inter-token time then holds
+        // the part of its wave's prefill after its own first token, not the steady state's
+        // even share of every prefill: the simulation's mean inter-token time stands for the
+        // step there, the difference booked under `prefill` (the prefill a request's decode
+        // waits out). Where prefill mixes with decode the waves spread over the steps and the
+        // steady state stands.
+        let itl = match simulated {
+            Some(m) if !costs.mixed && m.itl > 0.0 => m.itl,
+            _ => step,
+        };
+        let prefill_per_step = st.with - dec + (itl - step);
         let mut bm = breakdown_ms(&st.breakdown);
         bm.insert("prefill", prefill_per_step * 1e3);
         if s.overlaps() {
@@ -738,8 +764,7 @@ impl<'s, 'a> Server<'s, 'a> {
             bm.insert("engine_cpu", cpu.per_seq.0 * running * 1e3);
         }
         bm.insert("token_stream", (step - st.engine) * 1e3);
-        let e2e = t.mean + (output - 1.0) * step;
-        let itl = step;
+        let e2e = t.mean + (output - 1.0) * itl;
         let e2e_tpot = e2e / output;
         // Little's law over the running requests: each yields `output` tokens per cycle
         // (its TTFT in the loop and `output − 1` decode steps).
@@ -809,7 +834,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // competing for the same prefill capacity. The prompt's own prefill is never faster
         // than that prompt alone on an idle engine (under pipeline parallelism a step of
         // many sequences overlaps stages across them; one prompt still crosses every stage).
-        let (own, rho) = if costs.chunked {
+        let (own, rho) = if costs.mixed {
             // Chunks of the token budget left after the other decode tokens, one step each;
             // each is a decode step of the others with the chunk mixed in.
             let others = (st.decoding - 1.0).max(0.0);
@@ -870,7 +895,7 @@ impl<'s, 'a> Server<'s, 'a> {
             // Later waves come back in the groups one step prefilled together only when
             // every request has the same lengths; drawn lengths finish apart and arrive
             // desynchronized (steady state).
-            let group = match (w.client.lengths, costs.chunked) {
+            let group = match (w.client.lengths, costs.mixed) {
                 (Lengths::Varied, _) => 1.0,
                 (Lengths::Fixed, true) => {
                     ((costs.budget - running) / (input - 1.0).max(1.0)).clamp(1.0, running)
@@ -878,7 +903,7 @@ impl<'s, 'a> Server<'s, 'a> {
                 (Lengths::Fixed, false) => (costs.budget / input).clamp(1.0, running),
             };
             let later = if group > 1.0 {
-                let carrier = if costs.chunked {
+                let carrier = if costs.mixed {
                     costs
                         .mixed(running - group, ctx, group * input, input)
                         .max(step)

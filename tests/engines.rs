@@ -496,3 +496,77 @@ fn vllm_runs_pipeline_stages_without_async_scheduling() {
     assert!(Scenario::new(&m, &s, one).unwrap().overlaps());
     assert!(!Scenario::new(&m, &s, two).unwrap().overlaps());
 }
+
+/// SGLang runs waiting prompts before any decode step (`prefill_mixes_with_decode = false`):
+/// under a burst client with fixed lengths a wave of C prompts is prefilled whole, so its
+/// mean TTFT is about half the wave's prefill, and its requests then decode together, so
+/// their inter-token time holds only the part of the wave's prefill after their own first
+/// token, less than the steady state's even share of every prefill. The same engine mixing
+/// prefill into its decode steps spreads the wave out. Both breakdowns sum to the TPOT.
+#[test]
+fn sglang_prefills_first_and_keeps_a_bursts_waves_together() {
+    use rooftop::cost::Parallel;
+    use rooftop::predict::Scenario;
+    use rooftop::serve::{sweep, TpotDef, Workload};
+    let m = rooftop::spec::registry::load_model("qwen3-32b").unwrap();
+    let client = rooftop::spec::registry::load_client("bench-serve-sweep")
+        .unwrap()
+        .model();
+    let w = Workload {
+        input_len: 4096,
+        output_len: 128,
+        tpot_def: TpotDef::Itl,
+        client,
+    };
+    let first = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
+    assert!(!first.engine.prefill_mixes_with_decode);
+    let mut mixed = first.clone();
+    mixed.engine.prefill_mixes_with_decode = true;
+    let at = |s: &System| {
+        let sc = Scenario::new(&m, s, Parallel::tp(8)).unwrap();
+        sweep(&sc, &[128], w).unwrap().points.remove(0)
+    };
+    let (a, b) = (at(&first), at(&mixed));
+    // One prompt alone, the TTFT of C = 1 less its overlap step: a wave is 128 of them.
+    let sc = Scenario::new(&m, &first, Parallel::tp(8)).unwrap();
+    let one = sweep(&sc, &[1], w).unwrap().points.remove(0);
+    let wave = 128.0 * one.ttft_ms / 2.0;
+    assert!(
+        a.ttft_ms > 0.35 * wave && a.ttft_ms < 0.8 * wave,
+        "prefill first: TTFT {:.0} ms against a wave of {wave:.0} ms",
+        a.ttft_ms
+    );
+    assert!(
+        a.ttft_ms > 2.0 * b.ttft_ms,
+        "{} vs {}",
+        a.ttft_ms,
+        b.ttft_ms
+    );
+    // The steady state of the same engine (a closed loop that never bursts).
+    let steady = sweep(
+        &sc,
+        &[128],
+        Workload {
+            client: Default::default(),
+            ..w
+        },
+    )
+    .unwrap()
+    .points
+    .remove(0);
+    assert!(
+        a.tpot_itl_ms < steady.tpot_itl_ms,
+        "{} vs {}",
+        a.tpot_itl_ms,
+        steady.tpot_itl_ms
+    );
+    for p in [&a, &b] {
+        let sum: f64 = p.breakdown_ms.values().sum();
+        assert!(
+            (sum - p.tpot_itl_ms).abs() < 1e-9 * p.tpot_itl_ms,
+            "{sum} vs {}",
+            p.tpot_itl_ms
+        );
+        assert!(p.breakdown_ms["prefill"] >= 0.0, "{:?}", p.breakdown_ms);
+    }
+}

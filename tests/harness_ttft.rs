@@ -5,7 +5,7 @@
 //! own fixed generator: within 5 % of the Monte-Carlo mean at three concurrencies and both
 //! length modes.
 
-use rooftop::harness::{expected_ttft, HarnessRun};
+use rooftop::harness::{expected_means, expected_ttft, HarnessRun, RunMeans};
 use std::collections::VecDeque;
 
 /// A small seeded generator (xorshift64*), so the test needs no crate and never changes.
@@ -29,11 +29,15 @@ impl Rng {
 struct Req {
     arrival: f64,
     prompt_left: f64,
+    output: u64,
     output_left: u64,
+    /// When its first token came.
+    first: f64,
 }
 
-/// The harness simulated one step at a time with drawn lengths: the mean TTFT of one run.
-fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut Rng) -> f64 {
+/// The harness simulated one step at a time with drawn lengths: the mean TTFT of one run,
+/// and the mean of each request's inter-token time `(E2E − TTFT) / (output − 1)`.
+fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut Rng) -> (f64, f64) {
     let n = run.prompts as usize;
     let draw = |l: f64, rng: &mut Rng| {
         let lo = ((run.range_ratio * l).floor() as u64).max(1);
@@ -48,6 +52,7 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
     let mut running: Vec<usize> = Vec::new();
     let mut t = 0.0;
     let mut ttft_sum = 0.0;
+    let (mut itl_sum, mut itl_n) = (0.0, 0usize);
     // Sent while a step ran: seen by the scheduler from the step after.
     let mut pending: VecDeque<usize> = VecDeque::new();
     let send = |reqs: &mut Vec<Req>, queue: &mut VecDeque<usize>, t: f64| {
@@ -55,7 +60,9 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
         reqs.push(Req {
             arrival: t,
             prompt_left: lengths[i].0,
+            output: lengths[i].1,
             output_left: lengths[i].1,
+            first: 0.0,
         });
         queue.push_back(i);
     };
@@ -93,7 +100,7 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
         let d = decoders.len() as f64;
         let mut ended: Vec<usize> = Vec::new();
         if !in_prefill.is_empty() {
-            let room = if run.chunked {
+            let room = if run.mixed {
                 (run.budget - d).max(1.0)
             } else {
                 run.budget
@@ -117,10 +124,10 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
                     done.push(i);
                 }
             }
-            let dt = step(if run.chunked { d } else { 0.0 }, q, k);
+            let dt = step(if run.mixed { d } else { 0.0 }, q, k);
             t += dt;
             counter += 1000;
-            if run.chunked {
+            if run.mixed {
                 for &i in &decoders {
                     reqs[i].output_left -= 1;
                     if reqs[i].output_left == 0 {
@@ -130,6 +137,7 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
             }
             for &i in &done {
                 ttft_sum += t - reqs[i].arrival + if run.overlap { dt } else { 0.0 };
+                reqs[i].first = t;
                 reqs[i].output_left -= 1;
                 if reqs[i].output_left == 0 {
                     ended.push(i);
@@ -150,6 +158,10 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
             counter = 0;
         }
         for i in ended {
+            if reqs[i].output > 1 {
+                itl_sum += (t - reqs[i].first) / (reqs[i].output - 1) as f64;
+                itl_n += 1;
+            }
             running.retain(|&r| r != i);
             finished += 1;
             if reqs.len() < n {
@@ -157,7 +169,7 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
             }
         }
     }
-    ttft_sum / n as f64
+    (ttft_sum / n as f64, itl_sum / itl_n.max(1) as f64)
 }
 
 /// A step that costs a fixed part, per decoding sequence and per prompt token (an engine
@@ -167,6 +179,18 @@ fn step(d: f64, q: f64, k: f64) -> f64 {
 }
 
 fn harness(c: u32, range_ratio: f64, chunked: bool, overlap: bool) -> HarnessRun {
+    harness_mixing(c, range_ratio, chunked, chunked, overlap)
+}
+
+/// As [`harness`], with prefill mixing into the decode steps or not (SGLang's prefill-first
+/// scheduler) apart from whether a prompt may be split.
+fn harness_mixing(
+    c: u32,
+    range_ratio: f64,
+    chunked: bool,
+    mixed: bool,
+    overlap: bool,
+) -> HarnessRun {
     HarnessRun {
         concurrency: c,
         slots: c,
@@ -176,41 +200,86 @@ fn harness(c: u32, range_ratio: f64, chunked: bool, overlap: bool) -> HarnessRun
         range_ratio,
         budget: 8192.0,
         chunked,
+        mixed,
         overlap,
         recv_interval: 1,
     }
 }
 
-/// The model's mean TTFT of `run`, the Monte-Carlo's (40 seeded runs with drawn lengths, one
-/// with fixed ones), and the model's relative error, seconds.
-fn against_monte_carlo(run: &HarnessRun, seed: u64) -> (f64, f64, f64) {
-    let model = expected_ttft(run, &step);
+/// The Monte-Carlo's mean TTFT and inter-token time of `run` (40 seeded runs with drawn
+/// lengths, one with fixed ones), seconds.
+fn monte_carlo_means(run: &HarnessRun, seed: u64) -> RunMeans {
     let seeds = if run.range_ratio < 1.0 { 40 } else { 1 };
     let mut rng = Rng(seed);
-    let mc = (0..seeds)
-        .map(|_| monte_carlo(run, &step, &mut rng))
-        .sum::<f64>()
-        / seeds as f64;
+    let (mut ttft, mut itl) = (0.0, 0.0);
+    for _ in 0..seeds {
+        let (a, b) = monte_carlo(run, &step, &mut rng);
+        ttft += a;
+        itl += b;
+    }
+    RunMeans {
+        ttft: ttft / seeds as f64,
+        itl: itl / seeds as f64,
+    }
+}
+
+/// The model's mean TTFT of `run`, the Monte-Carlo's, and the model's relative error,
+/// seconds.
+fn against_monte_carlo(run: &HarnessRun, seed: u64) -> (f64, f64, f64) {
+    let model = expected_ttft(run, &step);
+    let mc = monte_carlo_means(run, seed).ttft;
     (model, mc, (model - mc) / mc)
 }
 
+/// Every scheduling mode: prefill mixed into the decode steps in chunks (vLLM), the same
+/// with overlap, whole prompts in passes of their own, and SGLang's prefill first in chunks
+/// with overlap. The mean TTFT and the mean inter-token time both follow the Monte-Carlo.
 #[test]
 fn the_model_matches_a_monte_carlo_of_the_harness() {
-    for (chunked, overlap) in [(true, false), (true, true), (false, false)] {
+    for (chunked, mixed, overlap) in [
+        (true, true, false),
+        (true, true, true),
+        (false, false, false),
+        (true, false, true),
+    ] {
         for c in [4, 32, 128] {
             for r in [1.0, 0.8] {
-                let run = harness(c, r, chunked, overlap);
-                let (model, mc, err) = against_monte_carlo(&run, 0x9e37_79b9_7f4a_7c15 ^ c as u64);
-                assert!(
-                    err.abs() <= 0.05,
-                    "C={c} range ratio {r} chunked {chunked} overlap {overlap}: model {:.2} ms, Monte-Carlo {:.2} ms ({:+.1} %)",
-                    model * 1e3,
-                    mc * 1e3,
-                    err * 100.0
-                );
+                let run = harness_mixing(c, r, chunked, mixed, overlap);
+                let model = expected_means(&run, &step);
+                let mc = monte_carlo_means(&run, 0x9e37_79b9_7f4a_7c15 ^ c as u64);
+                for (what, m, x) in [("TTFT", model.ttft, mc.ttft), ("ITL", model.itl, mc.itl)] {
+                    let err = (m - x) / x;
+                    assert!(
+                        err.abs() <= 0.05,
+                        "{what} C={c} range ratio {r} chunked {chunked} mixed {mixed} overlap {overlap}: model {:.3} ms, Monte-Carlo {:.3} ms ({:+.1} %)",
+                        m * 1e3,
+                        x * 1e3,
+                        err * 100.0
+                    );
+                }
             }
         }
     }
+}
+
+/// Prefill first (SGLang): a burst of fixed-length prompts is prefilled whole before any of
+/// them decodes, so the wave finishes together and the next one arrives at once again; its
+/// mean TTFT is then about half a wave's prefill, far above the same engine mixing prefill
+/// into its decode steps, where the first wave's prompts finish apart and later ones arrive
+/// spread out.
+#[test]
+fn prefill_first_keeps_fixed_length_waves_together() {
+    let first = expected_means(&harness_mixing(128, 1.0, true, false, false), &step);
+    let mixed = expected_means(&harness_mixing(128, 1.0, true, true, false), &step);
+    // One wave: 128 prompts of 1,024 tokens, 16 steps of 8,192 tokens.
+    let wave = 16.0 * step(0.0, 8192.0, 8.0);
+    assert!(
+        first.ttft > 0.4 * wave && first.ttft < 0.7 * wave,
+        "prefill first: {:.1} ms against a wave of {:.1} ms",
+        first.ttft * 1e3,
+        wave * 1e3
+    );
+    assert!(first.ttft > 2.0 * mixed.ttft, "{first:?} vs {mixed:?}");
 }
 
 /// A scheduler that polls for new requests every 10 or 30 decode steps (SGLang's
@@ -255,7 +324,7 @@ fn a_slot_limit_below_the_clients_concurrency_is_waited_for() {
     let model = expected_ttft(&run, &step);
     let mut rng = Rng(7);
     let mc = (0..40)
-        .map(|_| monte_carlo(&run, &step, &mut rng))
+        .map(|_| monte_carlo(&run, &step, &mut rng).0)
         .sum::<f64>()
         / 40.0;
     assert!(((model - mc) / mc).abs() <= 0.05, "{model} vs {mc}");

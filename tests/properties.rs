@@ -174,7 +174,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
             log_range(1e8, 16e9), // activation reserve
             1u32..=4096,
             1u32..=65536,
-            any::<bool>(),
+            (any::<bool>(), any::<bool>()), // chunked prefill, prefill mixed with decode
             proptest::collection::vec(
                 prop_oneof![
                     Just(FormatKind::Fp8),
@@ -190,7 +190,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
         .prop_map(
             |(
                 (cuda_graphs, allreduce, nccl_algorithm, nccl_protocol, custom_max, one_shot),
-                (gap, launch, step, util, reserve, seqs, tokens, chunked, unfused),
+                (gap, launch, step, util, reserve, seqs, tokens, (chunked, mixed), unfused),
             )| EngineSpec {
                 name: "prop-engine".into(),
                 cuda_graphs,
@@ -212,6 +212,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 max_num_seqs: seqs,
                 max_num_batched_tokens: tokens,
                 chunked_prefill: chunked,
+                prefill_mixes_with_decode: mixed,
                 unfused_dequant: unfused,
                 gemm_family: Default::default(),
                 moe_library: Default::default(),
@@ -941,11 +942,12 @@ proptest! {
             let e2e_ms = p.ttft_ms + (out - 1.0) * p.tpot_itl_ms;
             prop_assert!((p.e2e_ms - e2e_ms).abs() <= EPS * e2e_ms, "E2E {} != {e2e_ms}", p.e2e_ms);
             prop_assert!((p.tpot_e2e_ms * out - p.e2e_ms).abs() <= EPS * p.e2e_ms);
-            // TPOT(e2e) ≥ TPOT(itl) exactly when TTFT ≥ ITL. With chunked prefill the prompt
-            // rides at least one full step, so it holds. Without it, a short prompt's prefill
-            // runs as a pass of its own and can be quicker than a long-context decode step of
-            // the whole batch: TTFT < ITL is then physical, not an error, and not asserted.
-            if c.system.engine.chunked_prefill {
+            // TPOT(e2e) ≥ TPOT(itl) exactly when TTFT ≥ ITL. Where prefill mixes with decode
+            // the prompt rides at least one full step, so it holds. Where it does not, a short
+            // prompt's prefill runs as a pass of its own and can be quicker than a
+            // long-context decode step of the whole batch: TTFT < ITL is then physical, not an
+            // error, and not asserted.
+            if c.system.engine.prefill_mixes_with_decode {
                 prop_assert!(
                     p.tpot_e2e_ms >= p.tpot_itl_ms * (1.0 - EPS),
                     "C={}: TPOT e2e {} ms < itl {} ms (ttft {} ms, running {}, in {input_len} out {output_len})",

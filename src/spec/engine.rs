@@ -67,8 +67,14 @@ pub struct EngineSpec {
     pub max_num_seqs: u32,
     /// Token budget per step (decode tokens plus prefill chunks).
     pub max_num_batched_tokens: u32,
-    /// Prefill split into chunks that share steps with decode.
+    /// A prompt may be split over steps in chunks of the token budget.
     pub chunked_prefill: bool,
+    /// A step that carries prompts also advances every decoding sequence (vLLM's chunked
+    /// prefill, TensorRT-LLM's in-flight batching); without it the scheduler runs waiting
+    /// prompts in passes of their own first and the decodes wait (SGLang's default, its
+    /// `--enable-mixed-chunk` off).
+    #[serde(default = "mixes_by_default")]
+    pub prefill_mixes_with_decode: bool,
     /// Weight formats this engine's kernels dequantize in a separate, memory-bound cast pass
     /// instead of inside the GEMM.
     #[serde(default)]
@@ -119,6 +125,10 @@ pub struct EngineSpec {
 
 fn every_step() -> u32 {
     1
+}
+
+fn mixes_by_default() -> bool {
+    true
 }
 
 /// The most decode steps between polls a description may name: far above any engine's
@@ -607,6 +617,11 @@ pub struct EngineFile {
     /// Scheduler defaults by GPU memory; the first rule the GPU reaches applies.
     pub batch_defaults: Vec<BatchRule>,
     pub chunked_prefill: bool,
+    /// Whether a step carrying prompts also decodes (absent: as `chunked_prefill`, vLLM's
+    /// two modes: chunks mixed into the decode step, or whole prompts in passes of their
+    /// own).
+    #[serde(default)]
+    pub prefill_mixes_with_decode: Option<bool>,
     #[serde(default)]
     pub unfused_dequant: Vec<ArchRule>,
     /// GEMM kernel families the engine runs instead of the generation's measured ones.
@@ -764,6 +779,9 @@ impl EngineFile {
             max_num_seqs: batch.max_num_seqs,
             max_num_batched_tokens: batch.max_num_batched_tokens,
             chunked_prefill: self.chunked_prefill,
+            prefill_mixes_with_decode: self
+                .prefill_mixes_with_decode
+                .unwrap_or(self.chunked_prefill),
             unfused_dequant: unfused,
             gemm_family,
             moe_library,

@@ -20,6 +20,16 @@
 //! only when the counter has reached `N` (then it starts again from 0). A request sent
 //! during a stretch of decodes waits for the next poll, some `N / 2` steps on average.
 //!
+//! An engine with data-parallel attention may hold prompts back to balance its ranks
+//! (TensorRT-LLM's `attention_dp_config.enable_balance`, `py_executor.py`
+//! `_balance_adp_requests`): each request goes to the rank with the fewest requests, and
+//! every iteration the ranks compare what they would schedule. Where every rank has a prompt
+//! to prefill they prefill at once (after `batching_wait` more iterations when every rank
+//! also decodes); otherwise an iteration counter advances, and the prompts wait until it
+//! reaches `timeout` (then it starts again from 0), or run at once when some rank has
+//! nothing to decode. The counter runs through decode-only iterations too, so a prompt sent
+//! into a busy engine waits some `timeout / 2` iterations on average.
+//!
 //! No closed form holds once lengths are drawn (the waves drift apart and mix with the
 //! decodes), so the process is simulated, skipping the decode-only stretches between events:
 //! a few events per request. [`expected_ttft`] averages the run over a few draws of its
@@ -55,6 +65,123 @@ pub struct HarnessRun {
     pub overlap: bool,
     /// Decode steps between the scheduler's polls for new requests (1: every step).
     pub recv_interval: u32,
+    /// Prompts held back to balance data-parallel attention ranks (None: never held).
+    pub balance: Option<ContextBalance>,
+}
+
+/// Context balancing over data-parallel attention ranks (TensorRT-LLM's
+/// `attention_dp_config` with `enable_balance`): see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextBalance {
+    /// Attention ranks, each with its own requests.
+    pub ranks: u32,
+    /// Iterations a prompt waits for every rank to have one (`timeout_iters`).
+    pub timeout: u32,
+    /// Iterations more, once every rank has one and every rank decodes
+    /// (`batching_wait_iters`).
+    pub batching_wait: u32,
+}
+
+/// The balancing state of one run: which rank each request is on, what each rank holds,
+/// and the two iteration counters.
+struct Balancer {
+    rule: ContextBalance,
+    rank_of: Vec<usize>,
+    active: Vec<u32>,
+    decoding: Vec<u32>,
+    waited: u32,
+    batched: u32,
+}
+
+/// What the balancer lets the next iteration do with the prompts ready to prefill.
+enum Gate {
+    /// Prefill them now.
+    Release,
+    /// Hold them for `iterations` decode-only iterations (at least 1), unless a request
+    /// finishes first; `counting`: each one advances the timeout counter.
+    Hold { iterations: u64, counting: bool },
+}
+
+impl Balancer {
+    fn new(rule: ContextBalance, n: usize) -> Balancer {
+        let ranks = rule.ranks.max(1) as usize;
+        Balancer {
+            rule,
+            rank_of: vec![0; n],
+            active: vec![0; ranks],
+            decoding: vec![0; ranks],
+            waited: 0,
+            batched: 0,
+        }
+    }
+
+    /// Request `i` is sent: it goes to the rank with the fewest requests (the lowest of
+    /// equals).
+    fn send(&mut self, i: usize) {
+        let r = (0..self.active.len())
+            .min_by_key(|&r| (self.active[r], r))
+            .unwrap_or(0);
+        self.rank_of[i] = r;
+        self.active[r] += 1;
+    }
+
+    fn starts_decoding(&mut self, i: usize) {
+        self.decoding[self.rank_of[i]] += 1;
+    }
+
+    fn finishes(&mut self, i: usize) {
+        let r = self.rank_of[i];
+        self.decoding[r] = self.decoding[r].saturating_sub(1);
+        self.active[r] = self.active[r].saturating_sub(1);
+    }
+
+    fn every_rank_decodes(&self) -> bool {
+        self.decoding.iter().all(|&d| d > 0)
+    }
+
+    /// The decision for an iteration with `ready` (requests) waiting to prefill, the counters
+    /// updated as the engine updates them in that iteration.
+    fn gate(&mut self, ready: impl Iterator<Item = usize>) -> Gate {
+        let mut has = vec![false; self.active.len()];
+        for i in ready {
+            has[self.rank_of[i]] = true;
+        }
+        let decodes = self.every_rank_decodes();
+        if has.iter().all(|&h| h) {
+            self.waited = 0;
+            if decodes && self.batched < self.rule.batching_wait {
+                self.batched += 1;
+                return Gate::Hold {
+                    iterations: 1,
+                    counting: false,
+                };
+            }
+            self.batched = 0;
+            return Gate::Release;
+        }
+        if !decodes || self.waited + 1 >= self.rule.timeout {
+            self.waited = 0;
+            return Gate::Release;
+        }
+        // Held until the counter reaches the timeout: the iteration that reaches it runs
+        // the prompts.
+        Gate::Hold {
+            iterations: (self.rule.timeout - 1 - self.waited).max(1) as u64,
+            counting: true,
+        }
+    }
+
+    /// `m` iterations with nothing to prefill, or held by the timeout: the counter
+    /// advances (and starts again at the timeout, or stays at 0 while some rank has nothing
+    /// to decode).
+    fn idle(&mut self, m: u64) {
+        if self.every_rank_decodes() {
+            let t = self.rule.timeout.max(1) as u64;
+            self.waited = ((self.waited as u64 + m) % t) as u32;
+        } else {
+            self.waited = 0;
+        }
+    }
 }
 
 /// One request's input and output lengths, tokens.
@@ -139,12 +266,15 @@ pub fn expected_ttft(run: &HarnessRun, step: &impl StepTime) -> f64 {
 }
 
 /// The expected [`RunMeans`] of the run: each mean over the fixed draws of its lengths, as
-/// [`expected_ttft`].
+/// [`expected_ttft`] (eight times as many requests under context balancing).
 pub fn expected_means(run: &HarnessRun, step: &impl StepTime) -> RunMeans {
+    // Context balancing makes one run's mean depend on where the timeouts fall among its
+    // arrivals (some 8 % from run to run at C = 128 over 8 ranks): eight times the requests.
+    let requests = EXPECTATION_REQUESTS * if run.balance.is_some() { 8 } else { 1 };
     let draws = if run.range_ratio >= 1.0 {
         1
     } else {
-        (EXPECTATION_REQUESTS / run.prompts.max(1) as u64).clamp(1, MAX_DRAWS)
+        (requests / run.prompts.max(1) as u64).clamp(1, MAX_DRAWS)
     };
     let mut sum = RunMeans::default();
     for k in 0..draws {
@@ -199,8 +329,12 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
     // The poll counter: decode steps since the last poll (a step with prompts fills it).
     let interval = run.recv_interval.max(1) as u64;
     let mut since_poll = interval;
+    let mut balancer = run.balance.map(|b| Balancer::new(b, n));
     while sent < n.min(run.concurrency.max(1) as usize) {
         waiting.push_back((0.0, sent));
+        if let Some(b) = balancer.as_mut() {
+            b.send(sent);
+        }
         sent += 1;
     }
     loop {
@@ -210,7 +344,33 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
             };
             prefilling.push_back((at, i, lengths[i].0.max(1.0)));
         }
-        if !prefilling.is_empty() {
+        let gate = match (balancer.as_mut(), prefilling.is_empty()) {
+            (Some(b), false) => b.gate(prefilling.iter().map(|p| p.1)),
+            _ => Gate::Release,
+        };
+        if let (
+            Gate::Hold {
+                iterations,
+                counting,
+            },
+            Some(&Reverse((next, _, _))),
+        ) = (gate, decoding.peek())
+        {
+            // Held prompts: decode-only iterations until the balancer lets them run or a
+            // request finishes.
+            // A request sent meanwhile is seen at the next poll and may change the decision.
+            let mut m = iterations.min(next.saturating_sub(steps));
+            if !pending.is_empty() {
+                m = m.min(interval.saturating_sub(since_poll));
+            }
+            let m = m.max(1);
+            t += m as f64 * step.step(decoding.len() as f64, 0.0, 0.0);
+            steps += m;
+            since_poll += m;
+            if let (true, Some(b)) = (counting, balancer.as_mut()) {
+                b.idle(m);
+            }
+        } else if !prefilling.is_empty() {
             let d = decoding.len() as f64;
             let room = if run.mixed {
                 (budget - d).max(1.0)
@@ -251,6 +411,9 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
                 let rest = (lengths[i].1.round() - 1.0).max(0.0) as u64;
                 // It emitted its first token in this step; it decodes from the next one.
                 decoding.push(Reverse((steps + rest, i, Instant(t))));
+                if let Some(b) = balancer.as_mut() {
+                    b.starts_decoding(i);
+                }
             }
             if left > 0.0 {
                 if let Some(front) = prefilling.front_mut() {
@@ -268,6 +431,9 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
                 t += m as f64 * step.step(decoding.len() as f64, 0.0, 0.0);
                 steps += m;
                 since_poll += m;
+                if let Some(b) = balancer.as_mut() {
+                    b.idle(m);
+                }
             }
         } else if !pending.is_empty() {
             // An idle engine takes them at once.
@@ -288,6 +454,9 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
                 break;
             }
             decoding.pop();
+            if let Some(b) = balancer.as_mut() {
+                b.finishes(i);
+            }
             let rest = (lengths[i].1.round() - 1.0).max(0.0);
             if rest > 0.0 {
                 itl_total += (t - first.0) / rest;
@@ -295,6 +464,9 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
             }
             if sent < n {
                 pending.push((t, sent));
+                if let Some(b) = balancer.as_mut() {
+                    b.send(sent);
+                }
                 sent += 1;
             }
         }
@@ -345,6 +517,7 @@ mod tests {
             mixed: true,
             overlap: false,
             recv_interval: 1,
+            balance: None,
         }
     }
 

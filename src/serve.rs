@@ -69,7 +69,7 @@ use crate::cost::power::{joules_per_token, PowerModel, Work};
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
-use crate::harness::{expected_means, HarnessRun, RunMeans, StepTime};
+use crate::harness::{expected_means, ContextBalance, HarnessRun, RunMeans, StepTime};
 use crate::predict::{breakdown_ms, MemoryReport, Scenario};
 pub use crate::spec::client::{ClientModel, Lengths, Start};
 use serde::Serialize;
@@ -600,6 +600,18 @@ impl<'s, 'a> Server<'s, 'a> {
 
     /// Decode steps between the scheduler's polls for new requests at concurrency `c`: what
     /// the client's launch scripts set, else the engine description's.
+    /// The engine's context balancing over its data-parallel attention ranks, when it has
+    /// one and attention is data-parallel.
+    fn context_balance(&self) -> Option<ContextBalance> {
+        let dp = self.s.parallel.dp;
+        let b = self.s.system.engine.attention_dp_balance?;
+        (dp > 1).then_some(ContextBalance {
+            ranks: dp,
+            timeout: b.timeout_iters,
+            batching_wait: b.batching_wait_iters,
+        })
+    }
+
     fn recv_interval(&self, c: u32) -> u32 {
         self.w
             .client
@@ -650,6 +662,7 @@ impl<'s, 'a> Server<'s, 'a> {
             mixed: costs.mixed,
             overlap: self.s.overlaps(),
             recv_interval: self.recv_interval(c),
+            balance: self.context_balance(),
         };
         let grid = StepGrid::new(self, run.slots as f64, run.input);
         Some(expected_means(&run, &grid))
@@ -865,8 +878,16 @@ impl<'s, 'a> Server<'s, 'a> {
         // A scheduler that polls for new requests every N decode steps (SGLang's
         // `--scheduler-recv-interval`) keeps it waiting for the next poll: N / 2 steps on
         // average.
+        // Context balancing over data-parallel attention ranks holds it until the ranks'
+        // iteration counter reaches its timeout (`timeout / 2` steps on average) while
+        // every rank decodes: at two running sequences a rank or more; the wait ends sooner
+        // when every rank has a prompt, which this steady-state estimate leaves out.
+        let balance = match self.context_balance() {
+            Some(b) if running >= 2.0 * b.ranks as f64 => 0.5 * b.timeout as f64 * step,
+            _ => 0.0,
+        };
         let admit = if running > 1.0 {
-            0.5 * self.recv_interval(c) as f64 * step
+            0.5 * self.recv_interval(c) as f64 * step + balance
         } else {
             0.0
         };

@@ -5,7 +5,7 @@
 //! own fixed generator: within 5 % of the Monte-Carlo mean at three concurrencies and both
 //! length modes.
 
-use rooftop::harness::{expected_means, expected_ttft, HarnessRun, RunMeans};
+use rooftop::harness::{expected_means, expected_ttft, ContextBalance, HarnessRun, RunMeans};
 use std::collections::VecDeque;
 
 /// A small seeded generator (xorshift64*), so the test needs no crate and never changes.
@@ -71,6 +71,25 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
     }
     waiting.extend(pending.drain(..));
     let mut finished = 0;
+    // Context balancing over attention ranks (TensorRT-LLM's _balance_adp_requests), one
+    // iteration at a time: each request's rank, the requests per rank, the two counters.
+    let ranks = run.balance.map_or(1, |b| b.ranks.max(1) as usize);
+    let mut rank_of: Vec<usize> = Vec::with_capacity(n);
+    let mut per_rank = vec![0u32; ranks];
+    let (mut waited, mut batched) = (0u32, 0u32);
+    let route = |rank_of: &mut Vec<usize>, per_rank: &mut Vec<u32>| {
+        let mut best = 0;
+        for r in 1..per_rank.len() {
+            if per_rank[r] < per_rank[best] {
+                best = r;
+            }
+        }
+        rank_of.push(best);
+        per_rank[best] += 1;
+    };
+    for _ in 0..reqs.len() {
+        route(&mut rank_of, &mut per_rank);
+    }
     // SGLang's poll counter (scheduler_recv_skipper.py): +1 per decode step, full after a
     // step with prompts; the scheduler receives only when it is full, then restarts at 0.
     let interval = run.recv_interval.max(1) as u64;
@@ -99,7 +118,35 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
         }
         let d = decoders.len() as f64;
         let mut ended: Vec<usize> = Vec::new();
-        if !in_prefill.is_empty() {
+        // This iteration's balancing decision: may the prompts run?
+        let mut release = true;
+        if let Some(b) = run.balance {
+            let (mut ctx, mut gen) = (vec![false; ranks], vec![false; ranks]);
+            for &i in &in_prefill {
+                ctx[rank_of[i]] = true;
+            }
+            for &i in &decoders {
+                gen[rank_of[i]] = true;
+            }
+            let all_gen = gen.iter().all(|&g| g);
+            if ctx.iter().all(|&c| c) {
+                waited = 0;
+                if all_gen && batched < b.batching_wait {
+                    batched += 1;
+                    release = false;
+                } else {
+                    batched = 0;
+                }
+            } else {
+                waited += 1;
+                release = false;
+                if waited >= b.timeout || !all_gen {
+                    waited = 0;
+                    release = true;
+                }
+            }
+        }
+        if !in_prefill.is_empty() && release {
             let room = if run.mixed {
                 (run.budget - d).max(1.0)
             } else {
@@ -163,9 +210,11 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
                 itl_n += 1;
             }
             running.retain(|&r| r != i);
+            per_rank[rank_of[i]] -= 1;
             finished += 1;
             if reqs.len() < n {
                 send(&mut reqs, &mut pending, t);
+                route(&mut rank_of, &mut per_rank);
             }
         }
     }
@@ -203,6 +252,7 @@ fn harness_mixing(
         mixed,
         overlap,
         recv_interval: 1,
+        balance: None,
     }
 }
 
@@ -330,4 +380,53 @@ fn a_slot_limit_below_the_clients_concurrency_is_waited_for() {
     assert!(((model - mc) / mc).abs() <= 0.05, "{model} vs {mc}");
     let free = expected_ttft(&harness(64, 0.8, true, false), &step);
     assert!(model > free, "{model} vs {free}");
+}
+
+/// TensorRT-LLM's context balancing over eight attention ranks, as InferenceMAX's
+/// DeepSeek-R1 scripts set it (timeout 60, no batching wait) and at its defaults (50, 10):
+/// the model follows the Monte-Carlo at three concurrencies and both length modes, and
+/// holding prompts never shortens the TTFT. At C = 8 (one request per rank) a rank whose
+/// request finishes has nothing to decode, so nothing is held.
+#[test]
+fn context_balancing_over_attention_ranks_matches_the_monte_carlo() {
+    for (timeout, batching_wait) in [(60, 0), (50, 10)] {
+        for c in [8, 64, 128] {
+            for r in [1.0, 0.8] {
+                let mut run = harness(c, r, true, true);
+                run.balance = Some(ContextBalance {
+                    ranks: 8,
+                    timeout,
+                    batching_wait,
+                });
+                let seed = 0xba1a_0000 ^ (c as u64) << 8 ^ timeout as u64;
+                let model = expected_means(&run, &step);
+                let mc = monte_carlo_means(&run, seed);
+                for (what, m, x) in [("TTFT", model.ttft, mc.ttft), ("ITL", model.itl, mc.itl)] {
+                    let err = (m - x) / x;
+                    assert!(
+                        err.abs() <= 0.05,
+                        "{what} timeout {timeout} wait {batching_wait} C={c} range ratio {r}: model {:.2} ms, Monte-Carlo {:.2} ms ({:+.1} %)",
+                        m * 1e3,
+                        x * 1e3,
+                        err * 100.0
+                    );
+                }
+                let free = expected_ttft(&harness(c, r, true, true), &step);
+                assert!(
+                    model.ttft >= free * (1.0 - 1e-9),
+                    "C={c}: balancing {} ms below none {} ms",
+                    model.ttft * 1e3,
+                    free * 1e3
+                );
+                if c == 8 && batching_wait == 0 {
+                    assert!(
+                        (model.ttft - free).abs() <= 1e-9 * free,
+                        "one request per rank is never held: {} vs {} ms",
+                        model.ttft * 1e3,
+                        free * 1e3
+                    );
+                }
+            }
+        }
+    }
 }

@@ -225,6 +225,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 moe_all_to_all: Default::default(),
                 scheduler_recv_interval: 1,
                 max_num_seqs_when_speculating: None,
+                attention_dp_balance: None,
             },
         )
 }

@@ -15,6 +15,14 @@ fn model(name: &str) -> rooftop::spec::ModelSpec {
 /// The built-in InferenceMAX client with one more `[[launch]]` entry (`entry`: its keys),
 /// read from a file of its own as a user's client would be.
 fn inferencemax_with(tag: &str, entry: &str) -> rooftop::spec::client::ClientSpec {
+    try_inferencemax_with(tag, entry).unwrap()
+}
+
+/// As [`inferencemax_with`], the load's error kept.
+fn try_inferencemax_with(
+    tag: &str,
+    entry: &str,
+) -> Result<rooftop::spec::client::ClientSpec, rooftop::error::Error> {
     let dir = std::env::temp_dir().join(format!("rooftop-launch-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("client.toml");
@@ -23,7 +31,7 @@ fn inferencemax_with(tag: &str, entry: &str) -> rooftop::spec::client::ClientSpe
     )
     .unwrap();
     std::fs::write(&file, format!("{base}\n[[launch]]\n{entry}\n")).unwrap();
-    let c = load_client(file.to_str().unwrap()).unwrap();
+    let c = load_client(file.to_str().unwrap());
     std::fs::remove_dir_all(&dir).ok();
     c
 }
@@ -582,4 +590,60 @@ fn a_launch_entry_naming_its_checkpoint_applies_to_that_checkpoint_only() {
             .map(String::as_str),
         Some("cutlass")
     );
+}
+
+/// InferenceMAX's TensorRT-LLM DeepSeek-R1 scripts turn on context balancing over the
+/// attention-DP ranks (timeout 60 iterations, no batching wait): the engine they start holds
+/// it, on one node only and for TensorRT-LLM only. Under attention DP over 8 ranks at
+/// C = 128 it lengthens the mean TTFT (prompts wait for the ranks' counter), and it leaves
+/// a tensor-parallel layout, which has one attention rank, exactly as it was.
+#[test]
+fn a_harness_launch_script_turns_on_context_balancing_under_attention_dp() {
+    let c = load_client("inferencemax").unwrap();
+    let on =
+        |system: &str, engine: &str| System::load_with_engine(system, Some(engine), &[]).unwrap();
+    let m = model("deepseek-v3-fp8");
+    let plain = on("8x-b200-nvlink", "trtllm");
+    let launched = c
+        .launched(&plain, &m)
+        .expect("the script changes the engine");
+    let b = launched.engine.attention_dp_balance.expect("balancing on");
+    assert_eq!((b.timeout_iters, b.batching_wait_iters), (60, 0));
+    for (system, engine) in [("8x-b200-nvlink", "sglang"), ("4x8-b200-ib", "trtllm")] {
+        let s = on(system, engine);
+        let after = c.launched(&s, &m).unwrap_or(s);
+        assert_eq!(
+            after.engine.attention_dp_balance, None,
+            "{engine} on {system}"
+        );
+    }
+    let client = c.model_for(&launched, &m);
+    let ttft = |s: &System, p: Parallel| {
+        let sc = Scenario::new(&m, s, p).unwrap();
+        sweep(&sc, &[128], w(1024, 1024, client)).unwrap().points[0].ttft_ms
+    };
+    let dp = Parallel {
+        tp: 1,
+        ep: 8,
+        pp: 1,
+        dp: 8,
+        redundant_experts: 0,
+    };
+    let (held, free) = (ttft(&launched, dp), ttft(&plain, dp));
+    assert!(held > free * 1.5, "balanced {held} ms against {free} ms");
+    let tp = Parallel::tp(8);
+    assert_eq!(ttft(&launched, tp), ttft(&plain, tp));
+}
+
+/// A launch entry's balancing settings are checked like the engine's: a timeout beyond the
+/// bound is refused with the entry's field named.
+#[test]
+fn a_launch_entrys_balancing_timeout_is_bounded() {
+    let err = try_inferencemax_with(
+        "balance",
+        "engine = \"trtllm\"\nattention_dp_balance = { timeout_iters = 20000 }",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("attention_dp_balance.timeout_iters"), "{err}");
 }

@@ -133,6 +133,11 @@ pub struct LaunchFlags {
     /// model's `quantization.kv_cache` for the runs it starts.
     #[serde(default)]
     pub kv_cache: Option<crate::spec::model::KvDtype>,
+    /// Context balancing over data-parallel attention ranks the script turns on
+    /// (TensorRT-LLM's `attention_dp_config` with `enable_balance: true`): the engine's
+    /// `attention_dp_balance`.
+    #[serde(default)]
+    pub attention_dp_balance: Option<crate::spec::engine::AttentionDpBalance>,
 }
 
 impl LaunchFlags {
@@ -297,11 +302,15 @@ impl ClientSpec {
             if l.scheduler_recv_interval.is_none()
                 && l.moe_library.is_empty()
                 && l.kv_cache.is_none()
+                && l.attention_dp_balance.is_none()
             {
                 return Err((
                     format!("launch[{i}]"),
-                    "a setting: scheduler_recv_interval, moe_library or kv_cache".into(),
+                    "a setting: scheduler_recv_interval, moe_library, kv_cache or attention_dp_balance".into(),
                 ));
+            }
+            if let Some(b) = &l.attention_dp_balance {
+                b.check(&format!("launch[{i}].attention_dp_balance"))?;
             }
             crate::spec::engine::check_bounds(&l.from, &l.before, &format!("launch[{i}]"))?;
             if let Some((f, lib)) = l
@@ -370,21 +379,26 @@ impl ClientSpec {
     }
 
     /// `system` as the launch scripts start its engine for `model`: the kernel libraries
-    /// they select (`moe_library`) set on the engine. `None` when no script changes it.
+    /// they select (`moe_library`) and the context balancing they turn on
+    /// (`attention_dp_balance`) set on the engine. `None` when no script changes it.
     pub fn launched(
         &self,
         system: &crate::spec::System,
         model: &crate::spec::ModelSpec,
     ) -> Option<crate::spec::System> {
         let mut libraries = system.engine.moe_library.clone();
+        let mut balance = system.engine.attention_dp_balance;
         for l in self.launches(system, model) {
             libraries.extend(l.moe_library.iter().map(|(f, b)| (f.clone(), b.clone())));
+            balance = l.attention_dp_balance.or(balance);
         }
-        (libraries != system.engine.moe_library).then(|| {
-            let mut s = system.clone();
-            s.engine.moe_library = libraries;
-            s
-        })
+        (libraries != system.engine.moe_library || balance != system.engine.attention_dp_balance)
+            .then(|| {
+                let mut s = system.clone();
+                s.engine.moe_library = libraries;
+                s.engine.attention_dp_balance = balance;
+                s
+            })
     }
 
     /// `model` as the launch scripts serve it on `system`: the KV-cache type they set

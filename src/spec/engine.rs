@@ -121,6 +121,59 @@ pub struct EngineSpec {
     /// speculation. A lower `max_num_seqs` still binds.
     #[serde(default)]
     pub max_num_seqs_when_speculating: Option<u32>,
+    /// Prompts held back to balance data-parallel attention ranks (TensorRT-LLM's
+    /// `attention_dp_config` with `enable_balance = true`; `None`: never held). Applies
+    /// only when attention is data-parallel.
+    #[serde(default)]
+    pub attention_dp_balance: Option<AttentionDpBalance>,
+}
+
+/// TensorRT-LLM's attention-DP context balancing (`attention_dp_config`,
+/// `py_executor.py` `_balance_adp_requests`): each iteration the ranks compare the prompts
+/// they would prefill; when every rank has one they run (after `batching_wait_iters` more
+/// iterations where every rank also decodes), otherwise they wait until an iteration counter
+/// that runs through every iteration reaches `timeout_iters`, or until some rank has nothing
+/// to decode.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionDpBalance {
+    /// Iterations the prompts wait for every rank to have one (TensorRT-LLM default 50).
+    #[serde(default = "balance_timeout_default")]
+    pub timeout_iters: u32,
+    /// Iterations more once every rank has one and decodes (TensorRT-LLM default 10).
+    #[serde(default = "balance_batching_wait_default")]
+    pub batching_wait_iters: u32,
+}
+
+fn balance_timeout_default() -> u32 {
+    50
+}
+
+fn balance_batching_wait_default() -> u32 {
+    10
+}
+
+/// The most iterations a balancing timeout or wait may name: a bound on a typo.
+pub const MAX_BALANCE_ITERS: u32 = 10_000;
+
+impl AttentionDpBalance {
+    /// A timeout and a wait of at most [`MAX_BALANCE_ITERS`] iterations each (0: none);
+    /// `field` names where it was given.
+    pub fn check(&self, field: &str) -> Result<(), (String, String)> {
+        if self.timeout_iters > MAX_BALANCE_ITERS {
+            return Err((
+                format!("{field}.timeout_iters"),
+                format!("0 to {MAX_BALANCE_ITERS} iterations"),
+            ));
+        }
+        if self.batching_wait_iters > MAX_BALANCE_ITERS {
+            return Err((
+                format!("{field}.batching_wait_iters"),
+                format!("0 to {MAX_BALANCE_ITERS} iterations"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn every_step() -> u32 {
@@ -660,6 +713,9 @@ pub struct EngineFile {
     /// The engine's own cap on running sequences while it speculates (absent: none).
     #[serde(default)]
     pub max_num_seqs_when_speculating: Option<u32>,
+    /// Context balancing over data-parallel attention ranks (absent: none).
+    #[serde(default)]
+    pub attention_dp_balance: Option<AttentionDpBalance>,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -794,6 +850,7 @@ impl EngineFile {
             moe_all_to_all: self.moe_all_to_all,
             scheduler_recv_interval: self.scheduler_recv_interval,
             max_num_seqs_when_speculating: self.max_num_seqs_when_speculating,
+            attention_dp_balance: self.attention_dp_balance,
         };
         e.validate()?;
         Ok(e)
@@ -873,6 +930,9 @@ impl EngineSpec {
                 "engine.scheduler_recv_interval".into(),
                 format!("1 to {MAX_RECV_INTERVAL} decode steps between polls (1: every step)"),
             ));
+        }
+        if let Some(b) = &self.attention_dp_balance {
+            b.check("engine.attention_dp_balance")?;
         }
         let u = self.gpu_memory_utilization.0;
         if !(1e-3..=1.0).contains(&u) {

@@ -523,7 +523,8 @@ fn an_impossible_poll_interval_is_refused() {
 /// InferenceMAX's scripts set the KV cache to FP8 for SGLang DeepSeek-R1 and Qwen3.5 FP8 on
 /// one node and vLLM gpt-oss-120b on B200: the model those runs are priced with stores FP8,
 /// and nothing else changes (Qwen3.5's BF16 checkpoint, another engine, several nodes,
-/// Hopper, an older release).
+/// Hopper, an older release); TensorRT-LLM's DeepSeek-R1 and B200 gpt-oss-120b scripts set
+/// FP8 too.
 #[test]
 fn a_harness_launch_script_sets_the_kv_cache_it_names() {
     use rooftop::spec::KvDtype;
@@ -543,7 +544,13 @@ fn a_harness_launch_script_sets_the_kv_cache_it_names() {
         "another recipe runs multi-node"
     );
     assert_eq!(kv("8x-b200-nvlink", "vllm-v1", &ds), KvDtype::Bf16);
+    // TensorRT-LLM's scripts: DeepSeek-R1 on B200 and H200, gpt-oss-120b on B200 only.
+    assert_eq!(kv("8x-b200-nvlink", "trtllm", &ds), KvDtype::Fp8);
+    assert_eq!(kv("8x-h200-nvlink", "trtllm", &ds), KvDtype::Fp8);
+    assert_eq!(kv("4x8-b200-ib", "trtllm", &ds), KvDtype::Bf16);
     let gptoss = model("gpt-oss-120b");
+    assert_eq!(kv("8x-b200-nvlink", "trtllm", &gptoss), KvDtype::Fp8);
+    assert_eq!(kv("8x-h100-nvlink", "trtllm", &gptoss), KvDtype::Bf16);
     assert_eq!(
         kv("8x-b200-nvlink", "vllm-v1@0.15.1", &gptoss),
         KvDtype::Fp8

@@ -517,7 +517,11 @@ impl<'s, 'a> Server<'s, 'a> {
             sol: s.sol_evaluator()?,
             chunked: eng.chunked_prefill,
             mixed: eng.prefill_mixes_with_decode,
-            budget: eng.max_num_batched_tokens as f64,
+            // The harness's launch script may set the budget from the input length.
+            budget: match w.client.budget_per_input {
+                Some(k) => k as f64 * w.input_len.max(1) as f64,
+                None => eng.max_num_batched_tokens as f64,
+            },
             step_overhead: s.params.step_overhead,
         };
         // Drawn lengths hold and compute their mean.

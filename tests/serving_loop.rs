@@ -551,6 +551,20 @@ fn a_harness_launch_script_sets_the_kv_cache_it_names() {
     let gptoss = model("gpt-oss-120b");
     assert_eq!(kv("8x-b200-nvlink", "trtllm", &gptoss), KvDtype::Fp8);
     assert_eq!(kv("8x-h100-nvlink", "trtllm", &gptoss), KvDtype::Bf16);
+    // vLLM MiniMax-M2.5 on B200: the FP8 checkpoint's script from the v0.19.0 image on,
+    // the NVFP4 checkpoint's always.
+    let minimax = model("minimax-m2.5-fp8");
+    assert_eq!(
+        kv("8x-b200-nvlink", "vllm-v1@0.19.0", &minimax),
+        KvDtype::Fp8
+    );
+    assert_eq!(
+        kv("8x-b200-nvlink", "vllm-v1@0.17.0", &minimax),
+        KvDtype::Bf16
+    );
+    let mut nvfp4 = minimax.clone();
+    nvfp4.quantization.default = "nvfp4".parse().unwrap();
+    assert_eq!(kv("8x-b200-nvlink", "vllm-v1@0.17.0", &nvfp4), KvDtype::Fp8);
     assert_eq!(
         kv("8x-b200-nvlink", "vllm-v1@0.15.1", &gptoss),
         KvDtype::Fp8
@@ -653,4 +667,39 @@ fn a_launch_entrys_balancing_timeout_is_bounded() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("attention_dp_balance.timeout_iters"), "{err}");
+}
+
+/// InferenceMAX's MiniMax-M2.5 FP8 script on B200 sets the token budget to twice the input
+/// length from the v0.19.0 image on: 2,048 tokens a step at 1,024 input tokens, so a burst's
+/// first wave of 64 prompts takes four times the steps it takes at vLLM's 8,192, each paying
+/// the step's fixed costs, and its mean TTFT grows; an older release keeps the engine's
+/// budget. A multiple of 0 is refused.
+#[test]
+fn a_harness_launch_script_sets_the_token_budget_from_the_input_length() {
+    let c = load_client("inferencemax").unwrap();
+    let m = model("minimax-m2.5-fp8");
+    let ttft = |engine: &str| {
+        let s = System::load_with_engine("8x-b200-nvlink", Some(engine), &[]).unwrap();
+        let client = c.model_for(&s, &m);
+        let sc = Scenario::new(&m, &s, Parallel::tp(2)).unwrap();
+        (
+            client.budget_per_input,
+            sweep(&sc, &[64], w(1024, 1024, client)).unwrap().points[0].ttft_ms,
+        )
+    };
+    let (new, old) = (ttft("vllm-v1@0.19.0"), ttft("vllm-v1@0.17.0"));
+    assert_eq!((new.0, old.0), (Some(2), None));
+    assert!(
+        new.1 > old.1,
+        "budget 2,048: {} ms, 8,192: {} ms",
+        new.1,
+        old.1
+    );
+    let err = try_inferencemax_with(
+        "budget",
+        "engine = \"vllm-v1\"\nmax_num_batched_tokens_per_input = 0",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("max_num_batched_tokens_per_input"), "{err}");
 }

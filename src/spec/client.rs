@@ -138,7 +138,15 @@ pub struct LaunchFlags {
     /// `attention_dp_balance`.
     #[serde(default)]
     pub attention_dp_balance: Option<crate::spec::engine::AttentionDpBalance>,
+    /// The per-step token budget the script sets as a multiple of the requests' input
+    /// length (`--max-num-batched-tokens "$((ISL * 2))"`: 2), in place of the engine's
+    /// `max_num_batched_tokens`.
+    #[serde(default)]
+    pub max_num_batched_tokens_per_input: Option<u32>,
 }
+
+/// The most input lengths a launch script's token budget may name: a bound on a typo.
+pub const MAX_BUDGET_PER_INPUT: u32 = 64;
 
 impl LaunchFlags {
     /// Whether the script starts a server of `engine` (its resolved name, `name@release`)
@@ -209,6 +217,9 @@ pub struct ClientModel {
     /// The scheduler poll intervals the harness's launch scripts set for this engine and
     /// model (none: the engine description's).
     pub recv_intervals: RecvIntervals,
+    /// The per-step token budget the launch scripts set, as a multiple of the input length
+    /// (None: the engine's `max_num_batched_tokens`).
+    pub budget_per_input: Option<u32>,
 }
 
 impl ClientModel {
@@ -223,6 +234,7 @@ impl ClientModel {
         sets_max_num_seqs: false,
         per_chunk: 0.0,
         recv_intervals: RecvIntervals::NONE,
+        budget_per_input: None,
     };
 
     /// Requests in a run at concurrency `c` (None: unbounded, each client looping).
@@ -303,10 +315,21 @@ impl ClientSpec {
                 && l.moe_library.is_empty()
                 && l.kv_cache.is_none()
                 && l.attention_dp_balance.is_none()
+                && l.max_num_batched_tokens_per_input.is_none()
             {
                 return Err((
                     format!("launch[{i}]"),
-                    "a setting: scheduler_recv_interval, moe_library, kv_cache or attention_dp_balance".into(),
+                    "a setting: scheduler_recv_interval, moe_library, kv_cache, \
+                     attention_dp_balance or max_num_batched_tokens_per_input"
+                        .into(),
+                ));
+            }
+            if l.max_num_batched_tokens_per_input
+                .is_some_and(|k| !(1..=MAX_BUDGET_PER_INPUT).contains(&k))
+            {
+                return Err((
+                    format!("launch[{i}].max_num_batched_tokens_per_input"),
+                    format!("1 to {MAX_BUDGET_PER_INPUT} input lengths"),
                 ));
             }
             if let Some(b) = &l.attention_dp_balance {
@@ -362,6 +385,7 @@ impl ClientSpec {
     ) -> ClientModel {
         let mut m = self.model();
         for l in self.launches(system, model) {
+            m.budget_per_input = l.max_num_batched_tokens_per_input.or(m.budget_per_input);
             let Some(interval) = l.scheduler_recv_interval else {
                 continue;
             };
@@ -426,6 +450,7 @@ impl ClientSpec {
             sets_max_num_seqs: self.sets_max_num_seqs,
             per_chunk: self.per_chunk_cpu.0,
             recv_intervals: RecvIntervals::NONE,
+            budget_per_input: None,
         }
     }
 }

@@ -536,56 +536,154 @@ fn a_harness_launch_script_sets_the_kv_cache_it_names() {
         c.launch_model(&on(system, engine), &mut m);
         m.quantization.kv_cache
     };
-    let ds = model("deepseek-v3-fp8");
-    assert_eq!(kv("8x-b200-nvlink", "sglang", &ds), KvDtype::Fp8);
-    assert_eq!(
-        kv("4x8-b200-ib", "sglang", &ds),
-        KvDtype::Bf16,
-        "another recipe runs multi-node"
-    );
-    assert_eq!(kv("8x-b200-nvlink", "vllm-v1", &ds), KvDtype::Bf16);
-    // TensorRT-LLM's scripts: DeepSeek-R1 on B200 and H200, gpt-oss-120b on B200 only.
-    assert_eq!(kv("8x-b200-nvlink", "trtllm", &ds), KvDtype::Fp8);
-    assert_eq!(kv("8x-h200-nvlink", "trtllm", &ds), KvDtype::Fp8);
-    assert_eq!(kv("4x8-b200-ib", "trtllm", &ds), KvDtype::Bf16);
-    let gptoss = model("gpt-oss-120b");
-    assert_eq!(kv("8x-b200-nvlink", "trtllm", &gptoss), KvDtype::Fp8);
-    assert_eq!(kv("8x-h100-nvlink", "trtllm", &gptoss), KvDtype::Bf16);
-    // vLLM MiniMax-M2.5 on B200: the FP8 checkpoint's script from the v0.19.0 image on,
-    // the NVFP4 checkpoint's always.
-    let minimax = model("minimax-m2.5-fp8");
-    assert_eq!(
-        kv("8x-b200-nvlink", "vllm-v1@0.19.0", &minimax),
-        KvDtype::Fp8
-    );
-    assert_eq!(
-        kv("8x-b200-nvlink", "vllm-v1@0.17.0", &minimax),
-        KvDtype::Bf16
-    );
-    let mut nvfp4 = minimax.clone();
-    nvfp4.quantization.default = "nvfp4".parse().unwrap();
-    assert_eq!(kv("8x-b200-nvlink", "vllm-v1@0.17.0", &nvfp4), KvDtype::Fp8);
-    assert_eq!(
-        kv("8x-b200-nvlink", "vllm-v1@0.15.1", &gptoss),
-        KvDtype::Fp8
-    );
-    assert_eq!(
-        kv("8x-b200-nvlink", "vllm-v1@0.10.2", &gptoss),
-        KvDtype::Bf16
-    );
-    assert_eq!(
-        kv("8x-h100-nvlink", "vllm-v1@0.18.0", &gptoss),
-        KvDtype::Bf16
-    );
-    let qwen = model("qwen3.5-397b-a17b");
-    assert_eq!(
-        kv("8x-b200-nvlink", "sglang", &qwen),
-        KvDtype::Bf16,
-        "BF16 checkpoint"
-    );
-    let mut fp8 = qwen.clone();
-    fp8.quantization.default = "fp8".parse().unwrap();
-    assert_eq!(kv("8x-b200-nvlink", "sglang", &fp8), KvDtype::Fp8);
+    let with_default = |name: &str, format: Option<&str>| {
+        let mut m = model(name);
+        if let Some(f) = format {
+            m.quantization.default = f.parse().unwrap();
+        }
+        m
+    };
+    use KvDtype::{Bf16, Fp8};
+    // (system, engine, model, its checkpoint's default format where not the built-in's,
+    // the cache the launched run stores, why).
+    let cases = [
+        (
+            "8x-b200-nvlink",
+            "sglang",
+            "deepseek-v3-fp8",
+            None,
+            Fp8,
+            "SGLang's script",
+        ),
+        (
+            "4x8-b200-ib",
+            "sglang",
+            "deepseek-v3-fp8",
+            None,
+            Bf16,
+            "another recipe runs multi-node",
+        ),
+        (
+            "8x-b200-nvlink",
+            "vllm-v1",
+            "deepseek-v3-fp8",
+            None,
+            Bf16,
+            "no vLLM script",
+        ),
+        (
+            "8x-b200-nvlink",
+            "trtllm",
+            "deepseek-v3-fp8",
+            None,
+            Fp8,
+            "TensorRT-LLM's B200 script",
+        ),
+        (
+            "8x-h200-nvlink",
+            "trtllm",
+            "deepseek-v3-fp8",
+            None,
+            Fp8,
+            "TensorRT-LLM's H200 script",
+        ),
+        (
+            "4x8-b200-ib",
+            "trtllm",
+            "deepseek-v3-fp8",
+            None,
+            Bf16,
+            "multi-node",
+        ),
+        (
+            "8x-b200-nvlink",
+            "trtllm",
+            "gpt-oss-120b",
+            None,
+            Fp8,
+            "TensorRT-LLM's B200 script",
+        ),
+        (
+            "8x-h100-nvlink",
+            "trtllm",
+            "gpt-oss-120b",
+            None,
+            Bf16,
+            "its H200 script keeps auto",
+        ),
+        (
+            "8x-b200-nvlink",
+            "vllm-v1@0.19.0",
+            "minimax-m2.5-fp8",
+            None,
+            Fp8,
+            "from the v0.19.0 image",
+        ),
+        (
+            "8x-b200-nvlink",
+            "vllm-v1@0.17.0",
+            "minimax-m2.5-fp8",
+            None,
+            Bf16,
+            "before it",
+        ),
+        (
+            "8x-b200-nvlink",
+            "vllm-v1@0.17.0",
+            "minimax-m2.5-fp8",
+            Some("nvfp4"),
+            Fp8,
+            "the NVFP4 script",
+        ),
+        (
+            "8x-b200-nvlink",
+            "vllm-v1@0.15.1",
+            "gpt-oss-120b",
+            None,
+            Fp8,
+            "from the v0.11.2 scripts",
+        ),
+        (
+            "8x-b200-nvlink",
+            "vllm-v1@0.10.2",
+            "gpt-oss-120b",
+            None,
+            Bf16,
+            "before them",
+        ),
+        (
+            "8x-h100-nvlink",
+            "vllm-v1@0.18.0",
+            "gpt-oss-120b",
+            None,
+            Bf16,
+            "Hopper",
+        ),
+        (
+            "8x-b200-nvlink",
+            "sglang",
+            "qwen3.5-397b-a17b",
+            None,
+            Bf16,
+            "BF16 checkpoint",
+        ),
+        (
+            "8x-b200-nvlink",
+            "sglang",
+            "qwen3.5-397b-a17b",
+            Some("fp8"),
+            Fp8,
+            "FP8 checkpoint",
+        ),
+    ];
+    for (system, engine, name, format, want, why) in cases {
+        let m = with_default(name, format);
+        assert_eq!(
+            kv(system, engine, &m),
+            want,
+            "{engine} {name} {format:?} on {system}: {why}"
+        );
+    }
 }
 
 /// A launch entry that names its checkpoint (`weights`) sets the engine's library only for

@@ -801,3 +801,49 @@ fn a_harness_launch_script_sets_the_token_budget_from_the_input_length() {
     .to_string();
     assert!(err.contains("max_num_batched_tokens_per_input"), "{err}");
 }
+
+/// InferenceMAX's SGLang scripts set the prefill budget (`--chunked-prefill-size` with
+/// `--max-prefill-tokens`): 32,768 for DeepSeek-R1 FP8 and Qwen3.5 on B200, 16,384 for
+/// Qwen3.5 FP8 on H200; the FP4 DeepSeek-R1 script keeps the B200 default of 16,384. A
+/// budget of 0 is refused.
+#[test]
+fn a_harness_launch_script_sets_the_prefill_budget_it_names() {
+    let c = load_client("inferencemax").unwrap();
+    let budget = |system: &str, name: &str, format: Option<&str>| {
+        let s = System::load_with_engine(system, Some("sglang"), &[]).unwrap();
+        let mut m = model(name);
+        if let Some(f) = format {
+            m.quantization.default = f.parse().unwrap();
+        }
+        let own = s.engine.max_num_batched_tokens;
+        (
+            c.launched(&s, &m)
+                .map_or(own, |l| l.engine.max_num_batched_tokens),
+            own,
+        )
+    };
+    assert_eq!(
+        budget("8x-b200-nvlink", "deepseek-v3-fp8", None),
+        (32768, 16384)
+    );
+    assert_eq!(
+        budget("8x-b200-nvlink", "deepseek-v3-fp8", Some("nvfp4")),
+        (16384, 16384)
+    );
+    assert_eq!(budget("8x-b200-nvlink", "qwen3.5-397b-a17b", None).0, 32768);
+    assert_eq!(
+        budget("8x-h200-nvlink", "qwen3.5-397b-a17b", Some("fp8")).0,
+        16384
+    );
+    assert_eq!(budget("4x8-b200-ib", "deepseek-v3-fp8", None).0, 16384);
+    let err = try_inferencemax_with(
+        "zero-budget",
+        "engine = \"sglang\"\nmax_num_batched_tokens = 0",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("launch[") && err.contains("max_num_batched_tokens"),
+        "{err}"
+    );
+}

@@ -143,10 +143,19 @@ pub struct LaunchFlags {
     /// `max_num_batched_tokens`.
     #[serde(default)]
     pub max_num_batched_tokens_per_input: Option<u32>,
+    /// The per-step token budget the script sets (SGLang's `--chunked-prefill-size` with
+    /// `--max-prefill-tokens`, vLLM's `--max-num-batched-tokens`): the engine's
+    /// `max_num_batched_tokens`.
+    #[serde(default)]
+    pub max_num_batched_tokens: Option<u32>,
 }
 
 /// The most input lengths a launch script's token budget may name: a bound on a typo.
 pub const MAX_BUDGET_PER_INPUT: u32 = 64;
+
+/// The most tokens a step a launch script's budget may name (SGLang's launch scripts use up
+/// to 131,072): a bound on a typo.
+pub const MAX_LAUNCH_BUDGET: u32 = 1 << 22;
 
 impl LaunchFlags {
     /// Whether the script starts a server of `engine` (its resolved name, `name@release`)
@@ -316,12 +325,22 @@ impl ClientSpec {
                 && l.kv_cache.is_none()
                 && l.attention_dp_balance.is_none()
                 && l.max_num_batched_tokens_per_input.is_none()
+                && l.max_num_batched_tokens.is_none()
             {
                 return Err((
                     format!("launch[{i}]"),
                     "a setting: scheduler_recv_interval, moe_library, kv_cache, \
-                     attention_dp_balance or max_num_batched_tokens_per_input"
+                     attention_dp_balance, max_num_batched_tokens or \
+                     max_num_batched_tokens_per_input"
                         .into(),
+                ));
+            }
+            if l.max_num_batched_tokens
+                .is_some_and(|t| !(1..=MAX_LAUNCH_BUDGET).contains(&t))
+            {
+                return Err((
+                    format!("launch[{i}].max_num_batched_tokens"),
+                    format!("1 to {MAX_LAUNCH_BUDGET} tokens a step"),
                 ));
             }
             if l.max_num_batched_tokens_per_input
@@ -403,24 +422,31 @@ impl ClientSpec {
     }
 
     /// `system` as the launch scripts start its engine for `model`: the kernel libraries
-    /// they select (`moe_library`) and the context balancing they turn on
-    /// (`attention_dp_balance`) set on the engine. `None` when no script changes it.
+    /// they select (`moe_library`), the context balancing they turn on
+    /// (`attention_dp_balance`) and the token budget they set (`max_num_batched_tokens`)
+    /// set on the engine. `None` when no script changes it.
     pub fn launched(
         &self,
         system: &crate::spec::System,
         model: &crate::spec::ModelSpec,
     ) -> Option<crate::spec::System> {
-        let mut libraries = system.engine.moe_library.clone();
-        let mut balance = system.engine.attention_dp_balance;
+        let e = &system.engine;
+        let mut libraries = e.moe_library.clone();
+        let mut balance = e.attention_dp_balance;
+        let mut budget = e.max_num_batched_tokens;
         for l in self.launches(system, model) {
             libraries.extend(l.moe_library.iter().map(|(f, b)| (f.clone(), b.clone())));
             balance = l.attention_dp_balance.or(balance);
+            budget = l.max_num_batched_tokens.unwrap_or(budget);
         }
-        (libraries != system.engine.moe_library || balance != system.engine.attention_dp_balance)
+        (libraries != e.moe_library
+            || balance != e.attention_dp_balance
+            || budget != e.max_num_batched_tokens)
             .then(|| {
                 let mut s = system.clone();
                 s.engine.moe_library = libraries;
                 s.engine.attention_dp_balance = balance;
+                s.engine.max_num_batched_tokens = budget;
                 s
             })
     }

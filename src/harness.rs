@@ -92,6 +92,8 @@ struct Balancer {
     decoding: Vec<u32>,
     waited: u32,
     batched: u32,
+    /// Scratch for [`Balancer::gate`]: which ranks have a prompt ready.
+    ready_on: Vec<bool>,
 }
 
 /// What the balancer lets the next iteration do with the prompts ready to prefill.
@@ -113,6 +115,7 @@ impl Balancer {
             decoding: vec![0; ranks],
             waited: 0,
             batched: 0,
+            ready_on: vec![false; ranks],
         }
     }
 
@@ -143,12 +146,12 @@ impl Balancer {
     /// The decision for an iteration with `ready` (requests) waiting to prefill, the counters
     /// updated as the engine updates them in that iteration.
     fn gate(&mut self, ready: impl Iterator<Item = usize>) -> Gate {
-        let mut has = vec![false; self.active.len()];
+        self.ready_on.fill(false);
         for i in ready {
-            has[self.rank_of[i]] = true;
+            self.ready_on[self.rank_of[i]] = true;
         }
         let decodes = self.every_rank_decodes();
-        if has.iter().all(|&h| h) {
+        if self.ready_on.iter().all(|&h| h) {
             self.waited = 0;
             if decodes && self.batched < self.rule.batching_wait {
                 self.batched += 1;
@@ -261,13 +264,14 @@ pub struct RunMeans {
 }
 
 /// The expected mean TTFT of the run, seconds: the mean over fixed draws of its lengths
-/// (enough draws for some 2,000 requests in all, at most 16; one when lengths are fixed).
+/// (enough draws for some 2,000 requests in all, 32,000 under polls or context balancing, at
+/// most 32; one when lengths are fixed).
 pub fn expected_ttft(run: &HarnessRun, step: &impl StepTime) -> f64 {
     expected_means(run, step).ttft
 }
 
 /// The expected [`RunMeans`] of the run: each mean over the fixed draws of its lengths, as
-/// [`expected_ttft`] (sixteen times as many requests under context balancing or polling).
+/// [`expected_ttft`].
 pub fn expected_means(run: &HarnessRun, step: &impl StepTime) -> RunMeans {
     // Context balancing and polls every N steps make one run's mean depend on where the
     // timeouts and polls fall among its arrivals (some 8 % from run to run at C = 128 over
@@ -289,12 +293,6 @@ pub fn expected_means(run: &HarnessRun, step: &impl StepTime) -> RunMeans {
         ttft: sum.ttft / draws as f64,
         itl: sum.itl / draws as f64,
     }
-}
-
-/// The mean TTFT of the run with request `i` of lengths `lengths[i]` (sent in that order),
-/// seconds: [`run_means`]'s TTFT.
-pub fn mean_ttft(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) -> f64 {
-    run_means(run, lengths, step).ttft
 }
 
 /// The mean TTFT and inter-token time of the run with request `i` of lengths `lengths[i]`

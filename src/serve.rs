@@ -516,7 +516,7 @@ impl<'s, 'a> Server<'s, 'a> {
             ev: s.evaluator()?,
             sol: s.sol_evaluator()?,
             chunked: eng.chunked_prefill,
-            mixed: eng.prefill_mixes_with_decode,
+            mixed: eng.mixes_prefill_with_decode(),
             // The harness's launch script may set the budget from the input length.
             budget: match w.client.budget_per_input {
                 Some(k) => k as f64 * w.input_len.max(1) as f64,
@@ -602,8 +602,6 @@ impl<'s, 'a> Server<'s, 'a> {
         }
     }
 
-    /// Decode steps between the scheduler's polls for new requests at concurrency `c`: what
-    /// the client's launch scripts set, else the engine description's.
     /// The engine's context balancing over its data-parallel attention ranks, when it has
     /// one and attention is data-parallel.
     fn context_balance(&self) -> Option<ContextBalance> {
@@ -616,6 +614,8 @@ impl<'s, 'a> Server<'s, 'a> {
         })
     }
 
+    /// Decode steps between the scheduler's polls for new requests at concurrency `c`: what
+    /// the client's launch scripts set, else the engine description's.
     fn recv_interval(&self, c: u32) -> u32 {
         self.w
             .client

@@ -519,9 +519,9 @@ fn sglang_prefills_first_and_keeps_a_bursts_waves_together() {
         client,
     };
     let first = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
-    assert!(!first.engine.prefill_mixes_with_decode);
+    assert!(!first.engine.mixes_prefill_with_decode());
     let mut mixed = first.clone();
-    mixed.engine.prefill_mixes_with_decode = true;
+    mixed.engine.prefill_mixes_with_decode = Some(true);
     let at = |s: &System| {
         let sc = Scenario::new(&m, s, Parallel::tp(8)).unwrap();
         sweep(&sc, &[128], w).unwrap().points.remove(0)
@@ -569,4 +569,21 @@ fn sglang_prefills_first_and_keeps_a_bursts_waves_together() {
         );
         assert!(p.breakdown_ms["prefill"] >= 0.0, "{:?}", p.breakdown_ms);
     }
+}
+
+/// An engine description that leaves `prefill_mixes_with_decode` out mixes prompts into
+/// its decode steps exactly when it chunks them (vLLM's two modes), whether it is a system's
+/// inline `[engine]` or an engine file; a description that names it is taken at its word.
+#[test]
+fn an_engine_that_does_not_say_mixes_prefill_as_it_chunks_it() {
+    let mut e = System::load("8x-h100-nvlink").unwrap().engine;
+    for chunked in [true, false] {
+        e.chunked_prefill = chunked;
+        e.prefill_mixes_with_decode = None;
+        assert_eq!(e.mixes_prefill_with_decode(), chunked);
+        e.prefill_mixes_with_decode = Some(!chunked);
+        assert_eq!(e.mixes_prefill_with_decode(), !chunked);
+    }
+    let sglang = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
+    assert!(sglang.engine.chunked_prefill && !sglang.engine.mixes_prefill_with_decode());
 }

@@ -283,6 +283,21 @@ fn monte_carlo_means(run: &HarnessRun, seed: u64) -> RunMeans {
     }
 }
 
+/// The model's mean TTFT and inter-token time each within 5 % of the Monte-Carlo's; `case`
+/// names the run in the message.
+fn assert_within_five_percent(model: &RunMeans, mc: &RunMeans, case: &str) {
+    for (what, m, x) in [("TTFT", model.ttft, mc.ttft), ("ITL", model.itl, mc.itl)] {
+        let err = (m - x) / x;
+        assert!(
+            err.abs() <= 0.05,
+            "{what} {case}: model {:.3} ms, Monte-Carlo {:.3} ms ({:+.1} %)",
+            m * 1e3,
+            x * 1e3,
+            err * 100.0
+        );
+    }
+}
+
 /// The model's mean TTFT of `run`, the Monte-Carlo's, and the model's relative error,
 /// seconds.
 fn against_monte_carlo(run: &HarnessRun, seed: u64) -> (f64, f64, f64) {
@@ -307,16 +322,13 @@ fn the_model_matches_a_monte_carlo_of_the_harness() {
                 let run = harness_mixing(c, r, chunked, mixed, overlap);
                 let model = expected_means(&run, &step);
                 let mc = monte_carlo_means(&run, 0x9e37_79b9_7f4a_7c15 ^ c as u64);
-                for (what, m, x) in [("TTFT", model.ttft, mc.ttft), ("ITL", model.itl, mc.itl)] {
-                    let err = (m - x) / x;
-                    assert!(
-                        err.abs() <= 0.05,
-                        "{what} C={c} range ratio {r} chunked {chunked} mixed {mixed} overlap {overlap}: model {:.3} ms, Monte-Carlo {:.3} ms ({:+.1} %)",
-                        m * 1e3,
-                        x * 1e3,
-                        err * 100.0
-                    );
-                }
+                assert_within_five_percent(
+                    &model,
+                    &mc,
+                    &format!(
+                        "C={c} range ratio {r} chunked {chunked} mixed {mixed} overlap {overlap}"
+                    ),
+                );
             }
         }
     }
@@ -411,16 +423,11 @@ fn context_balancing_over_attention_ranks_matches_the_monte_carlo() {
                 let seed = 0xba1a_0000 ^ (c as u64) << 8 ^ timeout as u64;
                 let model = expected_means(&run, &step);
                 let mc = monte_carlo_means(&run, seed);
-                for (what, m, x) in [("TTFT", model.ttft, mc.ttft), ("ITL", model.itl, mc.itl)] {
-                    let err = (m - x) / x;
-                    assert!(
-                        err.abs() <= 0.05,
-                        "{what} timeout {timeout} wait {batching_wait} C={c} range ratio {r}: model {:.2} ms, Monte-Carlo {:.2} ms ({:+.1} %)",
-                        m * 1e3,
-                        x * 1e3,
-                        err * 100.0
-                    );
-                }
+                assert_within_five_percent(
+                    &model,
+                    &mc,
+                    &format!("timeout {timeout} wait {batching_wait} C={c} range ratio {r}"),
+                );
                 let free = expected_ttft(&harness(c, r, true, true), &step);
                 assert!(
                     model.ttft >= free * (1.0 - 1e-9),

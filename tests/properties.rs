@@ -212,7 +212,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 max_num_seqs: seqs,
                 max_num_batched_tokens: tokens,
                 chunked_prefill: chunked,
-                prefill_mixes_with_decode: mixed,
+                prefill_mixes_with_decode: Some(mixed),
                 unfused_dequant: unfused,
                 gemm_family: Default::default(),
                 moe_library: Default::default(),
@@ -948,7 +948,7 @@ proptest! {
             // prompt's prefill runs as a pass of its own and can be quicker than a
             // long-context decode step of the whole batch: TTFT < ITL is then physical, not an
             // error, and not asserted.
-            if c.system.engine.prefill_mixes_with_decode {
+            if c.system.engine.mixes_prefill_with_decode() {
                 prop_assert!(
                     p.tpot_e2e_ms >= p.tpot_itl_ms * (1.0 - EPS),
                     "C={}: TPOT e2e {} ms < itl {} ms (ttft {} ms, running {}, in {input_len} out {output_len})",

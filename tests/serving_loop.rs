@@ -18,6 +18,14 @@ fn inferencemax_with(tag: &str, entry: &str) -> rooftop::spec::client::ClientSpe
     try_inferencemax_with(tag, entry).unwrap()
 }
 
+/// The error that loading the built-in InferenceMAX client with one more `[[launch]]` entry
+/// (`entry`) gives, as text: the entry must be refused.
+fn launch_refusal(tag: &str, entry: &str) -> String {
+    try_inferencemax_with(tag, entry)
+        .expect_err("the entry is refused")
+        .to_string()
+}
+
 /// As [`inferencemax_with`], the load's error kept.
 fn try_inferencemax_with(
     tag: &str,
@@ -758,12 +766,10 @@ fn a_harness_launch_script_turns_on_context_balancing_under_attention_dp() {
 /// bound is refused with the entry's field named.
 #[test]
 fn a_launch_entrys_balancing_timeout_is_bounded() {
-    let err = try_inferencemax_with(
+    let err = launch_refusal(
         "balance",
         "engine = \"trtllm\"\nattention_dp_balance = { timeout_iters = 20000 }",
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(err.contains("attention_dp_balance.timeout_iters"), "{err}");
 }
 
@@ -793,12 +799,10 @@ fn a_harness_launch_script_sets_the_token_budget_from_the_input_length() {
         new.1,
         old.1
     );
-    let err = try_inferencemax_with(
+    let err = launch_refusal(
         "budget",
         "engine = \"vllm-v1\"\nmax_num_batched_tokens_per_input = 0",
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(err.contains("max_num_batched_tokens_per_input"), "{err}");
 }
 
@@ -836,12 +840,10 @@ fn a_harness_launch_script_sets_the_prefill_budget_it_names() {
         16384
     );
     assert_eq!(budget("4x8-b200-ib", "deepseek-v3-fp8", None).0, 16384);
-    let err = try_inferencemax_with(
+    let err = launch_refusal(
         "zero-budget",
         "engine = \"sglang\"\nmax_num_batched_tokens = 0",
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(
         err.contains("launch[") && err.contains("max_num_batched_tokens"),
         "{err}"

@@ -70,11 +70,12 @@ pub struct EngineSpec {
     /// A prompt may be split over steps in chunks of the token budget.
     pub chunked_prefill: bool,
     /// A step that carries prompts also advances every decoding sequence (vLLM's chunked
-    /// prefill, TensorRT-LLM's in-flight batching); without it the scheduler runs waiting
+    /// prefill, TensorRT-LLM's in-flight batching); `false`: the scheduler runs waiting
     /// prompts in passes of their own first and the decodes wait (SGLang's default, its
-    /// `--enable-mixed-chunk` off).
-    #[serde(default = "mixes_by_default")]
-    pub prefill_mixes_with_decode: bool,
+    /// `--enable-mixed-chunk` off). Absent: as `chunked_prefill` (vLLM's two modes); read
+    /// it through [`EngineSpec::mixes_prefill_with_decode`].
+    #[serde(default)]
+    pub prefill_mixes_with_decode: Option<bool>,
     /// Weight formats this engine's kernels dequantize in a separate, memory-bound cast pass
     /// instead of inside the GEMM.
     #[serde(default)]
@@ -178,10 +179,6 @@ impl AttentionDpBalance {
 
 fn every_step() -> u32 {
     1
-}
-
-fn mixes_by_default() -> bool {
-    true
 }
 
 /// The most decode steps between polls a description may name: far above any engine's
@@ -835,9 +832,7 @@ impl EngineFile {
             max_num_seqs: batch.max_num_seqs,
             max_num_batched_tokens: batch.max_num_batched_tokens,
             chunked_prefill: self.chunked_prefill,
-            prefill_mixes_with_decode: self
-                .prefill_mixes_with_decode
-                .unwrap_or(self.chunked_prefill),
+            prefill_mixes_with_decode: self.prefill_mixes_with_decode,
             unfused_dequant: unfused,
             gemm_family,
             moe_library,
@@ -858,6 +853,13 @@ impl EngineFile {
 }
 
 impl EngineSpec {
+    /// Whether a step that carries prompts also decodes: the description's
+    /// `prefill_mixes_with_decode`, else its `chunked_prefill`.
+    pub fn mixes_prefill_with_decode(&self) -> bool {
+        self.prefill_mixes_with_decode
+            .unwrap_or(self.chunked_prefill)
+    }
+
     /// Most sequences the scheduler runs at once: `max_num_seqs`, and while it drafts with a
     /// model no more than the engine's own cap then (a lower `max_num_seqs`, as a launch's
     /// `--max-running-requests`, still binds).

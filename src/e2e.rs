@@ -44,7 +44,27 @@ pub struct E2eMap {
     /// systems of that GPU).
     pub systems: BTreeMap<String, SystemChoice>,
     pub quant_modes: BTreeMap<String, String>,
+    /// Engine images that ran only configs that speculate: runs on them are set aside.
+    #[serde(default)]
+    pub speculative: Vec<SpeculativeImage>,
     pub models: Vec<ModelEntry>,
+}
+
+/// An engine image that a benchmark's launch configs use only with speculative decoding: a
+/// run of one of `hf_ids` on `backend` whose recorded image ends with `image_suffix`
+/// speculated, and its TPOT depends on an acceptance the run does not record.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeImage {
+    pub backend: String,
+    pub image_suffix: String,
+    pub hf_ids: Vec<String>,
+    /// What the launch scripts run (for the reason shown).
+    pub method: String,
+    /// Tokens drafted per step, as the launch scripts set them.
+    pub draft_tokens: String,
+    /// Where the image-to-config facts were read.
+    pub source: String,
 }
 
 /// A system column's built-in system, or its systems by size.
@@ -166,6 +186,25 @@ impl E2eMap {
             Some(c) if !run.campaign.is_empty() => (c.as_str(), true),
             _ => (self.client.as_str(), false),
         }
+    }
+
+    /// Why `run` is set aside as a speculative run (its image serves only configs that
+    /// speculate), or `None`. Read from how the run was made (its backend, image and model),
+    /// never from what it measured.
+    pub fn speculation(&self, run: &E2eRun) -> Option<String> {
+        let image = run.image.trim();
+        let s = self.speculative.iter().find(|s| {
+            s.backend == run.backend
+                && !image.is_empty()
+                && image.ends_with(s.image_suffix.as_str())
+                && s.hf_ids.contains(&run.model_path)
+        })?;
+        Some(format!(
+            "speculative decoding on ({}, drafting {}), as its image ...{} says \
+             ({MODELS_LABEL} [[speculative]]): its TPOT depends on an acceptance the run does \
+             not record",
+            s.method, s.draft_tokens, s.image_suffix
+        ))
     }
 
     /// The built-in systems the run's system column maps to, smallest first.
@@ -604,6 +643,9 @@ impl Loaded {
             run.gemm_quant_mode.clone(),
             run.moe_quant_mode.clone(),
         );
+        if let Some(why) = map.speculation(run) {
+            return Ok(Err(why));
+        }
         if !self.models.contains_key(&key) {
             let m = match map.model(run) {
                 Ok(m) => Ok(with_user_sets(m, sets)?),
@@ -895,6 +937,57 @@ mod tests {
         assert!(layout(&run("x", "", 4, 1, 0, 4), true).is_err());
         // Dense models ignore the MoE degrees.
         assert!(layout(&run("x", "", 8, 1, 1, 1), false).is_ok_and(|p| p.ep == 1));
+    }
+
+    /// A run on an image that serves only speculating configs is set aside, whatever it
+    /// measured; the same model on the plain config's image, or on an image that merely
+    /// shares a prefix, is predicted; every listed model has a description.
+    #[test]
+    fn runs_on_speculating_images_are_set_aside_by_image_not_by_measurement() {
+        let map = E2eMap::builtin().unwrap();
+        let on = |backend: &str, model: &str, image: &str| {
+            let mut r = run(model, "fp8", 8, 1, 8, 1);
+            r.backend = backend.into();
+            r.image = image.into();
+            map.speculation(&r)
+        };
+        let why = on(
+            "trtllm",
+            "deepseek-ai/DeepSeek-R1",
+            "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+        )
+        .unwrap();
+        assert!(why.contains("MTP") && why.contains("acceptance"), "{why}");
+        assert!(on(
+            "trtllm",
+            "deepseek-ai/DeepSeek-R1",
+            "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+        )
+        .is_some());
+        assert!(on(
+            "trtllm",
+            "deepseek-ai/DeepSeek-R1",
+            "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2"
+        )
+        .is_none());
+        let qwen = "Qwen/Qwen3.5-397B-A17B";
+        assert!(on("sglang", qwen, "lmsysorg/sglang:v0.5.9-cu130").is_some());
+        assert!(on("sglang", qwen, "lmsysorg/sglang:v0.5.9-cu130-amd64").is_none());
+        // An image shared by a plain and a speculating config says nothing.
+        assert!(on(
+            "sglang",
+            "deepseek-ai/DeepSeek-R1",
+            "lmsysorg/sglang:v0.5.9-cu130"
+        )
+        .is_none());
+        assert!(on("vllm", qwen, "lmsysorg/sglang:v0.5.9-cu130").is_none());
+        assert!(on("sglang", qwen, "").is_none());
+        for s in &map.speculative {
+            assert!(!s.source.is_empty());
+            for id in &s.hf_ids {
+                assert!(map.models.iter().any(|m| m.hf_id == *id), "{id}");
+            }
+        }
     }
 
     #[test]

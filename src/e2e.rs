@@ -280,8 +280,10 @@ pub struct RunRow {
     pub osl: u32,
     /// The client's concurrency (all attention-DP replicas together).
     pub concurrency: u32,
-    /// The run's recorded campaign, and the client it was predicted with.
+    /// The run's recorded campaign, its engine image (empty where the file records none),
+    /// and the client it was predicted with.
     pub campaign: String,
+    pub image: String,
     pub client: String,
     pub measured_tpot_ms: f64,
     pub predicted_tpot_ms: f64,
@@ -345,6 +347,8 @@ pub enum GroupField {
     Concurrency,
     /// The run's recorded campaign.
     Campaign,
+    /// The engine image the run records.
+    Image,
     /// The client the run was predicted with.
     Client,
 }
@@ -366,6 +370,7 @@ impl GroupField {
             GroupField::Osl => "osl",
             GroupField::Concurrency => "concurrency",
             GroupField::Campaign => "campaign",
+            GroupField::Image => "image",
             GroupField::Client => "client",
         }
     }
@@ -383,6 +388,7 @@ impl GroupField {
             GroupField::Osl => r.osl.to_string(),
             GroupField::Concurrency => r.concurrency.to_string(),
             GroupField::Campaign => r.campaign.clone(),
+            GroupField::Image => r.image.clone(),
             GroupField::Client => r.client.clone(),
         }
     }
@@ -737,6 +743,7 @@ impl RunRow {
             osl: run.osl,
             concurrency: run.concurrency,
             campaign: run.campaign.clone(),
+            image: run.image.trim().to_string(),
             client: client.to_string(),
             measured_tpot_ms: run.tpot * 1e3,
             predicted_tpot_ms: tpot * 1e3,

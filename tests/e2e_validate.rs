@@ -20,6 +20,8 @@ fn e2e_csv_is_validated_run_by_run_and_skips_name_their_reason() {
         assert_eq!(r["model"], "llama-3.1-8b");
         assert!(r["predicted_tpot_ms"].as_f64().unwrap() > 0.0);
         assert!(r["predicted_ttft_ms"].as_f64().unwrap() > 0.0);
+        // How the run was made travels with it (empty where the file records none).
+        assert!(r["campaign"].is_string() && r["image"].is_string(), "{r}");
     }
     let reasons: Vec<String> = v["skipped"]
         .as_array()

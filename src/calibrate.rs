@@ -359,7 +359,16 @@ pub fn calibrate(
         ));
     }
     let base = CostParams::default_for(s.system);
-    let kinds = candidate_params(s);
+    let mut kinds = candidate_params(s);
+    // Measured TTFTs carry the latency a request spends outside the engine loop, which no
+    // description prices: fitted from them, beside the engine's parameters.
+    if set
+        .observations
+        .iter()
+        .any(|o| matches!(o.quantity, Quantity::Ttft { .. }))
+    {
+        kinds.push(ParamKind::RequestLatency);
+    }
     let priors: Vec<f64> = kinds.iter().map(|k| k.get(&base)).collect();
     let prob = Problem {
         s,

@@ -31,6 +31,9 @@ pub enum ParamKind {
     InflightCap,
     /// API-server time per streamed token, µs (a serving mechanism: API server or client CPU).
     ApiPerToken,
+    /// Latency per request outside the engine loop that every TTFT carries, ms; fitted only
+    /// where the measurements hold TTFTs.
+    RequestLatency,
 }
 
 impl ParamKind {
@@ -46,10 +49,11 @@ impl ParamKind {
             ParamKind::StepOverhead => "step_overhead_us".into(),
             ParamKind::InflightCap => "inflight_cap_requests".into(),
             ParamKind::ApiPerToken => "api_per_token_us".into(),
+            ParamKind::RequestLatency => "request_latency_ms".into(),
         }
     }
 
-    /// Value in reporting units (µs for times).
+    /// Value in reporting units (µs for the engine times, ms for the request latency).
     pub fn get(self, p: &CostParams) -> f64 {
         match self {
             ParamKind::MemoryEfficiency => p.memory_efficiency,
@@ -62,6 +66,7 @@ impl ParamKind {
             ParamKind::StepOverhead => p.step_overhead * 1e6,
             ParamKind::InflightCap => p.inflight_cap.unwrap_or(f64::INFINITY),
             ParamKind::ApiPerToken => p.api_per_token.map_or(f64::NAN, |t| t * 1e6),
+            ParamKind::RequestLatency => p.request_latency * 1e3,
         }
     }
 
@@ -77,6 +82,7 @@ impl ParamKind {
             ParamKind::StepOverhead => p.step_overhead = v * 1e-6,
             ParamKind::InflightCap => p.inflight_cap = Some(v),
             ParamKind::ApiPerToken => p.api_per_token = Some(v * 1e-6),
+            ParamKind::RequestLatency => p.request_latency = v * 1e-3,
         }
     }
 
@@ -104,6 +110,7 @@ impl ParamKind {
             ParamKind::StepOverhead => (0.0, 50_000.0),
             ParamKind::InflightCap => (1.0, 1e6),
             ParamKind::ApiPerToken => (0.0, 1e5),
+            ParamKind::RequestLatency => (0.0, 10_000.0),
         }
     }
 
@@ -141,6 +148,9 @@ impl ParamKind {
             // A serving mechanism's value is set by the data alone; how plausible it is
             // against its priors is scored apart (calibrate::serving_limit).
             ParamKind::InflightCap | ParamKind::ApiPerToken => 1e12,
+            // No description prices it: its prior of 0 only says so, a second of misfit
+            // pushes back as one σ.
+            ParamKind::RequestLatency => 1000.0,
         }
     }
 }

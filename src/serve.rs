@@ -301,6 +301,8 @@ struct Server<'s, 'a> {
     fitted_cap: Option<f64>,
     /// API-server time per streamed token, s: the engine's, or the calibration's.
     api_per_token: f64,
+    /// Latency per request outside the engine loop, s (a calibration's; 0 otherwise).
+    request_latency: f64,
     prefill_alone: f64,
 }
 
@@ -553,6 +555,7 @@ impl<'s, 'a> Server<'s, 'a> {
             cap,
             fitted_cap: s.params.inflight_cap.filter(|f| *f < cap as f64),
             api_per_token: s.params.api_per_token.unwrap_or(eng.cpu.api_per_token.0),
+            request_latency: s.params.request_latency,
             prefill_alone,
         })
     }
@@ -751,7 +754,9 @@ impl<'s, 'a> Server<'s, 'a> {
         let (st, mut t) = self.closed_loop(c, running);
         let simulated = self.harness_means(c, running);
         if let Some(m) = simulated {
-            t.mean = m.ttft;
+            // The simulation runs the engine's loop; the latency outside it adds to each
+            // request's first token as in the closed form.
+            t.mean = m.ttft + self.request_latency;
         }
         let (step, dec) = (st.step, st.dec);
         // A prefill-first engine (prompts in passes of their own while the decodes wait)
@@ -897,7 +902,11 @@ impl<'s, 'a> Server<'s, 'a> {
         };
         let overlap = if self.s.overlaps() { step } else { 0.0 };
         let busy = own + wait + admit + overlap;
-        let cycle = busy + (output - 1.0) * step;
+        // Latency outside the engine loop (a calibration's): every first token reaches the
+        // client that much later, and the request's slot waits it out once per cycle (its
+        // prompt reaches the engine late, or its last token the client). No step pays it.
+        let latency = self.request_latency;
+        let cycle = busy + (output - 1.0) * step + latency;
         // Beyond the in-flight cap a request first waits for a slot: `c − running` wait
         // ahead of it, `running` slots free one per cycle each.
         let slot_wait = if (c as f64) > running {
@@ -945,8 +954,8 @@ impl<'s, 'a> Server<'s, 'a> {
             steady
         };
         Ttft {
-            mean,
-            steady,
+            mean: mean + latency,
+            steady: steady + latency,
             cycle,
         }
     }

@@ -582,3 +582,72 @@ fn a_new_measurement_is_predicted_wider_than_the_parameters_alone_and_widens_wit
         );
     });
 }
+
+/// Measured TTFTs that carry a latency outside the engine loop give it back as
+/// `request_latency_ms`, beside the engine's parameters: it lifts every TTFT by itself, takes
+/// no engine step (the decode TPOT does not move), and is fitted only where TTFTs are
+/// measured.
+#[test]
+fn a_latency_outside_the_engine_loop_is_fitted_from_measured_ttfts_only() {
+    let m = load_model("llama-3.1-8b").unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(1)).unwrap();
+    let a = Assumptions {
+        input_len: 1024,
+        output_len: 256,
+        client: rooftop::serve::ClientModel::IDEAL,
+    };
+    let base = CostParams::default_for(&s);
+    let mut truth = base;
+    truth.request_latency = 0.150;
+    let ttft = |c: u32, seconds: f64| {
+        obs(Quantity::Ttft {
+            concurrency: c,
+            input_len: Some(1024),
+            seconds,
+        })
+    };
+    let tpot = |c: u32, seconds: f64| {
+        obs(Quantity::Tpot {
+            concurrency: c,
+            input_len: Some(1024),
+            output_len: 256,
+            definition: TpotDef::Itl,
+            seconds,
+        })
+    };
+    // The latency adds to the TTFT itself at one request, and leaves the step alone.
+    let t0 = predict_observation(&sc, &base, &ttft(1, 0.0), &a).unwrap();
+    let t1 = predict_observation(&sc, &truth, &ttft(1, 0.0), &a).unwrap();
+    assert!((t1 - t0 - 0.150).abs() < 1e-9, "{t0} -> {t1}");
+    let d0 = predict_observation(&sc, &base, &tpot(1, 0.0), &a).unwrap();
+    let d1 = predict_observation(&sc, &truth, &tpot(1, 0.0), &a).unwrap();
+    assert!((d1 - d0).abs() < 1e-12 * d0.max(1.0), "{d0} -> {d1}");
+    let mut set = MeasuredSet::default();
+    for c in [1u32, 4, 16, 64] {
+        let v = predict_observation(&sc, &truth, &ttft(c, 0.0), &a).unwrap();
+        set.observations.push(ttft(c, v));
+        let v = predict_observation(&sc, &truth, &tpot(c, 0.0), &a).unwrap();
+        set.observations.push(tpot(c, v));
+    }
+    let c = calibrate(&sc, &set, a, vec![]).unwrap();
+    let f = c
+        .parameters
+        .iter()
+        .find(|f| f.kind == ParamKind::RequestLatency)
+        .expect("fitted where TTFTs are measured");
+    assert!(f.informed_by_data, "{f:?}");
+    assert!((f.value - 150.0).abs() < 15.0, "{} ms", f.value);
+    assert!(f.ci95_low <= f.value && f.value <= f.ci95_high);
+    for r in &c.residuals {
+        assert!(r.error.abs() < 0.02, "{}: {:+.3}", r.point, r.error);
+    }
+    // Without a measured TTFT there is nothing to fit it from.
+    set.observations
+        .retain(|o| !matches!(o.quantity, Quantity::Ttft { .. }));
+    let c = calibrate(&sc, &set, a, vec![]).unwrap();
+    assert!(c
+        .parameters
+        .iter()
+        .all(|f| f.kind != ParamKind::RequestLatency));
+}

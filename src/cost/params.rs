@@ -58,6 +58,12 @@ pub struct CostParams {
     /// API-server time per streamed token (s) fitted by calibration in place of the engine's
     /// prior; `None`: the engine's.
     pub api_per_token: Option<f64>,
+    /// Latency every request spends outside the engine loop before its first token reaches
+    /// the client (tokenizing, the hops between API server, scheduler and detokenizer,
+    /// HTTP), seconds. It delays each TTFT and holds the request's slot that much longer per
+    /// cycle, but takes no engine step. No description prices it (0): calibration fits it
+    /// from measured TTFTs.
+    pub request_latency: f64,
 }
 
 impl CostParams {
@@ -87,6 +93,7 @@ impl CostParams {
             step_overhead: eng.step_overhead.0,
             inflight_cap: None,
             api_per_token: None,
+            request_latency: 0.0,
         }
     }
 
@@ -104,6 +111,7 @@ impl CostParams {
             step_overhead: 0.0,
             inflight_cap: None,
             api_per_token: None,
+            request_latency: 0.0,
         }
     }
 

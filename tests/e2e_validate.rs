@@ -144,3 +144,24 @@ fn group_by_keys_the_summary_by_the_fields_asked() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--group-by"));
     }
 }
+
+/// `calibrate` on an e2e serving CSV without `--holdout` is refused with what to run
+/// instead, not read as a kernel table.
+#[test]
+fn calibrate_without_holdout_refuses_an_e2e_csv_and_says_what_to_run() {
+    let out = Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "calibrate",
+            "--measured",
+            "tests/fixtures/measured/e2e_serving_sample.csv",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("e2e_serving_sample.csv") && err.contains("--holdout 3"),
+        "{err}"
+    );
+}

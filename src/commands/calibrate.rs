@@ -251,6 +251,25 @@ pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
         return crate::commands::holdout::run(a, n as usize);
     }
     let (args, m, out, format) = (&a.scenario, &a.measured, a.out.as_deref(), a.format);
+    // An e2e serving CSV holds many deployments, each run naming its own model, system and
+    // layout: one fit of them all would describe none. Said so, not read as a kernel table.
+    for f in &m.measured {
+        let how = if crate::commands::validate_e2e::e2e_text(f).is_some() {
+            format!(
+                "`rooftop calibrate --measured {f} --holdout 3` to fit each deployment on 3 of \
+                 its runs and check the rest, or `rooftop validate --measured {f}`"
+            )
+        } else if crate::commands::validate_e2e::disagg_text(f).is_some() {
+            format!("`rooftop validate --measured {f}`")
+        } else {
+            continue;
+        };
+        return Err(Error::Scenario(format!(
+            "{f}: a serving CSV of runs of many deployments (each names its own model, system \
+             and layout): one fit of them all describes none. Use {how} for the uncalibrated \
+             errors"
+        )));
+    }
     let (set, sources) = load_measured(m)?;
     let l = load(&scenario_for(args, &set, &sources)?)?;
     let s = Scenario::new(&l.model, &l.system, l.parallel)?;

@@ -12,7 +12,7 @@
 
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::measured::e2e_csv::E2eRun;
+use crate::measured::e2e_csv::{repeated_lines, E2eRun, REPEAT_REASON};
 use crate::predict::Scenario;
 use crate::serve::{sweep, TpotDef, Workload};
 use crate::spec::overrides::{apply, Override, Target};
@@ -488,7 +488,8 @@ pub fn evaluate(
     let mut resolver = Resolver::new()?;
     let mut harnesses: BTreeMap<String, HarnessUse> = BTreeMap::new();
     let mut tally = Tally::default();
-    for run in runs {
+    let repeats = repeated_lines(runs, |r| r.line, E2eRun::fields_without_line);
+    for (run, repeat) in runs.iter().zip(repeats) {
         let resolved = resolver.resolve(run, sets, client)?;
         harnesses
             .entry(run.campaign.clone())
@@ -500,6 +501,9 @@ pub fn evaluate(
             })
             .runs += 1;
         let attempt = (|| -> std::result::Result<RunRow, String> {
+            if repeat.is_some() {
+                return Err(REPEAT_REASON.to_string());
+            }
             let model = resolved.model?;
             let system = resolved.system?;
             let parallel = layout(run, model.moe().is_some())?;

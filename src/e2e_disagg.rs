@@ -18,6 +18,7 @@
 use crate::deploy::{check_box, sweep, Deployment, KvLink, Pool};
 use crate::e2e::{layout, E2eMap, E2eValidation, GroupField, HarnessUse, Loaded, RunRow, Tally};
 use crate::error::Result;
+use crate::measured::e2e_csv::{repeated_lines, REPEAT_REASON};
 use crate::measured::e2e_disagg_csv::{DisaggRun, RoleLayout};
 use crate::predict::Scenario;
 use crate::serve::{ClientModel, TpotDef, Workload};
@@ -69,7 +70,12 @@ pub fn evaluate(
     let client_spec = registry::load_client(&name)?;
     let mut loaded = Loaded::default();
     let mut tally = Tally::default();
-    for run in runs {
+    let repeats = repeated_lines(runs, |r| r.request.line, DisaggRun::fields_without_line);
+    for (run, repeat) in runs.iter().zip(repeats) {
+        if repeat.is_some() {
+            tally.add(run.request.line, Err(REPEAT_REASON.to_string()));
+            continue;
+        }
         let pre_run = run.as_e2e(&run.prefill);
         let dec_run = run.as_e2e(&run.decode);
         let model = loaded.model(&map, &dec_run, sets)?;

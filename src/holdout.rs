@@ -17,7 +17,7 @@ use crate::calibrate::{calibrate, measured_value, predict_observation, Assumptio
 use crate::cost::CostParams;
 use crate::e2e::{layout, ErrorSummary, Resolver};
 use crate::error::{Error, Result};
-use crate::measured::e2e_csv::E2eRun;
+use crate::measured::e2e_csv::{repeated_lines, E2eRun, REPEAT_REASON};
 use crate::measured::{MeasuredSet, Observation, Origin, Quantity};
 use crate::predict::Scenario;
 use crate::serve::TpotDef;
@@ -224,7 +224,12 @@ pub fn evaluate(
     let mut resolver = Resolver::new()?;
     let mut groups: BTreeMap<String, Deployment> = BTreeMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
-    for run in runs {
+    let repeats = repeated_lines(runs, |r| r.line, E2eRun::fields_without_line);
+    for (run, repeat) in runs.iter().zip(repeats) {
+        if repeat.is_some() {
+            *skipped.entry(REPEAT_REASON.to_string()).or_default() += 1;
+            continue;
+        }
         let r = resolver.resolve(run, sets, client)?;
         let key = deployment_key(run, &r.client_name);
         if let Some(d) = groups.get_mut(&key) {

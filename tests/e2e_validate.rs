@@ -4,6 +4,8 @@
 
 use assert_cmd::Command;
 
+mod common;
+
 #[test]
 fn e2e_csv_is_validated_run_by_run_and_skips_name_their_reason() {
     let out = validate_sample(&[]);
@@ -164,4 +166,41 @@ fn calibrate_without_holdout_refuses_an_e2e_csv_and_says_what_to_run() {
         err.contains("e2e_serving_sample.csv") && err.contains("--holdout 3"),
         "{err}"
     );
+}
+
+/// A row that repeats an earlier one field for field is the same measurement written twice:
+/// it is counted once, with the reason, and the first copy's prediction is unchanged. A row
+/// that differs in one measured digit is a run of its own.
+#[test]
+fn a_repeated_row_is_one_measurement_counted_once() {
+    let sample = std::fs::read_to_string("tests/fixtures/measured/e2e_serving_sample.csv").unwrap();
+    let lines: Vec<&str> = sample.lines().collect();
+    let first_run = lines[1];
+    let near_twin = first_run.replace("190.9545068625", "190.9545068626");
+    let text = format!("{sample}{first_run}\n{near_twin}\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("repeats.csv");
+    std::fs::write(&path, text).unwrap();
+    let v = common::json_of(&[
+        "validate",
+        "--measured",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["total_runs"], 6);
+    // The two Llama runs of the sample and the near twin; the exact repeat is set aside.
+    assert_eq!(v["overall_tpot"]["n"], 3);
+    let repeat = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["reason"].as_str().unwrap().contains("field for field"))
+        .expect("the repeat is listed with its reason");
+    assert_eq!(repeat["runs"], 1);
+    assert_eq!(repeat["first_line"], 6);
+    let runs = v["runs"].as_array().unwrap();
+    let lines_evaluated: Vec<u64> = runs.iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    assert!(lines_evaluated.contains(&2) && lines_evaluated.contains(&7));
+    assert!(!lines_evaluated.contains(&6));
 }

@@ -125,3 +125,37 @@ fn holdout_refuses_what_it_cannot_read() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("e2e serving CSV"), "{err}");
 }
+
+/// A run written twice in the file is one measurement: its copy is set aside with the reason
+/// before deployments are split, so no fitted run's twin is held out (it would predict
+/// itself and inflate the coverage).
+#[test]
+fn a_repeated_run_never_sits_on_both_sides_of_the_split() {
+    let mut runs = llama_runs();
+    let n = runs.len();
+    let mut copies: Vec<E2eRun> = runs.clone();
+    for (i, c) in copies.iter_mut().enumerate() {
+        c.line = 100_000 + i;
+    }
+    runs.extend(copies);
+    let r = evaluate(&runs, "dev", &[], None, 3, 0, &|_, _| {}).unwrap();
+    let repeats = r
+        .skipped
+        .iter()
+        .find(|(why, _)| why.contains("field for field"))
+        .map(|(_, k)| *k)
+        .expect("the copies are listed with their reason");
+    assert!(repeats >= n, "{repeats} of {n} copies set aside");
+    for d in &r.deployments {
+        for line in d
+            .fitted_lines
+            .iter()
+            .chain(d.held_out.iter().map(|h| &h.line))
+        {
+            assert!(
+                *line < 100_000,
+                "copy at line {line} was fitted or held out"
+            );
+        }
+    }
+}

@@ -97,6 +97,49 @@ pub struct E2eRun {
     pub tpot: f64,
 }
 
+impl E2eRun {
+    /// Every field but the line: two runs with the same are one measurement written twice
+    /// (its configuration, how it was made, and both measured times to the last digit).
+    pub fn fields_without_line(&self) -> String {
+        format!(
+            "{:?}",
+            E2eRun {
+                line: 0,
+                ..self.clone()
+            }
+        )
+    }
+}
+
+/// For each of `runs`, the line of the first earlier run whose `fields` are the same (the
+/// same measurement written twice, as an export that lists a run once per collection it
+/// passed through does), or None. Such a repeat is one observation, not two: counted twice it
+/// weighs its deployment double in a median, and a repeat split across the fitted and the
+/// held-out points of a deployment predicts itself.
+pub fn repeated_lines<T>(
+    runs: &[T],
+    line: impl Fn(&T) -> usize,
+    fields: impl Fn(&T) -> String,
+) -> Vec<Option<usize>> {
+    let mut first: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    runs.iter()
+        .map(|r| {
+            let key = fields(r);
+            match first.get(&key) {
+                Some(&l) => Some(l),
+                None => {
+                    first.insert(key, line(r));
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Why a repeated run is set aside (the skipped list's first line is the first repeat).
+pub const REPEAT_REASON: &str =
+    "repeats an earlier row field for field (the same measurement written twice): counted once";
+
 /// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
 /// `model_path`, and not the prefill and decode columns of a disaggregated file).
 pub fn is_e2e_csv(text: &str) -> bool {
@@ -179,6 +222,20 @@ mod tests {
         assert_eq!((r[0].batch_size, r[0].tp, r[0].attention_dp), (4, 2, 1));
         assert!((r[0].ttft - 0.0612).abs() < 1e-12);
         assert_eq!(r[0].concurrency, 4);
+    }
+
+    /// Rows equal in every field but their line are one measurement; a row that differs in
+    /// any field, a measured digit included, is not.
+    #[test]
+    fn a_row_written_twice_is_a_repeat_of_its_first() {
+        let row = "vllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,128,4.0,2.0,1.0,,2.0,1.0,61.2,7.5";
+        let t = format!(
+            "{HEAD}\n{row}\n{}\n{row}\n{row}\n",
+            row.replace("61.2", "61.3")
+        );
+        let r = parse_e2e_csv(&t, "f.csv").unwrap();
+        let rep = repeated_lines(&r, |x| x.line, E2eRun::fields_without_line);
+        assert_eq!(rep, vec![None, None, Some(2), Some(2)]);
     }
 
     /// The client's concurrency is `silicon_concurrency` where the file has it, else

@@ -61,6 +61,16 @@ pub struct DisaggRun {
 }
 
 impl DisaggRun {
+    /// Every field but the line (see [`E2eRun::fields_without_line`]).
+    pub fn fields_without_line(&self) -> String {
+        format!(
+            "{} {:?} {:?}",
+            self.request.fields_without_line(),
+            self.prefill,
+            self.decode
+        )
+    }
+
     /// One role as an aggregated run, for the aggregated mapping of models and layouts
     /// (`crate::e2e`): its layout, this run's model, precision and lengths.
     pub fn as_e2e(&self, role: &RoleLayout) -> E2eRun {

@@ -12,7 +12,9 @@
 
 use crate::cost::Parallel;
 use crate::error::{Error, Result};
-use crate::measured::e2e_csv::{repeated_lines, E2eRun, REPEAT_REASON};
+use crate::measured::e2e_csv::{
+    relabelled_lines, repeated_lines, E2eRun, RELABEL_REASON, REPEAT_REASON,
+};
 use crate::predict::Scenario;
 use crate::serve::{sweep, TpotDef, Workload};
 use crate::spec::overrides::{apply, Override, Target};
@@ -489,7 +491,8 @@ pub fn evaluate(
     let mut harnesses: BTreeMap<String, HarnessUse> = BTreeMap::new();
     let mut tally = Tally::default();
     let repeats = repeated_lines(runs, |r| r.line, E2eRun::fields_without_line);
-    for (run, repeat) in runs.iter().zip(repeats) {
+    let relabelled = relabelled_lines(runs);
+    for ((run, repeat), relabel) in runs.iter().zip(repeats).zip(relabelled) {
         let resolved = resolver.resolve(run, sets, client)?;
         harnesses
             .entry(run.campaign.clone())
@@ -503,6 +506,9 @@ pub fn evaluate(
         let attempt = (|| -> std::result::Result<RunRow, String> {
             if repeat.is_some() {
                 return Err(REPEAT_REASON.to_string());
+            }
+            if relabel.is_some() {
+                return Err(RELABEL_REASON.to_string());
             }
             let model = resolved.model?;
             let system = resolved.system?;

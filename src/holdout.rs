@@ -17,7 +17,9 @@ use crate::calibrate::{calibrate, measured_value, predict_observation, Assumptio
 use crate::cost::CostParams;
 use crate::e2e::{layout, ErrorSummary, Resolver};
 use crate::error::{Error, Result};
-use crate::measured::e2e_csv::{repeated_lines, E2eRun, REPEAT_REASON};
+use crate::measured::e2e_csv::{
+    relabelled_lines, repeated_lines, E2eRun, RELABEL_REASON, REPEAT_REASON,
+};
 use crate::measured::{MeasuredSet, Observation, Origin, Quantity};
 use crate::predict::Scenario;
 use crate::serve::TpotDef;
@@ -225,9 +227,15 @@ pub fn evaluate(
     let mut groups: BTreeMap<String, Deployment> = BTreeMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let repeats = repeated_lines(runs, |r| r.line, E2eRun::fields_without_line);
-    for (run, repeat) in runs.iter().zip(repeats) {
-        if repeat.is_some() {
-            *skipped.entry(REPEAT_REASON.to_string()).or_default() += 1;
+    let relabelled = relabelled_lines(runs);
+    for ((run, repeat), relabel) in runs.iter().zip(repeats).zip(relabelled) {
+        let set_aside = match (repeat, relabel) {
+            (Some(_), _) => Some(REPEAT_REASON),
+            (None, Some(_)) => Some(RELABEL_REASON),
+            (None, None) => None,
+        };
+        if let Some(why) = set_aside {
+            *skipped.entry(why.to_string()).or_default() += 1;
             continue;
         }
         let r = resolver.resolve(run, sets, client)?;

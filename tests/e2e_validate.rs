@@ -178,29 +178,59 @@ fn a_repeated_row_is_one_measurement_counted_once() {
     let first_run = lines[1];
     let near_twin = first_run.replace("190.9545068625", "190.9545068626");
     let text = format!("{sample}{first_run}\n{near_twin}\n");
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("repeats.csv");
-    std::fs::write(&path, text).unwrap();
-    let v = common::json_of(&[
-        "validate",
-        "--measured",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let v = validate_text(&text);
     assert_eq!(v["total_runs"], 6);
     // The two Llama runs of the sample and the near twin; the exact repeat is set aside.
     assert_eq!(v["overall_tpot"]["n"], 3);
-    let repeat = v["skipped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["reason"].as_str().unwrap().contains("field for field"))
-        .expect("the repeat is listed with its reason");
+    let repeat = skipped_for(&v, "field for field");
     assert_eq!(repeat["runs"], 1);
     assert_eq!(repeat["first_line"], 6);
     let runs = v["runs"].as_array().unwrap();
     let lines_evaluated: Vec<u64> = runs.iter().map(|r| r["line"].as_u64().unwrap()).collect();
     assert!(lines_evaluated.contains(&2) && lines_evaluated.contains(&7));
     assert!(!lines_evaluated.contains(&6));
+}
+
+/// A row that carries an earlier row's measured times to the last digit under another
+/// layout is the same measurement labelled twice: the earlier row is kept, the later set
+/// aside with the reason.
+#[test]
+fn a_measurement_under_a_second_layout_is_counted_once_as_the_first() {
+    let sample = std::fs::read_to_string("tests/fixtures/measured/e2e_serving_sample.csv").unwrap();
+    let first_run = sample.lines().nth(1).unwrap();
+    let relabelled = first_run.replace(",8.0,1.0,1.0,,1.0,1.0,", ",8.0,2.0,1.0,,2.0,1.0,");
+    assert_ne!(relabelled, first_run);
+    let v = validate_text(&format!("{sample}{relabelled}\n"));
+    assert_eq!(v["overall_tpot"]["n"], 2);
+    let set_aside = skipped_for(&v, "labelled twice");
+    assert_eq!(set_aside["first_line"], 6);
+    let kept = &v["runs"].as_array().unwrap()[0];
+    assert_eq!(
+        (kept["line"].as_u64(), kept["parallel"].as_str()),
+        (Some(2), Some("tp1"))
+    );
+}
+
+/// `validate --format json` on an e2e serving CSV of `text`, written to a temporary file.
+fn validate_text(text: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.csv");
+    std::fs::write(&path, text).unwrap();
+    common::json_of(&[
+        "validate",
+        "--measured",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ])
+}
+
+/// The skipped entry of a validation whose reason contains `why`.
+fn skipped_for<'v>(v: &'v serde_json::Value, why: &str) -> &'v serde_json::Value {
+    v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["reason"].as_str().unwrap().contains(why))
+        .unwrap_or_else(|| panic!("no skipped entry for \"{why}\": {v}"))
 }

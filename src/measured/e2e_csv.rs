@@ -136,6 +136,35 @@ pub fn repeated_lines<T>(
         .collect()
 }
 
+/// For each of `runs`, the line of the first earlier run that measured the same TTFT and TPOT
+/// to the last digit under other fields (another layout, model id or version: an export
+/// that labelled one measurement twice), or None. Two runs never agree on both times to
+/// every digit by chance, so the two rows are one measurement; which label is right the
+/// file does not say, and the first is kept, as the file tags a measurement with the first
+/// export it appears in. Exact repeats are [`repeated_lines`]'s.
+pub fn relabelled_lines(runs: &[E2eRun]) -> Vec<Option<usize>> {
+    let mut first: std::collections::HashMap<(u64, u64), (usize, String)> =
+        std::collections::HashMap::new();
+    runs.iter()
+        .map(|r| {
+            let key = (r.ttft.to_bits(), r.tpot.to_bits());
+            match first.get(&key) {
+                Some((l, fields)) if *fields != r.fields_without_line() => Some(*l),
+                Some(_) => None,
+                None => {
+                    first.insert(key, (r.line, r.fields_without_line()));
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Why a run that carries an earlier run's measured times under another label is set aside.
+pub const RELABEL_REASON: &str = "carries an earlier row's measured TTFT and TPOT to the last \
+     digit under another layout, model id or version (one measurement labelled twice): counted \
+     once, as the earlier row";
+
 /// Why a repeated run is set aside (the skipped list's first line is the first repeat).
 pub const REPEAT_REASON: &str =
     "repeats an earlier row field for field (the same measurement written twice): counted once";
@@ -236,6 +265,26 @@ mod tests {
         let r = parse_e2e_csv(&t, "f.csv").unwrap();
         let rep = repeated_lines(&r, |x| x.line, E2eRun::fields_without_line);
         assert_eq!(rep, vec![None, None, Some(2), Some(2)]);
+        // Only the rows equal to the letter are repeats; none carries another's times under
+        // a different label.
+        assert_eq!(relabelled_lines(&r), vec![None; 4]);
+    }
+
+    /// A row with an earlier row's measured times to the last digit under another layout is
+    /// the same measurement labelled twice; a time one digit off is a run of its own.
+    #[test]
+    fn a_measurement_under_a_second_label_is_found() {
+        let row =
+            "sglang,0.5.9,m/x,b200,fp4,nvfp4,nvfp4,1024,1024,4.0,4.0,1.0,,1.0,1.0,188.734,8.049";
+        let t = format!(
+            "{HEAD}\n{row}\n{}\n{}\n{row}\n",
+            row.replace(",4.0,4.0,1.0,,1.0,1.0,", ",4.0,16.0,1.0,,4.0,1.0,"),
+            row.replace("8.049", "8.048")
+        );
+        let r = parse_e2e_csv(&t, "f.csv").unwrap();
+        assert_eq!(relabelled_lines(&r), vec![None, Some(2), None, None]);
+        let rep = repeated_lines(&r, |x| x.line, E2eRun::fields_without_line);
+        assert_eq!(rep, vec![None, None, None, Some(2)]);
     }
 
     /// The client's concurrency is `silicon_concurrency` where the file has it, else

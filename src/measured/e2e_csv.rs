@@ -141,12 +141,17 @@ pub fn repeated_lines<T>(
 /// that labelled one measurement twice), or None. Two runs never agree on both times to
 /// every digit by chance, so the two rows are one measurement; which label is right the
 /// file does not say, and the first is kept, as the file tags a measurement with the first
-/// export it appears in. Exact repeats are [`repeated_lines`]'s.
+/// export it appears in. Exact repeats are [`repeated_lines`]'s. Only times written with
+/// more digits than a person rounds to count ([`written_precisely`]): two runs of a file
+/// rounded to 0.1 ms can share both times honestly.
 pub fn relabelled_lines(runs: &[E2eRun]) -> Vec<Option<usize>> {
     let mut first: std::collections::HashMap<(u64, u64), (usize, String)> =
         std::collections::HashMap::new();
     runs.iter()
         .map(|r| {
+            if !(written_precisely(r.ttft) && written_precisely(r.tpot)) {
+                return None;
+            }
             let key = (r.ttft.to_bits(), r.tpot.to_bits());
             match first.get(&key) {
                 Some((l, fields)) if *fields != r.fields_without_line() => Some(*l),
@@ -158,6 +163,22 @@ pub fn relabelled_lines(runs: &[E2eRun]) -> Vec<Option<usize>> {
             }
         })
         .collect()
+}
+
+/// Significant digits a measured time must carry beyond for a match of two runs' times to
+/// say they are one measurement: a rounded figure (61.2 ms, 7.54 ms) can recur by chance.
+const ROUNDED_DIGITS: i32 = 6;
+
+/// Whether `seconds` holds more than [`ROUNDED_DIGITS`] significant digits in milliseconds
+/// (its value is not that of a figure rounded to them, to a part in 10⁹).
+fn written_precisely(seconds: f64) -> bool {
+    let ms = seconds * 1e3;
+    if !(ms.is_finite() && ms > 0.0) {
+        return false;
+    }
+    let scale = 10f64.powi(ROUNDED_DIGITS - 1 - ms.log10().floor() as i32);
+    let rounded = (ms * scale).round() / scale;
+    ((ms - rounded) / ms).abs() > 1e-9
 }
 
 /// Why a run that carries an earlier run's measured times under another label is set aside.
@@ -271,7 +292,8 @@ mod tests {
     }
 
     /// A row with an earlier row's measured times to the last digit under another layout is
-    /// the same measurement labelled twice; a time one digit off is a run of its own.
+    /// the same measurement labelled twice; a time one digit off is a run of its own, and
+    /// times rounded to a few digits are never matched.
     #[test]
     fn a_measurement_under_a_second_label_is_found() {
         let row =
@@ -282,6 +304,15 @@ mod tests {
             row.replace("8.049", "8.048")
         );
         let r = parse_e2e_csv(&t, "f.csv").unwrap();
+        assert_eq!(
+            relabelled_lines(&r),
+            vec![None; 4],
+            "rounded times can recur"
+        );
+        let precise = t
+            .replace("188.734", "188.73418088187464")
+            .replace("8.049", "8.049247144615052");
+        let r = parse_e2e_csv(&precise, "f.csv").unwrap();
         assert_eq!(relabelled_lines(&r), vec![None, Some(2), None, None]);
         let rep = repeated_lines(&r, |x| x.line, E2eRun::fields_without_line);
         assert_eq!(rep, vec![None, None, None, Some(2)]);

@@ -13,7 +13,10 @@
 //!   prompts (`batch` prompts per attention-DP replica, or as many as the engine's token
 //!   budget holds): its capacity is `P · m / T(m)` requests/s, `T` the prefill pass with the
 //!   engine's CPU beside it. A prompt's own prefill is the pass that carries it, at the
-//!   prompts arriving during one pass (one at light load, `m` at saturation).
+//!   prompts arriving during one pass (one at light load, `m` at saturation). The pass deals
+//!   its prompts whole to the worker's attention-DP replicas, which step together: a pass
+//!   of fewer prompts than replicas takes as long as one replica's prompt, not a share of
+//!   it spread over all of them ([`Pass::dealt_whole`]).
 //! - **Queueing in the prefill pool.** The same two waves as the aggregated TTFT: a client
 //!   that starts with a burst sends every prompt at once, and that first wave queues through
 //!   the pool's passes (`C / P` prompts per worker, `m` per pass, each prompt waiting for
@@ -407,7 +410,9 @@ impl Pools<'_, '_> {
     fn pass(&self, m: f64) -> f64 {
         let s = self.pre_s;
         let m = m.max(1.0);
-        let gpu = self.pre.evaluate(&Pass::prefill(m, self.input, 0.0)).total;
+        let dp = self.d.prefill.parallel.dp;
+        let pass = Pass::prefill(m, self.input, 0.0).dealt_whole(dp);
+        let gpu = self.pre.evaluate(&pass).total;
         let cpu = &s.system.engine.cpu;
         cpu.engine_step(gpu, s.params.step_overhead, m, s.overlaps())
     }

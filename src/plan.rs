@@ -390,7 +390,9 @@ fn disaggregated_candidates(
         let budget = system.engine.max_num_batched_tokens as f64;
         let per_pass = (budget / input).floor().max(1.0) * p.dp as f64;
         let full = ev.evaluate(&Pass::prefill(per_pass, input, 0.0)).total;
-        let one = ev.evaluate(&Pass::prefill(1.0, input, 0.0)).total;
+        let one = ev
+            .evaluate(&Pass::prefill(1.0, input, 0.0).dealt_whole(p.dp))
+            .total;
         let big = 256.0 * p.dp as f64;
         let ctx = input + w.output_len as f64 / 2.0;
         let fits_big = crate::layouts::runs(model, system, *p, big, ctx + w.output_len as f64);

@@ -1,10 +1,12 @@
 //! Disaggregated serving (`src/deploy.rs`): TTFT is the sum of its terms, a faster link
 //! between the pools never slows the first token, throughput stays under every pool's
-//! capacity, a worker that does not fit one box is refused, and `validate` reads the
-//! disaggregated dev file and reports per-backend errors.
+//! capacity, a worker that does not fit one box is refused, a prompt is prefilled on one
+//! attention-DP replica, and `validate` reads the disaggregated dev file and reports
+//! per-backend errors.
 
 mod common;
 
+use rooftop::cost::Pass;
 use rooftop::deploy::{sweep, Deployment, DisaggSweep, KvLink, Pool};
 use rooftop::predict::Scenario;
 use rooftop::serve::{ClientModel, TpotDef, Workload};
@@ -56,6 +58,56 @@ const DEPLOYMENTS: [(&str, &str, &str); 3] = [
     ),
     ("8x-b200-nvlink", "workers=2,tp=8", "workers=5,tp=8,ep=8"),
 ];
+
+#[test]
+fn a_prompt_is_prefilled_on_one_attention_dp_replica() {
+    let model = registry::load_model("deepseek-v3-fp8").unwrap();
+    let sys = System::load("8x-b200-nvlink").unwrap();
+    let dp8 = "workers=1,dp=8,ep=8".parse::<Pool>().unwrap().parallel;
+    let ev = Scenario::new(&model, &sys, dp8)
+        .unwrap()
+        .evaluator()
+        .unwrap();
+    let t = |prompts: f64, dealt: bool| {
+        let p = Pass::prefill(prompts, 8192.0, 0.0);
+        ev.evaluate(&if dealt { p.dealt_whole(8) } else { p }).total
+    };
+    // A prompt is never split over the replicas: alone, it costs more than an eighth of it
+    // on each would, and no more than one prompt on every replica.
+    assert!(
+        t(1.0, true) > 2.0 * t(1.0, false),
+        "{} {}",
+        t(1.0, true),
+        t(1.0, false)
+    );
+    assert!(t(1.0, true) <= t(8.0, true));
+    let mut last = 0.0;
+    for m in 1..=24 {
+        let now = t(m as f64, true);
+        assert!(now >= last, "{m} prompts: {now} after {last}");
+        last = now;
+    }
+    // A whole number of prompts per replica is the even share.
+    for m in [8.0, 16.0] {
+        assert!((t(m, true) - t(m, false)).abs() <= 1e-12 * t(m, false));
+    }
+    // The disaggregated pool prices its passes dealt whole: its prefill at one request is
+    // that prompt alone on one replica (less the engine's fixed step cost its CPU overlaps).
+    let w = workload(8192, 1024, ClientModel::IDEAL);
+    let r = run(
+        "8x-b200-nvlink",
+        "workers=1,dp=8,ep=8",
+        "workers=1,tp=8,ep=8",
+        KvLink::builtin().unwrap(),
+        w,
+    );
+    assert!(
+        r.points[0].prefill_ms >= 0.99 * t(1.0, true) * 1e3,
+        "{} {}",
+        r.points[0].prefill_ms,
+        t(1.0, true) * 1e3
+    );
+}
 
 #[test]
 fn ttft_is_prefill_plus_queue_plus_transfer_plus_first_step() {

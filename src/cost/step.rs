@@ -481,9 +481,8 @@ impl<'a> Evaluator<'a> {
                 }
                 max_stage = max_stage.max(st);
             }
-            let bytes = mpass.all_tokens() / self.par.dp as f64
-                * self.model.config.hidden_size as f64
-                * 2.0;
+            let bytes =
+                mpass.replica_tokens(self.par.dp) * self.model.config.hidden_size as f64 * 2.0;
             // Stages fill nodes in order: the hops whose next stage starts a node cross
             // the network (on a multi-node system), the others stay inside a node.
             let stage = self.par.tp * self.par.dp;

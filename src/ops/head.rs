@@ -26,8 +26,8 @@ pub fn head_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
         0.0
     };
     let rows = match pass.phase {
-        Phase::Decode => pass.tokens() / dp,
-        Phase::Prefill => pass.sequences / dp,
+        Phase::Decode => pass.replica_own_tokens(cx.par.dp),
+        Phase::Prefill => pass.replica_sequences(cx.par.dp),
     } + mixed_prompts / dp;
     out.push(Operator::new(
         "embedding",

@@ -134,7 +134,7 @@ pub struct BuildContext<'a> {
     pub own: f64,
     /// Mixed-in prompt tokens.
     pub mixed: f64,
-    /// Sequences of this data-parallel replica.
+    /// Sequences of the busiest data-parallel replica (an even share unless the pass says).
     pub seqs: f64,
     /// Mean positions a mixed-in prompt token attends to (causally within its prompt).
     pub mixed_span: f64,
@@ -181,10 +181,10 @@ impl<'a> BuildContext<'a> {
             par,
             unfused,
             pass,
-            tokens: pass.all_tokens() / dp,
-            own: pass.tokens() / dp,
+            tokens: pass.replica_tokens(par.dp),
+            own: pass.replica_own_tokens(par.dp),
             mixed: pass.mixed_prefill_tokens / dp,
-            seqs: pass.sequences / dp,
+            seqs: pass.replica_sequences(par.dp),
             mixed_span: (pass.mixed_prefill_len + 1.0) / 2.0,
             new,
             span: pass.context + (new + 1.0) / 2.0,

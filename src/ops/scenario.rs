@@ -356,6 +356,12 @@ pub struct Pass {
     pub mixed_prefill_tokens: f64,
     /// Prompt length of those mixed-in prefills (for their attention span).
     pub mixed_prefill_len: f64,
+    /// Share of the pass's own sequences that its busiest attention-data-parallel replica
+    /// runs (None: an even share, `1 / dp`). A sequence lives on one replica: its prompt is
+    /// never split over replicas, and the replicas step together (they meet at every MoE
+    /// layer's dispatch and combine, an idle one running an empty batch), so a pass of fewer
+    /// prompts than replicas takes as long as the replica that holds one.
+    pub busiest_replica_share: Option<f64>,
 }
 
 impl Pass {
@@ -368,6 +374,7 @@ impl Pass {
             context,
             mixed_prefill_tokens: 0.0,
             mixed_prefill_len: 0.0,
+            busiest_replica_share: None,
         }
     }
 
@@ -390,7 +397,43 @@ impl Pass {
             context,
             mixed_prefill_tokens: 0.0,
             mixed_prefill_len: 0.0,
+            busiest_replica_share: None,
         }
+    }
+
+    /// The same pass with its sequences dealt whole to `dp` replicas, one at a time in turn
+    /// (round robin): the busiest holds `ceil(sequences / dp)` of them.
+    pub fn dealt_whole(self, dp: u32) -> Pass {
+        let dp = dp.max(1) as f64;
+        let share = if self.sequences > 0.0 {
+            ((self.sequences / dp).ceil() / self.sequences).min(1.0)
+        } else {
+            1.0 / dp
+        };
+        Pass {
+            busiest_replica_share: Some(share),
+            ..self
+        }
+    }
+
+    /// Share of the own sequences on the busiest of `dp` replicas (at least an even share,
+    /// at most all of them).
+    pub fn replica_share(&self, dp: u32) -> f64 {
+        let even = 1.0 / dp.max(1) as f64;
+        self.busiest_replica_share
+            .map_or(even, |s| s.clamp(even, 1.0))
+    }
+
+    /// Sequences, own tokens and all GEMM rows of the busiest of `dp` replicas (mixed-in
+    /// prompt tokens spread evenly).
+    pub fn replica_sequences(&self, dp: u32) -> f64 {
+        self.sequences * self.replica_share(dp)
+    }
+    pub fn replica_own_tokens(&self, dp: u32) -> f64 {
+        self.tokens() * self.replica_share(dp)
+    }
+    pub fn replica_tokens(&self, dp: u32) -> f64 {
+        self.replica_own_tokens(dp) + self.mixed_prefill_tokens / dp.max(1) as f64
     }
 
     /// New tokens of the pass's own sequences.
@@ -401,5 +444,38 @@ impl Pass {
     /// Every token the GEMMs process: the pass's own and the mixed-in prompt tokens.
     pub fn all_tokens(&self) -> f64 {
         self.tokens() + self.mixed_prefill_tokens
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_dealt_whole_put_a_whole_prompt_on_the_busiest_replica() {
+        // One prompt over eight replicas: one replica holds all of it.
+        let one = Pass::prefill(1.0, 8192.0, 0.0).dealt_whole(8);
+        assert_eq!(one.replica_share(8), 1.0);
+        assert_eq!(one.replica_own_tokens(8), 8192.0);
+        // Nine prompts: the busiest holds two of them.
+        let nine = Pass::prefill(9.0, 1024.0, 0.0).dealt_whole(8);
+        assert!((nine.replica_sequences(8) - 2.0).abs() < 1e-12);
+        // A multiple of the replicas: the even share.
+        let sixteen = Pass::prefill(16.0, 1024.0, 0.0).dealt_whole(8);
+        assert!((sixteen.replica_share(8) - 1.0 / 8.0).abs() < 1e-12);
+        // Without attention DP nothing changes, and an undealt pass keeps the even share.
+        assert_eq!(
+            Pass::prefill(1.5, 512.0, 0.0)
+                .dealt_whole(1)
+                .replica_share(1),
+            1.0
+        );
+        let even = Pass::prefill(1.0, 8192.0, 0.0);
+        assert_eq!(even.replica_own_tokens(8), 1024.0);
+        // Mixed-in prompt tokens spread evenly either way.
+        let mixed = Pass::decode(8.0, 100.0)
+            .with_prefill(800.0, 800.0)
+            .dealt_whole(8);
+        assert!((mixed.replica_tokens(8) - (1.0 + 100.0)).abs() < 1e-12);
     }
 }

@@ -180,6 +180,9 @@ struct Prepared<'a> {
     kv_budget: f64,
     cache: CacheFootprint,
     dp: f64,
+    /// The model's context window, tokens (`serve::beyond_context_window`; infinite when the
+    /// model states none): a longer context does not fit whatever the memory.
+    window: f64,
     /// The GPU's power model and the system's price (`None`: not described).
     power: Option<PowerModel>,
     pricing: Option<Pricing>,
@@ -418,6 +421,10 @@ pub fn explore(
                             kv_budget: budget,
                             cache: held.cache_footprint(f64::INFINITY),
                             dp: par.dp as f64,
+                            window: m
+                                .config
+                                .max_position_embeddings
+                                .map_or(f64::INFINITY, f64::from),
                             power: PowerModel::of(&sys.gpu),
                             pricing: Pricing::of(&sys.spec).ok().flatten(),
                         });
@@ -498,15 +505,15 @@ pub fn explore(
                     {
                         // The step as the engine schedules it, as `predict` prices it.
                         let t = pr.step(pass, b as f64);
-                        // The memory report's test (`serve::does_not_fit`): whole sequences
-                        // of this context in the KV budget, at least the batch.
+                        // The tests of `serve::fits`: the context within the model's window,
+                        // and whole sequences of it in the KV budget, at least the batch.
                         let tokens = kv_tokens(
                             pr.kv_budget,
                             pr.cache.bytes_per_sequence(cf + 1.0),
                             cf,
                             pr.dp,
                         );
-                        if sequences(tokens, cf) < b as f64 {
+                        if cf > pr.window || sequences(tokens, cf) < b as f64 {
                             out.not_fitting += 1;
                             out.first_not_fitting.get_or_insert((b, ctx));
                             continue;

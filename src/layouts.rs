@@ -122,7 +122,9 @@ pub(crate) fn runs(
     batch: f64,
     context: f64,
 ) -> bool {
-    if p.validate(model, system).is_err() {
+    if p.validate(model, system).is_err()
+        || crate::serve::beyond_context_window(model, context).is_some()
+    {
         return false;
     }
     let s = Scenario {

@@ -166,6 +166,10 @@ pub fn plan(
     }
     let w = r.workload;
     let context = (w.input_len + w.output_len) as f64;
+    // A request past the model's window runs on no deployment: refuse it, not "no layout".
+    if let Some(why) = crate::serve::beyond_context_window(model, context) {
+        return Err(Error::Scenario(why));
+    }
     let largest = r.gpus.min(system.spec.gpu_count);
     let sizes: Vec<u32> = (0..=largest.ilog2()).map(|e| 1u32 << e).collect();
     let by_size: Vec<(u32, Vec<Parallel>)> = sizes

@@ -127,9 +127,33 @@ pub fn does_not_fit(m: &MemoryReport, batch: f64, context: f64) -> Option<String
     None
 }
 
+/// Why a sequence of `context` tokens cannot run on `model` at all: it is longer than the
+/// model's context window (`config.max_position_embeddings`). Engines refuse such a request
+/// (vLLM's `max_model_len` defaults to the window), so pricing it would give a number for
+/// something no deployment serves. `None` when the model states no window or the sequence
+/// is within it.
+pub fn beyond_context_window(
+    model: &crate::spec::model::ModelSpec,
+    context: f64,
+) -> Option<String> {
+    let window = model.config.max_position_embeddings?;
+    (context > f64::from(window)).then(|| {
+        format!(
+            "does not fit: a sequence of {context} tokens is longer than {}'s context window of \
+             {window} tokens (config.max_position_embeddings); shorten the prompt or output, or, \
+             for a model served with a longer window (RoPE scaling), \
+             --set model.config.max_position_embeddings=N",
+            model.name
+        )
+    })
+}
+
 /// The memory report of `batch` sequences of `context` tokens on `s`, or the refusal of
-/// [`does_not_fit`] as an error.
+/// [`beyond_context_window`] or [`does_not_fit`] as an error.
 pub fn fits(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
+    if let Some(why) = beyond_context_window(s.model, context) {
+        return Err(Error::Scenario(why));
+    }
     let m = s.memory(batch, context);
     match does_not_fit(&m, batch, context) {
         Some(why) => Err(Error::Scenario(why)),
@@ -140,6 +164,10 @@ pub fn fits(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
 /// [`fits`], with the layouts on the same system that would hold it named in the refusal
 /// (what a user asking for one scenario wants to read next).
 pub fn fits_or_suggest(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
+    // No layout lengthens the window: nothing to suggest.
+    if let Some(why) = beyond_context_window(s.model, context) {
+        return Err(Error::Scenario(why));
+    }
     fits(s, batch, context).map_err(|e| {
         crate::layouts::with_suggestions(e, s.model, s.system, &s.parallel, batch, context)
     })

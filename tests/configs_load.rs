@@ -43,3 +43,22 @@ fn readme_engine_and_client_examples_load() {
     assert_eq!(c.model().prompts_per_concurrency, Some(10));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Every built-in model states its context window, with a source: a sequence past it is
+/// refused rather than priced, so a model without one would silently price any length.
+#[test]
+fn every_builtin_model_has_a_sourced_context_window() {
+    for n in builtin_names(Kind::Model) {
+        let m = load_model(n).unwrap_or_else(|e| panic!("{e}"));
+        let w = m
+            .config
+            .max_position_embeddings
+            .unwrap_or_else(|| panic!("{n}: no config.max_position_embeddings"));
+        // Published windows run from 2k tokens (early Llama) to a few million.
+        assert!((2048..=16_777_216).contains(&w), "{n}: {w}");
+        assert!(
+            m.sources.contains_key("max_position_embeddings"),
+            "{n}: no [sources] max_position_embeddings"
+        );
+    }
+}

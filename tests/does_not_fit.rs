@@ -1,6 +1,6 @@
 //! A configuration that cannot run gets no numbers, in every command: weights that leave no
-//! room for a KV cache, one sequence longer than the cache holds, or a batch larger than it
-//! holds are refused with `does not fit: <reason>` (exit 1, nothing on stdout), and where a
+//! room for a KV cache, one sequence longer than the cache holds or than the model's context
+//! window, or a batch larger than the cache holds are refused with `does not fit: <reason>` (exit 1, nothing on stdout), and where a
 //! command reports many points (compare, specdec, explore), the ones that cannot run carry
 //! the reason in place of their numbers.
 
@@ -49,6 +49,19 @@ fn refused_with(cmd: &[&str], extra: &[&str]) -> String {
     let a = with(cmd, extra);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
     refused(&a)
+}
+
+/// Every single-scenario command asked for one sequence of `tokens` (compare on `system`).
+fn every_command_at(tokens: &'static str, system: &'static str) -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["predict", "--context", tokens],
+        vec!["sweep", "--input-len", tokens],
+        vec!["specdec", "--context", tokens],
+        vec!["sensitivity", "--input-len", tokens],
+        vec!["explain", "--assume-input-len", tokens],
+        vec!["explore", "--context", tokens],
+        vec!["compare", "--systems", system, "--context", tokens],
+    ]
 }
 
 fn ok(args: &[&str]) -> String {
@@ -129,25 +142,12 @@ fn weights_that_do_not_fit_are_refused_by_every_command() {
 #[test]
 fn one_sequence_longer_than_the_cache_is_refused_by_every_command() {
     // On the team's box the weights fit and 11.9 GB per GPU is left for the KV cache, which
-    // holds about 170k tokens: a million-token request has nowhere to go.
-    for args in [
-        vec!["predict", "--context", "1000000"],
-        vec!["sweep", "--input-len", "1000000"],
-        vec!["specdec", "--context", "1000000"],
-        vec!["sensitivity", "--input-len", "1000000"],
-        vec!["explain", "--assume-input-len", "1000000"],
-        vec!["explore", "--context", "1000000"],
-        vec![
-            "compare",
-            "--systems",
-            "8x-rtx-pro-6000-pcie",
-            "--context",
-            "1000000",
-        ],
-    ] {
+    // holds about 170k tokens: a 250k-token request (within Kimi-K2.5's 262,144-token window)
+    // has nowhere to go.
+    for args in every_command_at("250000", "8x-rtx-pro-6000-pcie") {
         let e = refused(&args);
         assert!(
-            e.contains("does not fit: one sequence of 100") && e.contains("11.90 GB left"),
+            e.contains("does not fit: one sequence of 25") && e.contains("11.90 GB left"),
             "{args:?}: {e}"
         );
     }
@@ -292,8 +292,95 @@ fn specdec_runs_what_fits_and_refuses_what_cannot_run() {
         text.contains(&format!("C = 1024 ({running} running, the rest wait")),
         "{text}"
     );
+    // Past the model's window first; with the window widened, past the cache.
     let e = refused(&["specdec", "--concurrency", "1,8", "--context", "2000000"]);
+    assert!(e.contains("context window of 262144 tokens"), "{e}");
+    let e = refused(&[
+        "specdec",
+        "--concurrency",
+        "1,8",
+        "--context",
+        "2000000",
+        "--set",
+        "model.config.max_position_embeddings=4000000",
+    ]);
     assert!(e.contains("one sequence of 2000006 tokens"), "{e}");
+}
+
+/// Qwen3-32B (a 40,960-token window) on eight 80 GB GPUs: memory holds far longer sequences.
+const QWEN: [&str; 4] = ["--model", "qwen3-32b", "--system", "8x-h100-nvlink"];
+
+#[test]
+fn a_sequence_past_the_models_context_window_is_refused_by_every_command() {
+    let mut commands = every_command_at("50000", "8x-h100-nvlink");
+    commands.extend([
+        vec!["sweep", "--input-len", "40000", "--output-len", "2000"],
+        vec![
+            "plan",
+            "--gpus",
+            "8",
+            "--input-len",
+            "50000",
+            "--output-len",
+            "1000",
+        ],
+    ]);
+    for cmd in commands {
+        let e = refused_with(&cmd, &QWEN);
+        assert!(
+            e.contains("longer than qwen3-32b's context window of 40960 tokens")
+                && e.contains("config.max_position_embeddings"),
+            "{cmd:?}: {e}"
+        );
+        // No layout lengthens the window: none is suggested.
+        assert!(!e.contains("layouts that run it"), "{cmd:?}: {e}");
+    }
+    // At the window it runs; a user serving with RoPE scaling widens it and is priced.
+    let v = json(
+        &with(&["predict", "--context", "40960"], &QWEN)
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(v["memory"]["fits"], true, "{v}");
+    let widened = with(
+        &[
+            "predict",
+            "--context",
+            "50000",
+            "--set",
+            "model.config.max_position_embeddings=131072",
+        ],
+        &QWEN,
+    );
+    let v = json(&widened.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(v["tpot_ms"].as_f64().unwrap() > 0.0, "{v}");
+    // explore counts the points past the window among those that do not fit.
+    let out = rooftop()
+        .args([
+            "explore",
+            "--batch",
+            "1,8",
+            "--context",
+            "1024,50000",
+            "--format",
+            "csv",
+        ])
+        .args(QWEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stdout.lines().skip(1).all(|l| !l.contains(",50000,")),
+        "{stdout}"
+    );
+    assert!(stdout.lines().count() > 1, "{stdout}");
+    assert!(
+        stderr.contains("context window of 40960 tokens"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -318,7 +405,7 @@ fn explore_writes_only_points_that_fit_and_counts_the_rest() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("not shown: 3 of 6 points do not fit in memory"),
+        stderr.contains("not shown: 3 of 6 points do not fit (in memory or the context window)"),
         "{stderr}"
     );
     let rows: Vec<Vec<&str>> = stdout

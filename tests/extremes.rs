@@ -269,7 +269,7 @@ fn a_1024_gpu_system() {
 
 #[test]
 fn a_million_tokens_of_context() {
-    let v = json(&[
+    let llama = [
         "predict",
         "--model",
         "llama-3.1-8b",
@@ -277,11 +277,33 @@ fn a_million_tokens_of_context() {
         "8x-h200-nvlink",
         "--context",
         "1000000",
-    ]);
-    // 1M tokens of Llama-3.1-8B KV (128 KiB/token) on 8 GPUs: 16 GB per GPU, it fits.
+    ];
+    // Past Llama-3.1-8B's 131,072-token window: refused, whatever the memory.
+    refused(&llama, &["context window of 131072 tokens"]);
+    // Widened (a user serving it with RoPE scaling): 1M tokens of KV (128 KiB/token) on 8
+    // GPUs is 16 GB per GPU, it fits and is priced.
+    let v = json(
+        &[
+            &llama[..],
+            &["--set", "model.config.max_position_embeddings=1048576"],
+        ]
+        .concat(),
+    );
     assert!(v["tpot_ms"].as_f64().unwrap() > 0.0);
     refused(
         &["predict", "--context", "1000000", "--batch", "64"],
+        &["does not fit: a sequence of 1000000 tokens", "262144"],
+    );
+    refused(
+        &[
+            "predict",
+            "--context",
+            "1000000",
+            "--batch",
+            "64",
+            "--set",
+            "model.config.max_position_embeddings=2000000",
+        ],
         &["does not fit: one sequence of 1000000 tokens"],
     );
     // One request of a million tokens needs more KV cache than Kimi on the team's box has:
@@ -300,7 +322,7 @@ fn a_million_tokens_of_context() {
     }
     refused(
         &["specdec", "--context", "1000000"],
-        &["does not fit: one sequence of"],
+        &["does not fit: a sequence of"],
     );
     json(&["op", "attention", "--context", "1000000", "--batch", "4"]);
 }

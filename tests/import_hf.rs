@@ -551,3 +551,24 @@ fn modelopt_mixed_precision_reads_each_layers_format() {
     .to_string();
     assert!(e.contains("quantized_layers"), "{e}");
 }
+
+/// The context window is read from config.json, is the one the built-in states, and is
+/// written with its unit.
+#[test]
+fn the_context_window_is_imported() {
+    for name in FIXTURES {
+        let i = import_fixture(name);
+        let builtin = load_model(name).unwrap();
+        assert!(i.model.config.max_position_embeddings.is_some(), "{name}");
+        assert_eq!(
+            i.model.config.max_position_embeddings, builtin.config.max_position_embeddings,
+            "{name}"
+        );
+        assert!(
+            i.toml.contains("max_position_embeddings = ")
+                && i.toml.contains("# tokens: the context window"),
+            "{name}: {}",
+            i.toml
+        );
+    }
+}

@@ -625,7 +625,7 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     }
     if summary.points_not_fitting > 0 {
         crate::cli::stderr_line(&format!(
-            "not shown: {} of {} points do not fit in memory",
+            "not shown: {} of {} points do not fit (in memory or the context window)",
             summary.points_not_fitting, summary.points_evaluated
         ));
         for s in &summary.not_fitting {

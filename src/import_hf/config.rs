@@ -117,8 +117,7 @@ pub const IRRELEVANT: &[&str] = &[
     "aux_loss_alpha",
     "seq_aux",
     "ep_size",
-    // positional encoding
-    "max_position_embeddings",
+    // positional encoding (max_position_embeddings is read: the context window)
     "initial_context_length",
     "rope_theta",
     "rope_scaling",
@@ -794,6 +793,7 @@ pub(super) fn read_config(
     let index_topk = t.u32(cx, "index_topk")?;
     let index_n_heads = t.u32(cx, "index_n_heads")?;
     let index_head_dim = t.u32(cx, "index_head_dim")?;
+    let window = t.u32(cx, "max_position_embeddings")?;
     warn_dtype(t, warnings);
 
     let experts = mlp.experts;
@@ -828,6 +828,7 @@ pub(super) fn read_config(
         index_topk,
         index_n_heads,
         index_head_dim,
+        max_position_embeddings: window,
         ..ModelConfig::default()
     };
     super::layers::read_mixer_dims(cx, family, t, &mut config, warnings)?;

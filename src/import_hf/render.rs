@@ -77,6 +77,20 @@ pub(super) fn render_toml(m: &ModelSpec, keys: &Keys) -> String {
         }
         _ => body,
     };
+    // The one [config] field that is a length, not a count: say its unit.
+    let body = match c.max_position_embeddings {
+        Some(w) => {
+            let line = format!("\nmax_position_embeddings = {w}\n");
+            body.replacen(
+                &line,
+                &format!(
+                    "\nmax_position_embeddings = {w}    # tokens: the context window (prompt + output)\n"
+                ),
+                1,
+            )
+        }
+        None => body,
+    };
     format!("{HEADER}{body}")
 }
 

@@ -155,6 +155,12 @@ pub struct ModelConfig {
     pub o_groups: Option<u32>,
     #[serde(default)]
     pub compress_ratios: Option<Vec<u32>>,
+    /// The context window in tokens: the longest sequence (prompt plus output) the model's
+    /// position encoding was trained and published for. Engines refuse longer requests
+    /// (vLLM's `max_model_len` defaults to it), so rooftop refuses to price them. Absent: no
+    /// window is checked.
+    #[serde(default)]
+    pub max_position_embeddings: Option<u32>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -974,6 +980,9 @@ impl ModelSpec {
         pos(c.hidden_size, "hidden_size")?;
         pos(c.num_attention_heads, "num_attention_heads")?;
         pos(c.vocab_size, "vocab_size")?;
+        if let Some(w) = c.max_position_embeddings {
+            pos(w, "max_position_embeddings")?;
+        }
         for (v, f) in [
             (Some(c.hidden_size), "hidden_size"),
             (c.intermediate_size, "intermediate_size"),

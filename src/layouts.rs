@@ -9,7 +9,7 @@
 use crate::error::Error;
 use crate::ops::Parallel;
 use crate::predict::Scenario;
-use crate::serve::does_not_fit;
+use crate::serve::fits;
 use crate::spec::{ModelSpec, System};
 
 /// Layouts suggested at most.
@@ -114,7 +114,8 @@ pub(crate) fn layouts_over(
     out
 }
 
-/// Whether `p` can run `model` on `system` and hold `batch` sequences of `context` tokens.
+/// Whether `p` can run `model` on `system` and hold `batch` sequences of `context` tokens
+/// (within the model's context window: [`fits`]).
 pub(crate) fn runs(
     model: &ModelSpec,
     system: &System,
@@ -122,9 +123,7 @@ pub(crate) fn runs(
     batch: f64,
     context: f64,
 ) -> bool {
-    if p.validate(model, system).is_err()
-        || crate::serve::beyond_context_window(model, context).is_some()
-    {
+    if p.validate(model, system).is_err() {
         return false;
     }
     let s = Scenario {
@@ -134,7 +133,7 @@ pub(crate) fn runs(
         params: crate::cost::CostParams::default_for(system),
         calibration: None,
     };
-    does_not_fit(&s.memory(batch, context), batch, context).is_none()
+    fits(&s, batch, context).is_ok()
 }
 
 /// A ranking of how far `p` is from `near`: a different GPU count first, then each degree

@@ -164,11 +164,11 @@ pub fn fits(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
 /// [`fits`], with the layouts on the same system that would hold it named in the refusal
 /// (what a user asking for one scenario wants to read next).
 pub fn fits_or_suggest(s: &Scenario, batch: f64, context: f64) -> Result<MemoryReport> {
-    // No layout lengthens the window: nothing to suggest.
-    if let Some(why) = beyond_context_window(s.model, context) {
-        return Err(Error::Scenario(why));
-    }
     fits(s, batch, context).map_err(|e| {
+        // No layout lengthens the window: nothing to suggest.
+        if beyond_context_window(s.model, context).is_some() {
+            return e;
+        }
         crate::layouts::with_suggestions(e, s.model, s.system, &s.parallel, batch, context)
     })
 }

@@ -4,7 +4,9 @@
 //! Every built-in model × every built-in system it fits on (tensor parallel over all of the
 //! system's GPUs) × batches 1/8/64/512 × contexts 1k/32k: TPOT, SOL TPOT, throughput and both
 //! breakdowns of a decode step; weights and KV bytes per GPU; a prefill pass and a decode
-//! step with chunked prefill mixed in; and one serving sweep per (model, system).
+//! step with chunked prefill mixed in; one serving sweep per (model, system); and speculative
+//! decoding with every draft the model ships (its MTP layer, its EAGLE head) at a fixed
+//! acceptance.
 //!
 //! The refactor contract is 1e-9 relative. A deliberate physics change regenerates the file
 //! in its own commit (`ROOFTOP_UPDATE_GOLDEN=1 cargo test --test golden`, which rewrites the
@@ -15,6 +17,7 @@ use rooftop::predict::{predict, Scenario};
 use rooftop::serve::{sweep, TpotDef, Workload};
 use rooftop::spec::registry::{builtin_names, load_model, Kind};
 use rooftop::spec::System;
+use rooftop::specdec::{specdec, Acceptance, Draft};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -101,9 +104,43 @@ fn compute() -> BTreeMap<String, f64> {
                     pt.throughput_tok_s,
                 );
             }
+            for draft in drafts(&model) {
+                let Ok(r) = specdec(
+                    &sc,
+                    &draft,
+                    &Acceptance(vec![0.8, 0.6, 0.4]),
+                    &[1, 3],
+                    &[1, 16, 128],
+                    1024,
+                ) else {
+                    continue;
+                };
+                let d = draft.name();
+                for pt in &r.points {
+                    let k = |what: &str| {
+                        key(&format!("specdec.{d}.k{}.c{}.{what}", pt.k, pt.concurrency))
+                    };
+                    out.insert(k("speedup"), pt.speedup);
+                    out.insert(k("tpot_ms"), pt.tpot_ms);
+                    out.insert(k("draft_ms"), pt.draft_ms);
+                    out.insert(k("running"), pt.running as f64);
+                }
+            }
         }
     }
     out
+}
+
+/// The drafts a model ships: its MTP layer, its EAGLE head.
+fn drafts(model: &rooftop::spec::ModelSpec) -> Vec<Draft> {
+    let mut d = Vec::new();
+    if model.config.num_nextn_predict_layers.unwrap_or(0) > 0 {
+        d.push(Draft::Mtp);
+    }
+    if model.eagle_head.is_some() {
+        d.push(Draft::Eagle);
+    }
+    d
 }
 
 #[test]

@@ -148,8 +148,10 @@ pub struct MeasuredArgs {
 /// Where draft tokens come from (specdec and its plot).
 #[derive(Debug, Args, Clone)]
 pub struct DraftArgs {
-    /// mtp (the model's own MTP layer), eagle (its [eagle_head]), ngram, or model:NAME.
-    #[arg(long, default_value = "eagle")]
+    /// mtp (the model's own MTP layer), eagle3 (its [eagle_head] as published: the head's
+    /// own layer and draft vocabulary), eagle (the same layer as an EAGLE-1/2 head, through
+    /// the target's lm_head), ngram, or model:NAME.
+    #[arg(long, default_value = "eagle3")]
     pub draft: DraftKind,
     /// Tensor parallelism of a separate draft model (default: the target's, or the
     /// largest that divides the draft's heads).
@@ -263,7 +265,7 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Speculative decoding: TPOT, throughput and speedup per draft length and concurrency.
     #[command(
-        after_help = "Examples:\n  rooftop specdec --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --draft eagle --k 1..6 --acceptance 0.75,0.5,0.3\n  rooftop specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --k 1..3 --acceptance 0.85 --concurrency 1,8,64\n  rooftop specdec --model llama-3.1-70b --system 8x-h100-nvlink --draft model:llama-3.1-8b --k 4 --acceptance accepted_lengths.txt"
+        after_help = "Examples:\n  rooftop specdec --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --draft eagle3 --k 1..6 --acceptance 0.75,0.5,0.3\n  rooftop specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --k 1..3 --acceptance 0.85 --concurrency 1,8,64\n  rooftop specdec --model llama-3.1-70b --system 8x-h100-nvlink --draft model:llama-3.1-8b --k 4 --acceptance accepted_lengths.txt"
     )]
     Specdec(SpecdecArgs),
     /// Systems and layouts side by side: TPOT, throughput, plateau, memory fit, cost.
@@ -797,7 +799,7 @@ pub enum PlotCommand {
     Compare(PlotCompareArgs),
     /// Speculative-decoding speedup over draft length and acceptance at one concurrency.
     #[command(
-        after_help = "Examples:\n  rooftop plot specdec --draft eagle --out specdec.png\n  rooftop plot specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --concurrency 64 --out mtp.svg"
+        after_help = "Examples:\n  rooftop plot specdec --draft eagle3 --out specdec.png\n  rooftop plot specdec --model deepseek-v3-fp8 --system 8x-h200-nvlink --draft mtp --concurrency 64 --out mtp.svg"
     )]
     Specdec(PlotSpecdecArgs),
 }

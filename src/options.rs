@@ -268,8 +268,11 @@ impl FromStr for DraftLengths {
 pub enum DraftKind {
     /// The model's own MTP layer.
     Mtp,
-    /// Its `[eagle_head]` (`eagle` or `eagle3`).
+    /// Its `[eagle_head]` as an EAGLE-1/2 head, through the target's lm_head (`eagle`).
     Eagle,
+    /// Its `[eagle_head]` as published, an EAGLE-3 head with its own draft vocabulary
+    /// (`eagle3`).
+    Eagle3,
     /// N-gram lookup on the CPU.
     Ngram,
     /// A separate draft model: a built-in name, a TOML or a config.json.
@@ -281,11 +284,12 @@ impl FromStr for DraftKind {
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s.trim() {
             "mtp" => DraftKind::Mtp,
-            "eagle" | "eagle3" => DraftKind::Eagle,
+            "eagle" => DraftKind::Eagle,
+            "eagle3" => DraftKind::Eagle3,
             "ngram" => DraftKind::Ngram,
             other => match other.strip_prefix("model:") {
                 Some(name) if !name.trim().is_empty() => DraftKind::Model(name.trim().into()),
-                _ => return Err("expected mtp, eagle, ngram or model:NAME".into()),
+                _ => return Err("expected mtp, eagle, eagle3, ngram or model:NAME".into()),
             },
         })
     }

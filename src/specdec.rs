@@ -26,8 +26,13 @@ pub enum Draft {
     /// The target's own multi-token-prediction layer (DeepSeek-V3, GLM-5): one full decoder
     /// layer of the target, run once per draft token.
     Mtp,
-    /// An EAGLE-style head: the model's `[eagle_head]` (decoder layers + the target's lm_head).
+    /// An EAGLE-1/2 head: the model's `[eagle_head]` decoder layers, projecting through the
+    /// target's own lm_head (its whole vocabulary).
     Eagle,
+    /// An EAGLE-3 head: the model's `[eagle_head]` as published, its decoder layers with
+    /// their own attention shape and its own lm_head over the reduced draft vocabulary
+    /// (`draft_vocab_size`).
+    Eagle3,
     /// N-gram / prompt lookup: no GPU work, a CPU cost per step.
     Ngram { cpu_seconds: f64 },
     /// A separate draft model on the same GPUs with its own tensor parallelism.
@@ -39,6 +44,7 @@ impl Draft {
         match self {
             Draft::Mtp => "mtp".into(),
             Draft::Eagle => "eagle".into(),
+            Draft::Eagle3 => "eagle3".into(),
             Draft::Ngram { .. } => "ngram".into(),
             Draft::Model { spec, tp } => format!("model:{} (tp{tp})", spec.name),
         }
@@ -400,7 +406,9 @@ pub struct SpecDec {
 }
 
 /// A one-layer model standing for the draft head: the target's shape with `layers` decoder
-/// layers, as MoE or dense, in `format`.
+/// layers, as MoE or dense, in `format`; with `attention` (query heads, key/value heads,
+/// head width) a plain attention of that shape in place of the target's (an EAGLE-3 head's
+/// Llama layer on an MLA target).
 fn head_model(
     target: &ModelSpec,
     layers: u32,
@@ -408,6 +416,7 @@ fn head_model(
     intermediate: Option<u32>,
     format: Option<WeightFormat>,
     vocab: Option<u32>,
+    attention: Option<(u32, u32, u32)>,
 ) -> ModelSpec {
     let mut m = target.clone();
     m.name = format!("{}-draft-head", target.name);
@@ -424,6 +433,31 @@ fn head_model(
             m.config.intermediate_size = Some(i);
         }
     }
+    if let Some((q, kv, hd)) = attention {
+        let c = &mut m.config;
+        c.num_attention_heads = q;
+        c.num_key_value_heads = Some(kv);
+        c.head_dim = Some(hd);
+        // Neither MLA, compressed nor sparse attention, and no per-layer variants.
+        c.q_lora_rank = None;
+        c.kv_lora_rank = None;
+        c.qk_nope_head_dim = None;
+        c.qk_rope_head_dim = None;
+        c.v_head_dim = None;
+        c.compress_ratios = None;
+        c.o_lora_rank = None;
+        c.o_groups = None;
+        c.index_topk = None;
+        c.index_n_heads = None;
+        c.index_head_dim = None;
+        c.indexer_types = None;
+        c.sliding_window = None;
+        c.layer_num_key_value_heads = None;
+        c.global_head_dim = None;
+        c.num_global_key_value_heads = None;
+        c.attention_k_eq_v = false;
+        c.attn_output_gate = false;
+    }
     if let Some(f) = format {
         m.quantization.default = f;
         m.quantization.attention = None;
@@ -433,6 +467,47 @@ fn head_model(
         m.config.vocab_size = v;
     }
     m
+}
+
+/// What runs the draft passes: the draft's own model and its layout on the target's GPUs.
+/// `None` for n-gram lookup, which runs no model.
+///
+/// A head (MTP, EAGLE) runs on the last pipeline stage's GPUs only, so its one or two
+/// layers are laid out without the target's pipeline split (which they could not fill); an
+/// EAGLE head is dense, with no experts to spread over expert-parallel groups. A separate
+/// draft model runs with its own tensor parallelism.
+fn draft_model(s: &Scenario, draft: &Draft) -> Result<Option<(ModelSpec, Parallel)>> {
+    let stage = Parallel {
+        pp: 1,
+        ..s.parallel
+    };
+    let eagle = |reduced_vocab: bool| -> Result<(ModelSpec, Parallel)> {
+        let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
+        let head = head_model(
+            s.model,
+            e.num_layers,
+            false,
+            Some(e.intermediate_size),
+            Some(e.format),
+            reduced_vocab.then_some(e.draft_vocab_size),
+            e.attention(s.model.config.hidden_size),
+        );
+        Ok((head, Parallel { ep: 1, ..stage }))
+    };
+    Ok(Some(match draft {
+        Draft::Ngram { .. } => return Ok(None),
+        Draft::Mtp => {
+            let n = s.model.config.num_nextn_predict_layers.unwrap_or(0);
+            if n == 0 {
+                return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle3, ngram or model:NAME", s.model.name)));
+            }
+            let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None, None);
+            (head, stage)
+        }
+        Draft::Eagle => eagle(false)?,
+        Draft::Eagle3 => eagle(true)?,
+        Draft::Model { spec, tp } => ((**spec).clone(), Parallel::tp(*tp)),
+    }))
 }
 
 /// Time of the k draft passes at `c` sequences, seconds.
@@ -465,60 +540,65 @@ fn draft_time(
     // Drafts run inside the engine's step: no second per-step overhead.
     let mut p: CostParams = s.params;
     p.step_overhead = 0.0;
-    // A draft head runs on the last pipeline stage's GPUs only: evaluate its one or two
-    // layers without the target's pipeline split (which they could not fill).
-    let stage = Parallel {
-        pp: 1,
-        ..s.parallel
+    if let Draft::Ngram { cpu_seconds } = draft {
+        return Ok(*cpu_seconds);
+    }
+    let Some((model, par)) = draft_model(s, draft)? else {
+        return Ok(0.0);
     };
-    let t = match draft {
-        Draft::Ngram { cpu_seconds } => return Ok(*cpu_seconds),
-        Draft::Mtp => {
-            let n = s.model.config.num_nextn_predict_layers.unwrap_or(0);
-            if n == 0 {
-                return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle, ngram or model:NAME", s.model.name)));
-            }
-            let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None);
-            draft_passes(
-                &Evaluator::new(&head, s.system, stage, p)?,
-                shape,
-                first,
-                c,
-                ctx,
-            )
-        }
-        Draft::Eagle => {
-            let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
-            let head = head_model(
-                s.model,
-                e.num_layers,
-                false,
-                Some(e.intermediate_size),
-                Some(e.format),
-                Some(e.draft_vocab_size),
-            );
-            // The head is dense: no experts to spread over expert-parallel groups.
-            let dense = Parallel { ep: 1, ..stage };
-            draft_passes(
-                &Evaluator::new(&head, s.system, dense, p)?,
-                shape,
-                first,
-                c,
-                ctx,
-            )
-        }
-        Draft::Model { spec, tp } => {
-            let par = Parallel::tp(*tp);
-            draft_passes(
-                &Evaluator::new(spec, s.system, par, p)?,
-                shape,
-                first,
-                c,
-                ctx,
-            )
-        }
-    };
+    // A head whose attention heads the layout cannot split is a draft no engine can load.
+    let ev = Evaluator::new(&model, s.system, par, p).map_err(|e| {
+        Error::Scenario(format!(
+            "the {} draft cannot run on this layout: {e}",
+            draft.name()
+        ))
+    })?;
+    let t = draft_passes(&ev, shape, first, c, ctx);
     Ok(t)
+}
+
+/// Bytes one cached token of the draft's own layers holds on one GPU: an EAGLE head's
+/// attention layer, the MTP layer, a draft model's whole cache (0 for n-gram lookup). The
+/// engines allocate them from the same memory as the target's cache, for every token of the
+/// sequence: vLLM's drafter layers are KV-cache groups of the one pool
+/// (v1/spec_decode/eagle.py, initialize_attn_backend), SGLang's draft worker holds a token
+/// pool as large as the target's (speculative/eagle_worker.py).
+fn draft_cache_bytes_per_token(s: &Scenario, draft: &Draft) -> Result<f64> {
+    Ok(match draft_model(s, draft)? {
+        Some((m, par)) => crate::cost::memory::Residency::new(&m, &par).kv_bytes_per_token(),
+        None => 0.0,
+    })
+}
+
+/// Sequences of `tokens` cached positions that fit in the target's KV budget when each also
+/// holds `own` bytes per token per GPU of the draft's cache ([`crate::serve::fits`] refuses
+/// what does not fit at all, with the target alone).
+fn sequences_fitting(s: &Scenario, tokens: f64, own: f64) -> Result<f64> {
+    let m = crate::serve::fits(s, 1.0, tokens)?;
+    if own <= 0.0 {
+        return Ok(m.max_sequences_at_context);
+    }
+    let dp = s.parallel.dp.max(1) as f64;
+    // One sequence's share of one GPU's budget, the draft's cache beside it.
+    let per_seq = m.kv_needed_gb * 1e9 * dp + own * (tokens + 1.0);
+    let max_tokens = crate::predict::kv_tokens(m.kv_budget_gb * 1e9, per_seq, tokens, dp);
+    Ok(crate::predict::sequences(max_tokens, tokens))
+}
+
+/// [`crate::serve::fits`] for `batch` speculating sequences of `tokens` cached positions,
+/// each also holding the draft's `own` bytes per token per GPU.
+fn fits_speculating(s: &Scenario, batch: f64, tokens: f64, own: f64) -> Result<()> {
+    crate::serve::fits(s, batch, tokens)?;
+    let n = sequences_fitting(s, tokens, own)?;
+    if n < batch {
+        let m = s.memory(batch, tokens);
+        return Err(Error::Scenario(format!(
+            "does not fit: {batch} sequences of {tokens} tokens need {:.2} GB of KV cache per GPU with the draft's own cache ({own:.0} B per token per GPU) beside the target's, {:.2} GB left: at most {n} fit",
+            m.kv_needed_gb + batch / s.parallel.dp.max(1) as f64 * own * (tokens + 1.0) / 1e9,
+            m.kv_budget_gb
+        )));
+    }
+    Ok(())
 }
 
 /// One speculative step of `shape` for `batch` sequences at `ctx`, `e` tokens accepted per
@@ -618,22 +698,28 @@ pub fn specdec_shaped(
     // Where not even one sequence fits, no concurrency can run: the reason, not a table.
     let held = ctx + longest;
     let engine = &s.system.engine;
-    let kv_seqs = |tokens: f64| -> Result<u32> {
-        Ok(crate::serve::fits(s, 1.0, tokens)?
-            .max_sequences_at_context
-            .max(1.0) as u32)
+    // A sequence past the model's window, or one the cache cannot hold even alone, is
+    // refused before anything is asked of the draft.
+    crate::serve::fits(s, 1.0, held)?;
+    // The draft's layers keep a cache of their own over the whole sequence, from the same
+    // memory: it lowers the sequences that fit while speculating.
+    let draft_cache = draft_cache_bytes_per_token(s, draft)?;
+    let kv_seqs = |tokens: f64, own: f64| -> Result<u32> {
+        Ok(sequences_fitting(s, tokens, own)?.max(1.0) as u32)
     };
     // The engine's cap while speculating binds drafts that run a model (SGLang lowers it
     // for EAGLE, MTP and draft models, not for n-gram lookup).
     let drafts_a_model = !matches!(draft, Draft::Ngram { .. });
-    let spec_cap = engine.running_cap(drafts_a_model).min(kv_seqs(held)?);
-    let plain_cap = engine.running_cap(false).min(kv_seqs(ctx)?);
+    let spec_cap = engine
+        .running_cap(drafts_a_model)
+        .min(kv_seqs(held, draft_cache)?);
+    let plain_cap = engine.running_cap(false).min(kv_seqs(ctx, 0.0)?);
     for &c in concurrency {
         let running = c.max(1).min(spec_cap);
         let plain_running = c.max(1).min(plain_cap);
         let cf = running as f64;
         let pf = plain_running as f64;
-        if let Err(e) = crate::serve::fits(s, cf, held) {
+        if let Err(e) = fits_speculating(s, cf, held, draft_cache) {
             does_not_fit.push((c, e.to_string()));
             continue;
         }
@@ -643,7 +729,7 @@ pub fn specdec_shaped(
         let cpu = &engine.cpu;
         let overhead = s.params.step_overhead;
         let drafting = match draft {
-            Draft::Mtp | Draft::Eagle => crate::spec::engine::Drafting::Heads,
+            Draft::Mtp | Draft::Eagle | Draft::Eagle3 => crate::spec::engine::Drafting::Heads,
             Draft::Ngram { .. } | Draft::Model { .. } => crate::spec::engine::Drafting::Separate,
         };
         let spec_overlap = cpu.overlaps(s.parallel.pp, drafting);

@@ -464,7 +464,8 @@ fn map_row(
     let model = registry::load_model(model_name).map_err(|e| e.to_string())?;
     let family = method_family(&run.method);
     let draft = match family.as_str() {
-        "eagle" | "eagle3" => Draft::Eagle,
+        "eagle" => Draft::Eagle,
+        "eagle3" => Draft::Eagle3,
         "mtp" => Draft::Mtp,
         "ngram" => Draft::Ngram { cpu_seconds: 0.0 },
         _ => {

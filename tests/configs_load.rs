@@ -62,3 +62,35 @@ fn every_builtin_model_has_a_sourced_context_window() {
         );
     }
 }
+
+/// A draft head's attention shape and draft vocabulary are checked like the model's own:
+/// key/value heads that do not divide the query heads, a head width without its heads, and a
+/// draft vocabulary larger than the target's are refused naming the field.
+#[test]
+fn impossible_draft_heads_are_refused_naming_the_field() {
+    let base = rooftop::spec::registry::load_model("kimi-k2.5-int4").unwrap();
+    for (edit, field) in [
+        (
+            (|h: &mut rooftop::spec::model::DraftHeadSpec| h.num_key_value_heads = Some(48))
+                as fn(&mut rooftop::spec::model::DraftHeadSpec),
+            "eagle_head.num_key_value_heads",
+        ),
+        (
+            |h| {
+                h.num_attention_heads = None;
+                h.num_key_value_heads = None;
+            },
+            "eagle_head.num_attention_heads",
+        ),
+        (
+            |h| h.draft_vocab_size = 200_000,
+            "eagle_head.draft_vocab_size",
+        ),
+        (|h| h.head_dim = Some(0), "eagle_head.head_dim"),
+    ] {
+        let mut m = base.clone();
+        edit(m.eagle_head.as_mut().unwrap());
+        let (f, expected) = m.validate().expect_err(field);
+        assert_eq!(f, field, "{expected}");
+    }
+}

@@ -131,7 +131,8 @@ fn compute() -> BTreeMap<String, f64> {
     out
 }
 
-/// The drafts a model ships: its MTP layer, its EAGLE head.
+/// The drafts a model ships: its MTP layer, its EAGLE head (as EAGLE-1/2 through the
+/// target's lm_head, and as the EAGLE-3 head it is).
 fn drafts(model: &rooftop::spec::ModelSpec) -> Vec<Draft> {
     let mut d = Vec::new();
     if model.config.num_nextn_predict_layers.unwrap_or(0) > 0 {
@@ -139,6 +140,7 @@ fn drafts(model: &rooftop::spec::ModelSpec) -> Vec<Draft> {
     }
     if model.eagle_head.is_some() {
         d.push(Draft::Eagle);
+        d.push(Draft::Eagle3);
     }
     d
 }

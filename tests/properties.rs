@@ -348,6 +348,8 @@ struct ModelDraw {
     tie: bool,
     mtp: bool,
     eagle: Option<(u32, u32, WeightFormat, u32)>,
+    /// The head's own attention: 2^a key/value heads, 2^(a+b) query heads, width.
+    eagle_attention: Option<(u32, u32, u32)>,
     formats: [Option<WeightFormat>; 5],
     default_format: WeightFormat,
     kv: KvDtype,
@@ -452,11 +454,13 @@ fn model_draw() -> impl Strategy<Value = ModelDraw> {
             weight_format(),
             prop_oneof![Just(KvDtype::Bf16), Just(KvDtype::Fp8)],
         ),
+        proptest::option::of((0u32..=3, 0u32..=3, prop_oneof![Just(64u32), Just(128u32)])),
     )
         .prop_map(
             |(
                 (layers, heads_i, hidden_mult, attention, moe, intermediate, window),
                 (vocab, tie, mtp, eagle, formats, default_format, kv),
+                eagle_attention,
             )| ModelDraw {
                 layers,
                 heads_i,
@@ -469,6 +473,7 @@ fn model_draw() -> impl Strategy<Value = ModelDraw> {
                 tie,
                 mtp,
                 eagle,
+                eagle_attention,
                 formats,
                 default_format,
                 kv,
@@ -571,7 +576,11 @@ fn build_model(d: &ModelDraw) -> ModelSpec {
                 num_layers,
                 intermediate_size,
                 format,
-                draft_vocab_size: vocab,
+                // A draft vocabulary is a subset of the target's.
+                draft_vocab_size: vocab.min(d.vocab),
+                num_attention_heads: d.eagle_attention.map(|(a, b, _)| 1 << (a + b)),
+                num_key_value_heads: d.eagle_attention.map(|(a, _, _)| 1 << a),
+                head_dim: d.eagle_attention.map(|(_, _, w)| w),
             },
         ),
         sources: BTreeMap::new(),
@@ -963,7 +972,7 @@ proptest! {
     #[test]
     fn specdec_is_finite_and_useless_without_acceptance(
         c in case(),
-        draft_kind in 0u8..4,
+        draft_kind in 0u8..5,
         alpha in proptest::collection::vec(0.0f64..=1.0, 1..4),
         ks in proptest::collection::vec(1u32..=8, 1..4),
         concurrency in proptest::collection::vec(1u32..=1024, 1..4),
@@ -973,6 +982,7 @@ proptest! {
         let draft = match draft_kind {
             0 if c.model.config.num_nextn_predict_layers.is_some() => Draft::Mtp,
             1 if c.model.eagle_head.is_some() => Draft::Eagle,
+            4 if c.model.eagle_head.is_some() => Draft::Eagle3,
             2 => Draft::Model { spec: Box::new(c.model.clone()), tp: 1 },
             _ => Draft::Ngram { cpu_seconds: ngram_us * 1e-6 },
         };

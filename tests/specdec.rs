@@ -630,3 +630,86 @@ fn an_engine_that_graphs_per_sequence_replays_the_verify_of_a_captured_batch() {
     );
     assert!((big_seq.points[0].verify_ms - big_tok.points[0].verify_ms).abs() < 1e-9);
 }
+
+/// An EAGLE-3 head's own lm_head over its reduced draft vocabulary (32,000 of Kimi-K2.5's
+/// 163,840 tokens, of Llama's 128,256) reads fewer weights and writes fewer logits than the
+/// target's lm_head an EAGLE-1/2 head projects through: its draft passes are never slower, and
+/// the speculative step with it never loses to the same layer through the full vocabulary.
+#[test]
+fn a_reduced_draft_vocabulary_never_slows_the_draft() {
+    for (m, s, tp) in [
+        ("kimi-k2.5-int4", "8x-rtx-pro-6000-pcie", 8),
+        ("llama-3.1-8b", "8x-h100-nvlink", 1),
+        ("qwen3-30b-a3b", "8x-h100-nvlink", 4),
+        ("llama-3.1-70b", "8x-h100-nvlink", 8),
+    ] {
+        let model = load_model(m).unwrap();
+        let head = model.eagle_head.as_ref().unwrap();
+        assert!(
+            head.draft_vocab_size > 0 && head.draft_vocab_size < model.config.vocab_size,
+            "{m}: its EAGLE-3 head states its draft vocabulary"
+        );
+        let sys = System::load(s).unwrap();
+        let sc = Scenario::new(&model, &sys, Parallel::tp(tp)).unwrap();
+        let acc = Acceptance(vec![0.8, 0.6, 0.4]);
+        let full = specdec(&sc, &Draft::Eagle, &acc, &[1, 3], &C, 2048).unwrap();
+        let reduced = specdec(&sc, &Draft::Eagle3, &acc, &[1, 3], &C, 2048).unwrap();
+        assert_eq!(full.points.len(), reduced.points.len(), "{m}");
+        for (f, r) in full.points.iter().zip(&reduced.points) {
+            assert_eq!(
+                (f.k, f.concurrency, f.running),
+                (r.k, r.concurrency, r.running)
+            );
+            assert!(
+                r.draft_ms < f.draft_ms,
+                "{m} k={} C={}: {} ms with the draft vocabulary, {} ms with the target's",
+                r.k,
+                r.concurrency,
+                r.draft_ms,
+                f.draft_ms
+            );
+            assert!(r.speedup >= f.speedup, "{m} k={} C={}", r.k, r.concurrency);
+        }
+    }
+}
+
+/// The draft's own layers cache every token of the sequence beside the target's (Kimi-K2.5's
+/// EAGLE-3 head attends with 64 key/value heads of 128, BF16: 32 KiB per token over the TP
+/// ranks, against the target's replicated MLA latent of 61 x 576 x 2 B = 70,272 B per GPU):
+/// where the KV cache binds, fewer sequences run while speculating, by what those bytes say.
+#[test]
+fn the_drafts_own_cache_lowers_the_sequences_that_fit() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let ctx = 4096;
+    let r = specdec(
+        &sc,
+        &Draft::Eagle3,
+        &Acceptance(vec![0.8]),
+        &[1],
+        &[1 << 20],
+        ctx,
+    )
+    .unwrap();
+    let p = &r.points[0];
+    let target = sc.memory(1.0, ctx as f64).kv_bytes_per_token_per_gpu;
+    assert!((target - 70272.0).abs() < 1.0, "{target}");
+    let draft = 64.0 * 128.0 * 2.0 * 2.0 / 8.0;
+    // The plain side holds the context, the speculating side one drafted position more and
+    // the draft's cache: the ratio of the sequences that fit is that of the bytes per
+    // sequence, within the rounding to whole sequences.
+    let want = p.plain_running as f64 * (ctx as f64 + 1.0) * target
+        / ((ctx as f64 + 2.0) * (target + draft));
+    assert!(
+        p.running < p.plain_running,
+        "{} vs {}",
+        p.running,
+        p.plain_running
+    );
+    assert!(
+        (p.running as f64 - want).abs() <= 1.0 + 1e-6 * want,
+        "{} running, {want:.1} expected from the bytes",
+        p.running
+    );
+}

@@ -331,7 +331,7 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     let path = dir.join("compare_tpot.png");
     plot::grouped_bars(&compare_bars(&c), &path)?;
     written.push(path);
-    let d = crate::specdec::Draft::Eagle;
+    let d = crate::specdec::Draft::Eagle3;
     let mut runs = Vec::new();
     for a in [0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
         runs.push((

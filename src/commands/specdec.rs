@@ -79,6 +79,7 @@ pub fn draft(d: &DraftArgs, l: &crate::commands::Loaded) -> Result<Draft> {
     Ok(match &d.draft {
         DraftKind::Mtp => Draft::Mtp,
         DraftKind::Eagle => Draft::Eagle,
+        DraftKind::Eagle3 => Draft::Eagle3,
         DraftKind::Ngram => Draft::Ngram {
             cpu_seconds: d.ngram_cpu_us.0 * 1e-6,
         },

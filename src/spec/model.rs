@@ -434,7 +434,14 @@ impl QuantSpec {
 }
 
 /// A draft head the model can be paired with for speculative decoding (EAGLE-style: one
-/// decoder layer plus the target's lm_head).
+/// decoder layer on the target's hidden states, and an lm_head).
+///
+/// EAGLE-1/2 heads project through the target's own lm_head (its whole vocabulary);
+/// EAGLE-3 heads carry their own over a reduced draft vocabulary (`draft_vocab_size`), and
+/// their decoder layer is a plain Llama layer whatever the target's attention is (a
+/// Kimi-K2.5 head attends with 64 query and 64 key/value heads where the target runs MLA):
+/// `num_attention_heads`, `num_key_value_heads` and `head_dim` say so. The layer keeps a KV
+/// cache of its own over the whole sequence, beside the target's.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DraftHeadSpec {
@@ -444,10 +451,32 @@ pub struct DraftHeadSpec {
     pub intermediate_size: u32,
     /// Storage of the head's weights.
     pub format: WeightFormat,
-    /// Head has its own lm_head over a reduced draft vocabulary of this size (0: shares the
-    /// target's).
+    /// Size of the EAGLE-3 head's own lm_head vocabulary (0: the target's). An EAGLE-1/2
+    /// draft always uses the target's.
     #[serde(default)]
     pub draft_vocab_size: u32,
+    /// Query heads of the head's attention (absent: the target's attention, MLA included).
+    #[serde(default)]
+    pub num_attention_heads: Option<u32>,
+    /// Its key/value heads (absent: as many as query heads, MHA).
+    #[serde(default)]
+    pub num_key_value_heads: Option<u32>,
+    /// Its per-head width (absent: `hidden_size / num_attention_heads`).
+    #[serde(default)]
+    pub head_dim: Option<u32>,
+}
+
+impl DraftHeadSpec {
+    /// The head's own attention shape (query heads, key/value heads, head width) where it
+    /// states one; `None`: the head attends as the target does.
+    pub fn attention(&self, hidden_size: u32) -> Option<(u32, u32, u32)> {
+        let q = self.num_attention_heads?;
+        Some((
+            q,
+            self.num_key_value_heads.unwrap_or(q),
+            self.head_dim.unwrap_or(hidden_size / q.max(1)),
+        ))
+    }
 }
 
 /// Token-mixer kinds `layer_types` may name (`deepseek_sparse_attention` is full attention
@@ -1235,6 +1264,50 @@ impl ModelSpec {
                     "eagle_head.num_layers".into(),
                     format!("at most {MAX_LAYERS} layers"),
                 ));
+            }
+            for (v, f) in [
+                (Some(h.intermediate_size), "intermediate_size"),
+                (h.num_attention_heads, "num_attention_heads"),
+                (h.num_key_value_heads, "num_key_value_heads"),
+                (h.head_dim, "head_dim"),
+                (Some(h.draft_vocab_size).filter(|v| *v > 0), "vocab_size"),
+            ] {
+                let (lo, hi, _) = plausible_range(f).expect("a ranged field");
+                if let Some(v) = v.filter(|v| !(lo..=hi).contains(v)) {
+                    let expected = plausible_text(f).expect("a ranged field");
+                    let name = if f == "vocab_size" {
+                        "draft_vocab_size"
+                    } else {
+                        f
+                    };
+                    return Err((format!("eagle_head.{name}"), format!("{expected}, got {v}")));
+                }
+            }
+            if h.draft_vocab_size > c.vocab_size {
+                return Err((
+                    "eagle_head.draft_vocab_size".into(),
+                    format!(
+                        "at most the target's vocabulary of {} tokens (a draft vocabulary is a subset of it), or 0 for the target's",
+                        c.vocab_size
+                    ),
+                ));
+            }
+            if h.num_attention_heads.is_none()
+                && (h.num_key_value_heads.is_some() || h.head_dim.is_some())
+            {
+                return Err((
+                    "eagle_head.num_attention_heads".into(),
+                    "the head's query heads, which num_key_value_heads and head_dim belong to"
+                        .into(),
+                ));
+            }
+            if let (Some(q), Some(kv)) = (h.num_attention_heads, h.num_key_value_heads) {
+                if kv > q || q % kv != 0 {
+                    return Err((
+                        "eagle_head.num_key_value_heads".into(),
+                        format!("a divisor of the head's {q} query heads"),
+                    ));
+                }
             }
         }
         if c.kv_lora_rank.is_some() {

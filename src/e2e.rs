@@ -446,12 +446,21 @@ pub struct E2eValidation {
     pub runs: Vec<RunRow>,
 }
 
-/// Predicted (TPOT, TTFT, speed-of-light TPOT) of one run, seconds, on a loaded scenario.
-fn predict(
-    s: &Scenario,
-    run: &E2eRun,
-    client: crate::serve::ClientModel,
-) -> Result<(f64, f64, f64)> {
+/// What `predict` gives for one run, seconds.
+struct Predicted {
+    tpot: f64,
+    ttft: f64,
+    /// The fastest decode step of the model on this system: one sequence.
+    floor: f64,
+    /// The speed-of-light decode step at the batch the run maps to (its decoding sequences
+    /// at its mean context): no decode step of the run as mapped can be faster.
+    sol_at_batch: f64,
+    /// Sequences decoding in a step, mean, as mapped.
+    decode_batch: f64,
+}
+
+/// Predicted TPOT and TTFT of one run, with its speed-of-light bounds, on a loaded scenario.
+fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Result<Predicted> {
     let w = Workload {
         input_len: run.isl,
         output_len: run.osl,
@@ -468,7 +477,44 @@ fn predict(
         .sol_evaluator()?
         .evaluate(&crate::cost::Pass::decode(1.0, ctx))
         .total;
-    Ok((p.tpot_itl_ms * 1e-3, p.ttft_ms * 1e-3, floor))
+    Ok(Predicted {
+        tpot: p.tpot_itl_ms * 1e-3,
+        ttft: p.ttft_ms * 1e-3,
+        floor,
+        sol_at_batch: p.sol_tpot_ms * 1e-3,
+        decode_batch: p.decode_batch,
+    })
+}
+
+/// Why `run` cannot be predicted on `s` as mapped, when its measured TPOT lies below the
+/// speed-of-light step of its decoding batch ([`below_sol_at_batch`]); None when it can.
+pub(crate) fn faster_than_its_batch(
+    s: &Scenario,
+    run: &E2eRun,
+    client: crate::serve::ClientModel,
+) -> Result<Option<String>> {
+    let p = predict(s, run, client)?;
+    Ok(below_sol_at_batch(run.tpot, p.sol_at_batch, p.decode_batch))
+}
+
+/// The start of the reason a run measured faster than its mapped batch allows is skipped.
+const BELOW_SOL_AT_BATCH: &str = "measured TPOT below the speed-of-light decode step";
+
+/// Why a run whose measured TPOT (`tpot`, s) lies below the speed-of-light step of the batch
+/// it maps to (`sol`, s, at `batch` sequences) is not predicted: no step of that batch can be
+/// that fast, so the run did not decode what the file says (fewer sequences at once, behind
+/// a cap it does not record; several tokens a step, from a speculation it does not record;
+/// or a smaller KV cache than its precision maps to). A prediction for the configuration as
+/// mapped would be compared with a run of another.
+pub(crate) fn below_sol_at_batch(tpot: f64, sol: f64, batch: f64) -> Option<String> {
+    (tpot < sol).then(|| {
+        format!(
+            "{BELOW_SOL_AT_BATCH} of the configuration it maps to ({:.3} ms measured, \
+             {:.3} ms at the speed of light with {batch:.0} sequences decoding)",
+            tpot * 1e3,
+            sol * 1e3
+        )
+    })
 }
 
 /// A run's TPOT below a fifth of the fastest step the hardware allows is a wrong value or
@@ -514,16 +560,19 @@ pub fn evaluate(
             let system = resolved.system?;
             let parallel = layout(run, model.moe().is_some())?;
             let s = Scenario::new(&model, system, parallel).map_err(|e| e.to_string())?;
-            let (tpot, ttft, sol) = predict(&s, run, resolved.client).map_err(|e| e.to_string())?;
-            tally.check_floor(run.line, run.tpot, sol, &system.spec.name);
+            let p = predict(&s, run, resolved.client).map_err(|e| e.to_string())?;
+            tally.check_floor(run.line, run.tpot, p.floor, &system.spec.name);
+            if let Some(why) = below_sol_at_batch(run.tpot, p.sol_at_batch, p.decode_batch) {
+                return Err(why);
+            }
             Ok(RunRow::new(
                 run,
                 &model.name,
                 &system.spec.name,
                 parallel.to_string(),
                 &resolved.client_name,
-                tpot,
-                ttft,
+                p.tpot,
+                p.ttft,
             ))
         })();
         tally.add(run.line, attempt);
@@ -906,6 +955,14 @@ pub fn summarise(
 
 /// A skip reason with the run's own figures replaced, so equal reasons count together.
 pub(crate) fn generalise(reason: &str) -> String {
+    if reason.starts_with(BELOW_SOL_AT_BATCH) {
+        return format!(
+            "{BELOW_SOL_AT_BATCH} of the configuration it maps to, at its decoding batch: it \
+             decoded fewer sequences at once than its concurrency says (a cap the file does \
+             not record), several tokens a step (a speculation it does not record) or from a \
+             smaller KV cache than its precision maps to; not predicted"
+        );
+    }
     if let Some(i) = reason.find("does not fit") {
         return reason[i..]
             .split(':')

@@ -131,6 +131,17 @@ pub fn evaluate(
                 .evaluate(&crate::cost::Pass::decode(1.0, ctx))
                 .total;
             tally.check_floor(dec_run.line, dec_run.tpot, sol, &system.spec.name);
+            // The decode pool's step at the batch one of its workers runs, as mapped.
+            let sol_at_batch = dec_s
+                .sol_evaluator()
+                .map_err(|e| e.to_string())?
+                .evaluate(&crate::cost::Pass::decode(p.decode_batch.max(1.0), ctx))
+                .total;
+            if let Some(why) =
+                crate::e2e::below_sol_at_batch(dec_run.tpot, sol_at_batch, p.decode_batch)
+            {
+                return Err(why);
+            }
             Ok(RunRow::new(
                 &dec_run,
                 &model.name,

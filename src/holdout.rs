@@ -241,14 +241,27 @@ pub fn evaluate(
         let r = resolver.resolve(run, sets, client)?;
         let key = deployment_key(run, &r.client_name);
         if let Some(d) = groups.get_mut(&key) {
-            d.runs.push(run);
+            // A run faster than its batch allows is set aside, as `validate` does.
+            let too_fast = Scenario::new(&d.model, &d.system, d.parallel)
+                .ok()
+                .and_then(|s| crate::e2e::faster_than_its_batch(&s, run, d.client).ok())
+                .flatten();
+            match too_fast {
+                Some(why) => *skipped.entry(crate::e2e::generalise(&why)).or_default() += 1,
+                None => d.runs.push(run),
+            }
             continue;
         }
         let mapped = (|| -> std::result::Result<Deployment, String> {
             let model = r.model?;
             let system = r.system?.clone();
             let parallel = layout(run, model.moe().is_some())?;
-            Scenario::new(&model, &system, parallel).map_err(|e| e.to_string())?;
+            let s = Scenario::new(&model, &system, parallel).map_err(|e| e.to_string())?;
+            // A run faster than its batch allows is set aside, as `validate` does (one that
+            // cannot be predicted at all fails in its fit, with its reason).
+            if let Ok(Some(why)) = crate::e2e::faster_than_its_batch(&s, run, r.client) {
+                return Err(why);
+            }
             Ok(Deployment {
                 key: key.clone(),
                 model,

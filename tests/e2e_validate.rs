@@ -211,6 +211,16 @@ fn a_measurement_under_a_second_layout_is_counted_once_as_the_first() {
     );
 }
 
+/// The lines of the runs a validation evaluated.
+fn evaluated_lines(v: &serde_json::Value) -> Vec<u64> {
+    v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["line"].as_u64().unwrap())
+        .collect()
+}
+
 /// `validate --format json` on an e2e serving CSV of `text`, written to a temporary file.
 fn validate_text(text: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
@@ -233,4 +243,32 @@ fn skipped_for<'v>(v: &'v serde_json::Value, why: &str) -> &'v serde_json::Value
         .iter()
         .find(|s| s["reason"].as_str().unwrap().contains(why))
         .unwrap_or_else(|| panic!("no skipped entry for \"{why}\": {v}"))
+}
+
+/// A run measured faster than the speed of light of the batch it maps to did not decode what
+/// the file says (fewer sequences at once, several tokens a step, or a smaller KV cache): it is
+/// set aside with the reason, not compared with a prediction for another configuration. The
+/// same run at a TPOT its batch allows is evaluated, so the bound, not the row, decides.
+#[test]
+fn a_run_faster_than_its_batch_allows_is_set_aside_with_the_reason() {
+    let sample = std::fs::read_to_string("tests/fixtures/measured/e2e_serving_sample.csv").unwrap();
+    let first_run = sample.lines().nth(1).unwrap();
+    // Llama-3.1-8B on one H100 at 256 requests of 1,024 + 128 tokens: the weights and 256
+    // caches of ~1,100 tokens cannot be read in 7.9 ms (about 15 ms at 3.35 TB/s), though one
+    // sequence's step can (about 5 ms).
+    let wide = first_run
+        .replace(",8.0,1.0,1.0,,1.0,1.0,", ",256.0,1.0,1.0,,1.0,1.0,")
+        .replace("190.9545068625", "2190.9545068625");
+    assert_ne!(wide, first_run);
+    let v = validate_text(&format!("{sample}{wide}\n"));
+    let set_aside = skipped_for(&v, "below the speed-of-light decode step");
+    assert_eq!(set_aside["first_line"], 6);
+    assert_eq!(set_aside["runs"], 1);
+    let lines = evaluated_lines(&v);
+    assert!(!lines.contains(&6), "{lines:?}");
+    let allowed = wide.replace(",7.94357745", ",40.0");
+    assert_ne!(allowed, wide);
+    let v = validate_text(&format!("{sample}{allowed}\n"));
+    let lines = evaluated_lines(&v);
+    assert!(lines.contains(&6), "{lines:?}");
 }

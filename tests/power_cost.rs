@@ -240,6 +240,44 @@ fn a_target_no_point_meets_gives_no_number() {
         .contains("cannot meet the target"));
 }
 
+/// The buyer's table names a row that misses the target or cannot run in one short cell
+/// and writes the reason whole below the table, so no reason widens a column.
+#[test]
+fn the_buyers_table_writes_reasons_below_it() {
+    let text = common::stdout_of(&[
+        "compare",
+        "--model",
+        "glm-5-nvfp4",
+        "--systems",
+        "8x-b300-nvlink,8x-mi355x",
+        "--tpot-target",
+        "5ms",
+        "--objective",
+        "cost",
+    ]);
+    let lines: Vec<&str> = text.lines().collect();
+    let row = |start: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("{start}: {text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("8x-b300-nvlink "),
+        ["8x-b300-nvlink", "tp8", "8", "misses", "the", "target"]
+    );
+    assert_eq!(
+        row("8x-mi355x "),
+        ["8x-mi355x", "tp8", "8", "cannot", "run"]
+    );
+    assert!(text.contains("8x-b300-nvlink tp8: cannot meet the target: at concurrency 1"));
+    assert!(text.contains("8x-mi355x tp8: cannot run: glm-5-nvfp4 cannot run on 8x-mi355x"));
+    let header = lines.iter().find(|l| l.starts_with("system")).unwrap();
+    assert!(header.len() < 200, "{header}");
+}
+
 #[test]
 fn limits_and_old_keys_are_refused_by_name() {
     for (set, field) in [

@@ -161,13 +161,23 @@ fn buyer_text(b: &crate::whatif::BuyerTable) -> String {
         b.objective_label()
     );
     let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
+    let mut notes = String::new();
     let rows: Vec<Vec<String>> = b
         .rows
         .iter()
         .map(|r| {
             let mut v = vec![r.system.clone(), r.parallel.clone(), r.gpus.to_string()];
             match &r.unmet {
-                Some(why) => v.push(why.clone()),
+                Some(why) => {
+                    // The reason goes below the table, so that its length does not widen a
+                    // column.
+                    let _ = writeln!(notes, "{} {}: {why}", r.system, r.parallel);
+                    v.push(if why.starts_with("cannot run") {
+                        "cannot run".into()
+                    } else {
+                        "misses the target".into()
+                    });
+                }
                 None => {
                     v.push(opt(r.concurrency.map(|c| c as f64), 0));
                     v.push(opt(r.tpot_ms, 2));
@@ -200,6 +210,7 @@ fn buyer_text(b: &crate::whatif::BuyerTable) -> String {
         ],
         &rows,
     ));
+    o.push_str(&notes);
     let _ = writeln!(
         o,
         "W/GPU: idle + DRAM and tensor utilisation of the step (power model in the README)\n\
@@ -237,7 +248,9 @@ fn compare_text(r: &Comparison) -> String {
             };
             let mut v = vec![x.system.clone(), layout];
             if let Some(e) = &x.error {
-                v.push(format!("cannot run: {e}"));
+                // The reason goes below the table, so that its length does not widen a column.
+                let _ = writeln!(notes, "{} {}: cannot run: {e}", x.system, x.parallel);
+                v.push("cannot run".into());
                 return v;
             }
             for &c in concurrency {

@@ -76,7 +76,8 @@ pub const DEFAULT_SYSTEM: &str = "8x-rtx-pro-6000-pcie";
 /// The model/system/layout every prediction command takes.
 #[derive(Debug, Args, Clone)]
 pub struct ScenarioArgs {
-    /// Model: a built-in name (see `rooftop list models`), a model TOML, or an HF config.json.
+    /// Model: a built-in name (see `rooftop list models`), a model TOML, or an HF config.json
+    /// (or the checkpoint folder that holds one).
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
     /// System: a built-in name (see `rooftop list systems`) or a path to a system TOML.
@@ -305,7 +306,7 @@ pub enum Command {
     Show(ShowArgs),
     /// Turn a Hugging Face config.json (and its quantization description) into a model TOML.
     #[command(
-        after_help = "Examples:\n  rooftop import-hf Kimi-K2.5/config.json --name kimi-k2.5 --out kimi-k2.5.toml\n  rooftop import-hf GLM-5-NVFP4/config.json --quant-config GLM-5-NVFP4/hf_quant_config.json\n  rooftop predict --model Kimi-K2.5/config.json --batch 8\n\nWarnings (fields not mapped, approximations) go to stderr and into [sources].notes."
+        after_help = "Examples:\n  rooftop import-hf Kimi-K2.5/config.json --name kimi-k2.5 --out kimi-k2.5.toml\n  rooftop import-hf GLM-5-NVFP4/config.json --quant-config GLM-5-NVFP4/hf_quant_config.json\n  rooftop import-hf GLM-5-NVFP4   (a checkpoint folder: its config.json and hf_quant_config.json)\n  rooftop predict --model Kimi-K2.5/config.json --batch 8\n\nWarnings (fields not mapped, approximations) go to stderr and into [sources].notes."
     )]
     ImportHf(ImportHfArgs),
 }
@@ -603,7 +604,7 @@ pub struct ShowArgs {
 /// Arguments of `Command::ImportHf`.
 #[derive(Debug, Args, Clone)]
 pub struct ImportHfArgs {
-    /// Path to the model's config.json.
+    /// Path to the model's config.json, or the checkpoint folder that holds it.
     pub path: std::path::PathBuf,
     /// Model name in the TOML (default: the folder holding config.json).
     #[arg(long)]

@@ -322,6 +322,51 @@ fn predict_accepts_a_config_json_as_the_model() {
     assert_eq!(g["tpot_ms"], predict_json("glm-5-nvfp4")["tpot_ms"]);
 }
 
+/// A checkpoint folder stands for its config.json (and the hf_quant_config.json beside it),
+/// in import-hf and as `--model`; a folder without one is refused by name.
+#[test]
+fn a_checkpoint_folder_is_read_as_its_config_json() {
+    for name in ["kimi-k2.5-int4", "glm-5-nvfp4"] {
+        let stdout = |p: &str| {
+            rooftop()
+                .args(["import-hf", p])
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone()
+        };
+        let folder = fixture_dir(name).display().to_string();
+        let from_folder = String::from_utf8(stdout(&folder)).unwrap();
+        let from_file = String::from_utf8(stdout(&fixture_config(name))).unwrap();
+        // The same TOML but for the path the sources quote.
+        let strip = |t: &str| {
+            t.lines()
+                .filter(|l| !l.contains("config.json"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&from_folder), strip(&from_file), "{name}");
+        assert!(
+            from_folder.contains(&format!("name = \"{name}\"")),
+            "{name}"
+        );
+        assert_eq!(
+            predict_json(&folder)["tpot_ms"],
+            predict_json(name)["tpot_ms"],
+            "{name}"
+        );
+    }
+    let empty = tempfile::tempdir().unwrap();
+    rooftop()
+        .args(["import-hf", empty.path().to_str().unwrap()])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "is a folder with no config.json in it",
+        ));
+}
+
 #[test]
 fn cli_import_of_an_unsupported_model_fails_with_its_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -148,11 +148,15 @@ pub fn load_client(name: &str) -> Result<crate::spec::client::ClientSpec> {
     Ok(c)
 }
 
-/// A model by built-in name, TOML path, or Hugging Face `config.json` path (imported with
+/// A model by built-in name, TOML path, or Hugging Face `config.json` path or checkpoint
+/// folder holding one (imported with
 /// `import_hf`; its warnings are dropped here, `rooftop import-hf` shows them).
 pub fn load_model(name: &str) -> Result<ModelSpec> {
-    if name.ends_with(".json") && crate::files::is_readable(Path::new(name)) {
-        return read_hf(Path::new(name), None, None).map(|i| i.model);
+    let path = Path::new(name);
+    if (name.ends_with(".json") && crate::files::is_readable(path))
+        || path.join("config.json").is_file()
+    {
+        return read_hf(path, None, None).map(|i| i.model);
     }
     let (text, label) = load_text(Kind::Model, name)?;
     let m: ModelSpec = parse_toml(&text, &label)?;
@@ -164,6 +168,22 @@ pub fn load_model(name: &str) -> Result<ModelSpec> {
 /// `hf_quant_config.json`) or else the `hf_quant_config.json` beside it, if there is one.
 pub fn read_hf(config: &Path, quant: Option<&Path>, name: Option<&str>) -> Result<Imported> {
     let read = crate::files::read_text;
+    // A checkpoint's folder stands for the config.json in it, as Hugging Face's own loaders
+    // take it.
+    let in_folder = config.join("config.json");
+    let config = if config.is_dir() {
+        if !in_folder.is_file() {
+            return Err(Error::Parse {
+                file: config.display().to_string(),
+                message: "is a folder with no config.json in it; expected a Hugging Face \
+                          config.json or the checkpoint folder that holds one"
+                    .into(),
+            });
+        }
+        in_folder.as_path()
+    } else {
+        config
+    };
     let text = read(config)?;
     let sibling = config.with_file_name("hf_quant_config.json");
     let quant = quant.or_else(|| sibling.is_file().then_some(sibling.as_path()));

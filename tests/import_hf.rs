@@ -363,7 +363,7 @@ fn a_checkpoint_folder_is_read_as_its_config_json() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
-            "is a folder with no config.json in it",
+            "is a directory (folder) with no config.json in it",
         ));
 }
 

@@ -175,8 +175,8 @@ pub fn read_hf(config: &Path, quant: Option<&Path>, name: Option<&str>) -> Resul
         if !in_folder.is_file() {
             return Err(Error::Parse {
                 file: config.display().to_string(),
-                message: "is a folder with no config.json in it; expected a Hugging Face \
-                          config.json or the checkpoint folder that holds one"
+                message: "is a directory (folder) with no config.json in it; expected a file: \
+                          a Hugging Face config.json, or the checkpoint folder that holds one"
                     .into(),
             });
         }

@@ -187,7 +187,7 @@ impl KvLink {
         let l: KvLink = crate::spec::registry::parse_toml(text, label)?;
         let bad = |field: &str, expected: &str| Error::Invalid {
             file: label.to_string(),
-            line: None,
+            line: crate::error::line_of_field(text, field),
             field: field.to_string(),
             expected: expected.to_string(),
         };
@@ -197,11 +197,17 @@ impl KvLink {
         if l.gpus_per_node == 0 {
             return Err(bad("gpus_per_node", "at least 1 GPU"));
         }
-        if !(l.nic_rate.0 > 0.0 && l.nic_rate.0.is_finite()) {
-            return Err(bad("nic_rate", "a positive rate such as \"400 Gb/s\""));
+        if !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&l.nic_rate.0) {
+            return Err(bad(
+                "nic_rate",
+                "a rate between 1 MB/s and 1000 TB/s such as \"400 Gb/s\"",
+            ));
         }
-        if !l.latency.0.is_finite() {
-            return Err(bad("latency", "a finite time such as \"1 ms\""));
+        if !(0.0..=10.0).contains(&l.latency.0) {
+            return Err(bad(
+                "latency",
+                "a time from 0 to 10 s per transfer such as \"1 ms\"",
+            ));
         }
         Ok(l)
     }

@@ -788,6 +788,9 @@ fn a_gpu_set_is_checked_by_the_rules_a_file_is() {
         ("boost_clock", "\"20 GHz\"", false),
         ("l2_cache", "\"0 MB\"", false),
         ("sm_count", "0", false),
+        ("sm_count", "100000", false),
+        ("memory_bandwidth", "\"3350000 TB/s\"", false),
+        ("memory_bandwidth", "\"20 TB/s\"", true),
         ("boost_clock", "\"2000 MHz\"", true),
         ("host_link", "\"pcie-gen4-x16\"", true),
     ] {
@@ -810,6 +813,57 @@ fn a_gpu_set_is_checked_by_the_rules_a_file_is() {
             fails_with(&["predict", "--set", &set], &[&set]);
         }
     }
+}
+
+/// A link, a NIC or a KV link ten thousand times faster than any made is a typo in a unit,
+/// refused naming the field; a fast but possible one runs.
+#[test]
+fn a_bandwidth_no_link_has_is_refused() {
+    for (args, field) in [
+        (
+            vec!["predict", "--set", "interconnect.bandwidth=\"5000 TB/s\""],
+            "bandwidth_per_direction",
+        ),
+        (
+            vec![
+                "predict",
+                "--model",
+                "deepseek-v3-fp8",
+                "--system",
+                "2x8-h200-ib",
+                "--set",
+                "system.nodes.nic_rate=\"10000 Tb/s\"",
+            ],
+            "nodes.nic_rate",
+        ),
+    ] {
+        fails_with(&args, &[&format!("field `{field}`"), "1000 TB/s"]);
+    }
+    rooftop()
+        .args(["predict", "--set", "interconnect.bandwidth=\"50 TB/s\""])
+        .assert()
+        .success();
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("link.toml");
+    let text = include_str!("../configs/kv_links/cx7-8x400g.toml")
+        .replace("nic_rate = \"400 Gb/s\"", "nic_rate = \"400000 TB/s\"");
+    std::fs::write(&link, text).unwrap();
+    fails_with(
+        &[
+            "sweep",
+            "--model",
+            "deepseek-v3-fp8",
+            "--system",
+            "8x-h200-nvlink",
+            "--prefill",
+            "workers=1,tp=8",
+            "--decode",
+            "workers=1,tp=8",
+            "--kv-link",
+            link.to_str().unwrap(),
+        ],
+        &["link.toml:", "field `nic_rate`", "1000 TB/s"],
+    );
 }
 
 /// A folder where a file is expected says so, for every kind of file.

@@ -8,6 +8,16 @@ use crate::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz, Watts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Ceilings past which a description is a typo (a unit off by 10^3 or more), not a part:
+/// far above any part made (188 SMs on the RTX PRO 6000, 256 CUs on the MI355X, about 8 TB/s
+/// and 15 PFLOPS dense FP4 on the B300), so a real future part passes and `"3350e9 GB/s"`
+/// does not. The bandwidth ceiling also bounds links and NICs.
+const MAX_SM_COUNT: u32 = 10_000;
+/// 1 PB/s.
+pub const MAX_BANDWIDTH: f64 = 1e15;
+/// 1 EFLOPS.
+const MAX_PEAK: f64 = 1e18;
+
 /// Dense (not 2:4 sparse) tensor-core peak throughput per math dtype.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -227,17 +237,22 @@ impl GpuSpec {
                     .into(),
             ));
         }
-        if self.sm_count.is_none_or(|n| n == 0) {
+        if self.sm_count.is_none_or(|n| n == 0 || n > MAX_SM_COUNT) {
             return Err((
                 "sm_count".into(),
-                "the number of streaming multiprocessors, or compute units on AMD parts (at least 1)"
-                    .into(),
+                format!(
+                    "the number of streaming multiprocessors, or compute units on AMD parts (1 to \
+                     {MAX_SM_COUNT})"
+                ),
             ));
         }
-        if self.memory_bandwidth.0.is_nan() || self.memory_bandwidth.0 < 1e6 {
+        if !(1e6..=MAX_BANDWIDTH).contains(&self.memory_bandwidth.0) {
             return Err((
                 "memory_bandwidth".into(),
-                "a bandwidth of at least 1 MB/s".into(),
+                format!(
+                    "a bandwidth between 1 MB/s and 1000 TB/s, got {}",
+                    self.memory_bandwidth
+                ),
             ));
         }
         if !(self.memory_capacity.0 >= 1e6 && self.memory_capacity.0 <= 1e15) {
@@ -321,20 +336,21 @@ impl GpuSpec {
             }
         }
         match self.dense_peak.bf16 {
-            Some(p) if p.0 >= 1e9 => {}
+            Some(p) if (1e9..=MAX_PEAK).contains(&p.0) => {}
             _ => {
                 return Err((
                     "dense_peak.bf16".into(),
-                    "a BF16 peak of at least 1 GFLOPS".into(),
+                    "a BF16 peak between 1 GFLOPS and 1 EFLOPS".into(),
                 ))
             }
         }
         for d in MathDtype::ALL {
             if let Some(p) = self.peak(d) {
-                if p.0.is_nan() || p.0 < 1e9 {
+                if !(1e9..=MAX_PEAK).contains(&p.0) {
                     return Err((
                         format!("dense_peak.{}", d.name()),
-                        "a peak of at least 1 GFLOPS, or the key left out when the GPU lacks the dtype"
+                        "a peak between 1 GFLOPS and 1 EFLOPS, or the key left out when the GPU \
+                         lacks the dtype"
                             .into(),
                     ));
                 }

@@ -175,8 +175,11 @@ impl InterconnectSpec {
             ("bandwidth_per_direction", self.bandwidth_per_direction.0),
             ("p2p_bandwidth", self.p2p_bandwidth.0),
         ] {
-            if v.is_nan() || v < 1e6 {
-                return Err((field.into(), "a bandwidth of at least 1 MB/s".into()));
+            if !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&v) {
+                return Err((
+                    field.into(),
+                    "a bandwidth between 1 MB/s and 1000 TB/s".into(),
+                ));
             }
         }
         let mut latencies = vec![
@@ -259,10 +262,10 @@ impl InterconnectSpec {
             ));
         }
         if let Some(c) = self.cross_socket_bandwidth {
-            if c.0.is_nan() || c.0 < 1e6 {
+            if !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&c.0) {
                 return Err((
                     "cross_socket_bandwidth".into(),
-                    "a bandwidth of at least 1 MB/s".into(),
+                    "a bandwidth between 1 MB/s and 1000 TB/s".into(),
                 ));
             }
         }

@@ -415,10 +415,10 @@ impl SystemSpec {
             if n.nics_per_node == 0 {
                 return Err(("nodes.nics_per_node".into(), "at least 1 NIC".into()));
             }
-            if !(n.nic_rate.0.is_finite() && n.nic_rate.0 >= 1e6) {
+            if !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&n.nic_rate.0) {
                 return Err((
                     "nodes.nic_rate".into(),
-                    "a rate of at least 1 MB/s such as \"400 Gb/s\"".into(),
+                    "a rate between 1 MB/s and 1000 TB/s such as \"400 Gb/s\"".into(),
                 ));
             }
             if !(n.nic_efficiency.0 >= 1e-3 && n.nic_efficiency.0 <= 1.0) {
@@ -435,8 +435,11 @@ impl SystemSpec {
             return Err(("gpus_per_switch".into(), "at least 1 GPU".into()));
         }
         if let Some(p) = &self.paths {
-            if let Some((field, _)) = p.fields().find(|(_, b)| b.0.is_nan() || b.0 < 1e6) {
-                return Err((field, "a bandwidth of at least 1 MB/s".into()));
+            if let Some((field, _)) = p
+                .fields()
+                .find(|(_, b)| !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&b.0))
+            {
+                return Err((field, "a bandwidth between 1 MB/s and 1000 TB/s".into()));
             }
         }
         if let EngineRef::Inline(e) = &self.engine {

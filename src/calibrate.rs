@@ -110,13 +110,7 @@ pub fn predict_observation(
             collective::allreduce(sc.system, *bytes, *gpus, p).time()
         }
         Quantity::Gemm { m, n, k, dtype, .. } => {
-            let d = if dtype == "int4" {
-                "int4-g32"
-            } else {
-                dtype.as_str()
-            };
-            let fmt: WeightFormat = d
-                .parse()
+            let fmt: WeightFormat = crate::measured::gemm_csv::weight_format_of(dtype)
                 .map_err(|e: String| Error::Scenario(format!("{} (at {})", e, o.origin.file)))?;
             let ops = crate::ops::gemm_ops(
                 &sc.system.engine.unfused_dequant,

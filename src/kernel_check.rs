@@ -91,17 +91,25 @@ pub fn system_for_table(table: &KernelTable, given: &System) -> Result<System> {
     }
 }
 
-/// The first built-in system whose GPU is `gpu`.
+/// The built-in system that stands for `gpu`: the first single box with it (a kernel is
+/// measured on one box; `8x-h100-nvlink`, not `2x8-h100-ib`, which sorts first), else the
+/// first multi-node system with it.
 pub fn system_with_gpu(gpu: &str) -> Result<System> {
+    let mut multi_node = None;
     for n in registry::builtin_names(registry::Kind::System) {
         let s = System::load(n)?;
         if s.gpu.name == gpu {
-            return Ok(s);
+            if s.spec.nodes.is_none() {
+                return Ok(s);
+            }
+            multi_node.get_or_insert(s);
         }
     }
-    Err(Error::Scenario(format!(
-        "no built-in system uses GPU \"{gpu}\"; give --system to choose one"
-    )))
+    multi_node.ok_or_else(|| {
+        Error::Scenario(format!(
+            "no built-in system uses GPU \"{gpu}\"; give --system to choose one"
+        ))
+    })
 }
 
 /// Every row of `table` on `system`, with `calibrated` parameters when given.

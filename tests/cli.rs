@@ -866,6 +866,41 @@ fn a_bandwidth_no_link_has_is_refused() {
     );
 }
 
+/// A kernel is priced on the single box that carries its GPU, not on a multi-node system
+/// whose name sorts first (`2x8-h100-ib` before `8x-h100-nvlink`, `4x8-b200-ib` before
+/// `8x-b200-nvlink`).
+#[test]
+fn a_gpu_stands_for_its_single_box() {
+    for (gpu, system) in [("h100-sxm", "8x-h100-nvlink"), ("b200", "8x-b200-nvlink")] {
+        let out = rooftop()
+            .args([
+                "op", "gemm", "--gpu", gpu, "--m", "16", "--n", "4096", "--k", "4096",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(&format!("efficiencies of {system})")),
+            "{gpu}: {text}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("gemm_b200.csv");
+    std::fs::write(&table, "m,n,k,dtype,latency_ms\n16,4096,4096,bf16,0.01\n").unwrap();
+    let out = rooftop()
+        .args(["validate", "--measured", table.to_str().unwrap()])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("(gemm, 1 rows) on 8x-b200-nvlink"), "{text}");
+}
+
 /// A folder where a file is expected says so, for every kind of file.
 #[test]
 fn a_directory_for_a_file_says_so() {

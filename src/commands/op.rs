@@ -10,7 +10,7 @@ use crate::cost::{Category, CostParams, Device, Evaluator, OpCost, Pass};
 use crate::error::{Error, Result};
 use crate::export::{self, round, table, Format, Table, Tabular};
 use crate::ops::{gemm_ops, BlockKind, CollectiveKind};
-use crate::spec::registry::{builtin_names, load_gpu, Kind};
+use crate::spec::registry::load_gpu;
 use crate::spec::{System, WeightFormat};
 use crate::units::Bytes;
 use serde::Serialize;
@@ -136,26 +136,18 @@ fn text(r: &OpReport) -> String {
     o
 }
 
-/// A system to take efficiencies from: the one named, or the first built-in with this GPU.
+/// A system to take efficiencies from: the one named, or the built-in that stands for this
+/// GPU ([`crate::kernel_check::system_with_gpu`]).
 fn system_for_gpu(gpu: &str, system: Option<&str>) -> Result<System> {
     if let Some(s) = system {
         return System::load(s);
     }
     let g = load_gpu(gpu)?;
-    for n in builtin_names(Kind::System) {
-        let s = System::load(n)?;
-        if s.gpu.name == g.name {
-            return Ok(s);
-        }
-    }
-    Err(Error::Scenario(format!(
-        "no built-in system uses GPU \"{gpu}\"; give --system to choose the efficiencies"
-    )))
+    crate::kernel_check::system_with_gpu(&g.name)
 }
 
 fn parse_dtype(d: &str) -> Result<WeightFormat> {
-    let d = if d == "int4" { "int4-g32" } else { d };
-    d.parse::<WeightFormat>().map_err(Error::Scenario)
+    crate::measured::gemm_csv::weight_format_of(d).map_err(Error::Scenario)
 }
 
 /// A message size of at least one byte: an all-reduce of nothing is no operation, and

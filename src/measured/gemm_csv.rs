@@ -22,6 +22,20 @@ const LATENCY_COLUMNS: [(&str, f64); 4] = [
     ("time_us", 1e-6),
 ];
 
+/// The weight format a GEMM table's `dtype` names: a rooftop format (`fp8-block128`), or the
+/// kernel tables' own names (`bfloat16`; `fp8-block` / `fp8_block`, DeepSeek-style 128-wide
+/// block scales; `int4`, W4A16 with group 32), read as `validate` reads those tables.
+pub fn weight_format_of(dtype: &str) -> std::result::Result<crate::spec::WeightFormat, String> {
+    let d = dtype.to_ascii_lowercase();
+    let name = match d.as_str() {
+        "bfloat16" => "bf16",
+        "fp8-block" | "fp8_block" => "fp8-block128",
+        "int4" => "int4-g32",
+        other => other,
+    };
+    name.parse()
+}
+
 /// Parse a GEMM benchmark CSV. `file` labels errors and origins.
 pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
     let CsvText {
@@ -76,6 +90,8 @@ pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
         };
         let (mv, nv, kv) = (size(m, "m")?, size(n, "n")?, size(k, "k")?);
         let dt = field(dtype, "dtype")?;
+        weight_format_of(dt)
+            .map_err(|e| measured_error(file, Some(line), format!("`dtype`: {e}")))?;
         let lat = field(latency, latency_name)?;
         let seconds = lat
             .parse::<f64>()
@@ -210,6 +226,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("g.csv:2:"), "{e}");
+    }
+
+    /// The kernel tables' dtype names read as the formats `validate` prices them in, and a
+    /// dtype no format has is refused with its line, not later in the fit.
+    #[test]
+    fn kernel_table_dtypes_are_read_and_an_unknown_one_is_refused_with_its_line() {
+        use crate::spec::WeightFormat;
+        for (name, format) in [
+            ("bfloat16", "bf16"),
+            ("fp8-block", "fp8-block128"),
+            ("FP8_BLOCK", "fp8-block128"),
+            ("int4", "int4-g32"),
+            ("nvfp4", "nvfp4"),
+        ] {
+            assert_eq!(
+                weight_format_of(name).unwrap(),
+                format.parse::<WeightFormat>().unwrap(),
+                "{name}"
+            );
+        }
+        let text = "m,n,k,dtype,latency_ms\n1,2,3,fp8-block,0.1\n1,2,3,fp7,0.1\n";
+        let e = parse_gemm_csv(text, "g.csv").unwrap_err().to_string();
+        assert!(
+            e.starts_with("g.csv:3:") && e.contains("`dtype`") && e.contains("fp7"),
+            "{e}"
+        );
     }
 
     #[test]

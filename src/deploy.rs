@@ -273,10 +273,11 @@ impl Deployment {
                 ("batch", p.batch.unwrap_or(1)),
             ] {
                 if v == 0 {
+                    let field = format!("{name}.{field}");
                     return Err(Error::Invalid {
                         file: label.to_string(),
-                        line: None,
-                        field: format!("{name}.{field}"),
+                        line: crate::error::line_of_field(text, &field),
+                        field,
                         expected: "a whole number of at least 1".into(),
                     });
                 }

@@ -270,7 +270,14 @@ fn a_deployment_toml_reads_like_the_flags() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[prefill]\nworkers = 0\n[decode]\n").unwrap();
     let e = common::failure_of(&["sweep", "--deployment", bad.to_str().unwrap()]);
-    assert!(e.contains("prefill.workers"), "{e}");
+    assert!(e.contains("bad.toml:2: field `prefill.workers`"), "{e}");
+    std::fs::write(
+        &bad,
+        "[prefill]\nworkers = 1\n[decode]\nworkers = 1\nbatch = 0\n",
+    )
+    .unwrap();
+    let e = common::failure_of(&["sweep", "--deployment", bad.to_str().unwrap()]);
+    assert!(e.contains("bad.toml:5: field `decode.batch`"), "{e}");
 }
 
 #[test]

@@ -197,10 +197,13 @@ impl KvLink {
         if l.gpus_per_node == 0 {
             return Err(bad("gpus_per_node", "at least 1 GPU"));
         }
-        if !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&l.nic_rate.0) {
+        if !l.nic_rate.is_plausible() {
             return Err(bad(
                 "nic_rate",
-                "a rate between 1 MB/s and 1000 TB/s such as \"400 Gb/s\"",
+                &format!(
+                    "a rate {} such as \"400 Gb/s\"",
+                    BytesPerSec::PLAUSIBLE_TEXT
+                ),
             ));
         }
         if !(0.0..=10.0).contains(&l.latency.0) {

@@ -317,6 +317,21 @@ quantity!(
     /// A bandwidth in bytes per second.
     BytesPerSec, Dimension::BytesPerSecond, fmt_bw
 );
+
+impl BytesPerSec {
+    /// The range a described bandwidth (memory, link, NIC, KV link) must lie in, bytes/s:
+    /// 1 MB/s to 1000 TB/s. Far above any part made (about 8 TB/s of HBM on a B300, 900 GB/s
+    /// per direction of NVLink5), so a future part passes and a unit typed wrong
+    /// (`"3350e9 GB/s"`) does not.
+    pub const PLAUSIBLE: std::ops::RangeInclusive<f64> = 1e6..=1e15;
+    /// [`Self::PLAUSIBLE`] in words, for a refusal.
+    pub const PLAUSIBLE_TEXT: &'static str = "between 1 MB/s and 1000 TB/s";
+
+    /// Whether this bandwidth lies in [`Self::PLAUSIBLE`] (a NaN does not).
+    pub fn is_plausible(self) -> bool {
+        Self::PLAUSIBLE.contains(&self.0)
+    }
+}
 quantity!(
     /// A throughput in floating-point (or integer) operations per second.
     FlopsPerSec, Dimension::FlopsPerSecond, fmt_flops

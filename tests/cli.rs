@@ -4,6 +4,8 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 
+mod common;
+
 fn rooftop() -> Command {
     Command::cargo_bin("rooftop").unwrap()
 }
@@ -872,16 +874,9 @@ fn a_bandwidth_no_link_has_is_refused() {
 #[test]
 fn a_gpu_stands_for_its_single_box() {
     for (gpu, system) in [("h100-sxm", "8x-h100-nvlink"), ("b200", "8x-b200-nvlink")] {
-        let out = rooftop()
-            .args([
-                "op", "gemm", "--gpu", gpu, "--m", "16", "--n", "4096", "--k", "4096",
-            ])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = common::stdout_of(&[
+            "op", "gemm", "--gpu", gpu, "--m", "16", "--n", "4096", "--k", "4096",
+        ]);
         assert!(
             text.contains(&format!("efficiencies of {system})")),
             "{gpu}: {text}"
@@ -890,14 +885,7 @@ fn a_gpu_stands_for_its_single_box() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("gemm_b200.csv");
     std::fs::write(&table, "m,n,k,dtype,latency_ms\n16,4096,4096,bf16,0.01\n").unwrap();
-    let out = rooftop()
-        .args(["validate", "--measured", table.to_str().unwrap()])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = common::stdout_of(&["validate", "--measured", table.to_str().unwrap()]);
     assert!(text.contains("(gemm, 1 rows) on 8x-b200-nvlink"), "{text}");
 }
 

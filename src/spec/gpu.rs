@@ -9,12 +9,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Ceilings past which a description is a typo (a unit off by 10^3 or more), not a part:
-/// far above any part made (188 SMs on the RTX PRO 6000, 256 CUs on the MI355X, about 8 TB/s
-/// and 15 PFLOPS dense FP4 on the B300), so a real future part passes and `"3350e9 GB/s"`
-/// does not. The bandwidth ceiling also bounds links and NICs.
+/// far above any part made (188 SMs on the RTX PRO 6000, 256 CUs on the MI355X, 15 PFLOPS
+/// dense FP4 on the B300), so a real future part passes and `"1e30 TFLOPS"` does not. The
+/// bandwidth ceiling is [`BytesPerSec::PLAUSIBLE`], shared with links and NICs.
 const MAX_SM_COUNT: u32 = 10_000;
-/// 1 PB/s.
-pub const MAX_BANDWIDTH: f64 = 1e15;
 /// 1 EFLOPS.
 const MAX_PEAK: f64 = 1e18;
 
@@ -246,11 +244,12 @@ impl GpuSpec {
                 ),
             ));
         }
-        if !(1e6..=MAX_BANDWIDTH).contains(&self.memory_bandwidth.0) {
+        if !self.memory_bandwidth.is_plausible() {
             return Err((
                 "memory_bandwidth".into(),
                 format!(
-                    "a bandwidth between 1 MB/s and 1000 TB/s, got {}",
+                    "a bandwidth {}, got {}",
+                    BytesPerSec::PLAUSIBLE_TEXT,
                     self.memory_bandwidth
                 ),
             ));

@@ -415,10 +415,13 @@ impl SystemSpec {
             if n.nics_per_node == 0 {
                 return Err(("nodes.nics_per_node".into(), "at least 1 NIC".into()));
             }
-            if !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&n.nic_rate.0) {
+            if !n.nic_rate.is_plausible() {
                 return Err((
                     "nodes.nic_rate".into(),
-                    "a rate between 1 MB/s and 1000 TB/s such as \"400 Gb/s\"".into(),
+                    format!(
+                        "a rate {} such as \"400 Gb/s\"",
+                        BytesPerSec::PLAUSIBLE_TEXT
+                    ),
                 ));
             }
             if !(n.nic_efficiency.0 >= 1e-3 && n.nic_efficiency.0 <= 1.0) {
@@ -435,11 +438,11 @@ impl SystemSpec {
             return Err(("gpus_per_switch".into(), "at least 1 GPU".into()));
         }
         if let Some(p) = &self.paths {
-            if let Some((field, _)) = p
-                .fields()
-                .find(|(_, b)| !(1e6..=crate::spec::gpu::MAX_BANDWIDTH).contains(&b.0))
-            {
-                return Err((field, "a bandwidth between 1 MB/s and 1000 TB/s".into()));
+            if let Some((field, _)) = p.fields().find(|(_, b)| !b.is_plausible()) {
+                return Err((
+                    field,
+                    format!("a bandwidth {}", BytesPerSec::PLAUSIBLE_TEXT),
+                ));
             }
         }
         if let EngineRef::Inline(e) = &self.engine {

@@ -15,7 +15,7 @@ use crate::cost::price::cost_all;
 use crate::cost::{Bound, CostParams, Device, Pass};
 use crate::error::{Error, Result};
 use crate::measured::kernel_table::{
-    CollectiveName, Family, GemmDtype, KernelRow, KernelShape, KernelTable, MoeDtype, Routing,
+    CollectiveName, Family, KernelRow, KernelShape, KernelTable, MoeDtype, Routing,
 };
 use crate::ops::{
     collective_ops, gemm_ops, BlockKind, BuildContext, Category, CollectiveKind, Op, Operator,
@@ -246,7 +246,7 @@ fn harness(
             let g = Generation::of(&sys.gpu)?
                 .kernels()
                 .gemm
-                .get(moe_key(gemm_format(dtype)));
+                .get(moe_key(dtype.format()));
             let floor = g
                 .and_then(|g| g.harness_floor.get(kernel))
                 .map_or(0.0, |s| s.0);
@@ -336,7 +336,7 @@ fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<
     s.engine.gemm_family.clear();
     s.engine.unfused_dequant.clear();
     if let KernelShape::Gemm { dtype, .. } = *shape {
-        let key = moe_key(gemm_format(dtype));
+        let key = moe_key(dtype.format());
         let named = Generation::of(&s.gpu)?
             .kernels()
             .gemm_families
@@ -366,16 +366,6 @@ fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<
 
 fn format(s: &str) -> WeightFormat {
     s.parse().expect("built-in weight format names parse")
-}
-
-/// Weight format a GEMM row's dtype is stored in.
-fn gemm_format(d: GemmDtype) -> WeightFormat {
-    match d {
-        GemmDtype::Bf16 => WeightFormat::BF16,
-        GemmDtype::Fp8 => format("fp8"),
-        GemmDtype::Fp8Block => format("fp8-block128"),
-        GemmDtype::Nvfp4 => format("nvfp4"),
-    }
 }
 
 /// Weight format an MoE (or MLA projection) dtype is stored in. W4A16 Marlin: INT4 with a
@@ -433,7 +423,7 @@ pub fn operators(
     let unfused = &system.engine.unfused_dequant;
     Ok(match *shape {
         KernelShape::Gemm { m, n, k, dtype } => {
-            gemm_ops(unfused, m as f64, n as f64, k as f64, gemm_format(dtype))
+            gemm_ops(unfused, m as f64, n as f64, k as f64, dtype.format())
         }
         KernelShape::Moe {
             dtype,

@@ -15,12 +15,12 @@
 //! `configs/kernel-tables/moe-experts.toml` (`moe_experts`), since the shape columns alone
 //! cannot say how many matrices an expert has.
 
-use super::gemm_csv::{csv_text, parse_size, split, CsvText};
+use super::gemm_csv::{csv_text, parse_size, split, weight_format_of, CsvText};
 use super::measured_error;
 use super::moe_experts::{gated_by_activation, ExpertShapes, GATED_ACTIVATIONS};
 use crate::error::Result;
 use crate::spec::model::UNGATED_ACTIVATIONS;
-use crate::spec::KvDtype;
+use crate::spec::{KvDtype, WeightFormat};
 use serde::Serialize;
 use std::path::Path;
 
@@ -100,6 +100,33 @@ pub enum GemmDtype {
     /// FP8 with DeepSeek-style block scales (1×128 activations, 128×128 weights).
     Fp8Block,
     Nvfp4,
+}
+
+impl GemmDtype {
+    const ALL: [GemmDtype; 4] = [
+        GemmDtype::Bf16,
+        GemmDtype::Fp8,
+        GemmDtype::Fp8Block,
+        GemmDtype::Nvfp4,
+    ];
+
+    /// The weight format a row of this dtype is stored in.
+    pub fn format(self) -> WeightFormat {
+        let name = match self {
+            GemmDtype::Bf16 => return WeightFormat::BF16,
+            GemmDtype::Fp8 => "fp8",
+            GemmDtype::Fp8Block => "fp8-block128",
+            GemmDtype::Nvfp4 => "nvfp4",
+        };
+        name.parse().expect("built-in weight format names parse")
+    }
+
+    /// The dtype a table's `dtype` cell names, read through the one table of the tables'
+    /// dtype names ([`weight_format_of`]) that the GEMM CSV reader, calibrate and op share.
+    fn from_table_name(name: &str) -> Option<GemmDtype> {
+        let format = weight_format_of(name).ok()?;
+        GemmDtype::ALL.into_iter().find(|d| d.format() == format)
+    }
 }
 
 /// Fused-MoE weight format as the MoE table names it.
@@ -429,17 +456,11 @@ impl Row<'_> {
         Ok(match family {
             Family::Gemm => {
                 let v = self.get("dtype")?;
-                let dtype = match v.to_ascii_lowercase().as_str() {
-                    "bf16" | "bfloat16" => GemmDtype::Bf16,
-                    "fp8" => GemmDtype::Fp8,
-                    "fp8-block" | "fp8_block" => GemmDtype::Fp8Block,
-                    "nvfp4" => GemmDtype::Nvfp4,
-                    _ => {
-                        return Err(self.err(format!(
-                            "`dtype` = \"{v}\": expected bf16, fp8, fp8-block or nvfp4"
-                        )))
-                    }
-                };
+                let dtype = GemmDtype::from_table_name(v).ok_or_else(|| {
+                    self.err(format!(
+                        "`dtype` = \"{v}\": expected bf16, fp8, fp8-block or nvfp4"
+                    ))
+                })?;
                 (
                     KernelShape::Gemm {
                         m: self.count("m")?,

@@ -1073,3 +1073,40 @@ fn nan_and_infinity_in_a_description_are_refused() {
         );
     }
 }
+
+/// A tensor-parallel split must leave every rank an equal shard of each weight, whatever
+/// its format: an uneven split is a layout the engine refuses, not one to price with
+/// fractional shapes (before, only block-scaled formats were checked).
+#[test]
+fn a_weight_width_that_does_not_split_over_the_ranks_is_refused() {
+    for (model, field, what) in [
+        (
+            "llama-3.1-8b",
+            "intermediate_size=14340",
+            "dense MLP width 14340",
+        ),
+        (
+            "qwen3-30b-a3b",
+            "moe_intermediate_size=770",
+            "expert width 770",
+        ),
+    ] {
+        let set = format!("model.config.{field}");
+        let at = |tp: &'static str| {
+            let args = ["predict", "--model", model, "--system", "8x-h100-nvlink"];
+            let mut a: Vec<&str> = args.to_vec();
+            a.extend(["--set", set.as_str(), "--tp", tp, "--format", "json"]);
+            a.into_iter().map(String::from).collect::<Vec<String>>()
+        };
+        let eight = at("8");
+        let e = common::failure_of(&eight.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        assert!(
+            e.contains("cannot run") && e.contains(what) && e.contains("split evenly over 8"),
+            "{model}: {e}"
+        );
+        // A layout whose ranks divide it still runs.
+        let two = at("2");
+        let v = common::json_of(&two.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        assert!(v["tpot_ms"].as_f64().unwrap() > 0.0, "{model}: {v}");
+    }
+}

@@ -238,11 +238,12 @@ impl Parallel {
             ));
         }
         for (what, w, width, ranks) in shards {
-            // Unsplit, a partial last block is fine (vLLM checks split shards only).
-            let Some(b) = w.block_edge().filter(|_| ranks > 1) else {
+            if ranks <= 1 {
                 continue;
-            };
-            let ranks64 = ranks.max(1) as u64;
+            }
+            // Every format: a split weight's shards are equal (vLLM's linear layers divide
+            // the width by the ranks and refuse a remainder).
+            let ranks64 = ranks as u64;
             let per_rank = width / ranks64;
             if !width.is_multiple_of(ranks64) {
                 return Err(Error::Scenario(format!(
@@ -251,6 +252,10 @@ impl Parallel {
                     model.name
                 )));
             }
+            // Unsplit, a partial last block is fine (vLLM checks split shards only).
+            let Some(b) = w.block_edge() else {
+                continue;
+            };
             if whole_blocks && !per_rank.is_multiple_of(b as u64) {
                 return Err(Error::Scenario(format!(
                     "layout {self} cannot run {}: its {what} {width} split over {ranks} ranks \

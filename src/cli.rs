@@ -494,8 +494,8 @@ pub struct ComparisonArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    /// GPUs the deployment may use at most (default: the system's).
-    #[arg(long, value_parser = crate::options::positive_u32)]
+    /// GPUs the deployment may use at most, 1 to 65,536 (default: the system's).
+    #[arg(long, value_parser = crate::options::plan_gpus)]
     pub gpus: Option<u32>,
     #[command(flatten)]
     pub request: RequestArgs,

@@ -207,6 +207,16 @@ pub fn positive_u32(s: &str) -> Result<u32, String> {
     count_within(s, 1, u32::MAX as u64, "", "8").map(|v| v as u32)
 }
 
+/// The most GPUs `plan` sizes a deployment over: 65,536, the largest concurrency its
+/// doubling ladders reach (beyond it their per-GPU counts no longer fit the ladder, and a
+/// search over more replicas than that takes minutes for a question no one deployment asks).
+pub const MAX_PLAN_GPUS: u64 = 1 << 16;
+
+/// A GPU budget for `plan`: 1 to [`MAX_PLAN_GPUS`].
+pub fn plan_gpus(s: &str) -> Result<u32, String> {
+    count_within(s, 1, MAX_PLAN_GPUS, "GPUs", "16").map(|v| v as u32)
+}
+
 /// [`positive_u32`] for 64-bit sizes (GEMM dimensions).
 pub fn positive_u64(s: &str) -> Result<u64, String> {
     count_within(s, 1, u64::MAX, "", "4096")

@@ -161,8 +161,12 @@ pub fn plan(
     r: &PlanRequest,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Plan> {
-    if r.gpus == 0 {
-        return Err(Error::Scenario("--gpus must be at least 1".into()));
+    if r.gpus == 0 || u64::from(r.gpus) > crate::options::MAX_PLAN_GPUS {
+        return Err(Error::Usage(format!(
+            "plan sizes budgets of 1 to {} GPUs, not {} (--gpus, or the system's gpu_count)",
+            crate::options::MAX_PLAN_GPUS,
+            r.gpus
+        )));
     }
     let w = r.workload;
     let context = (w.input_len + w.output_len) as f64;

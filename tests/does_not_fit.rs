@@ -447,3 +447,28 @@ fn explore_writes_only_points_that_fit_and_counts_the_rest() {
         }
     }
 }
+
+/// A grid of which no point fits exits 1 with why, never 0 with a header and no rows, in
+/// every format (a grid refused whole before any point is priced does the same).
+#[test]
+fn explore_where_no_point_fits_exits_one_with_why() {
+    for format in ["text", "json", "csv"] {
+        let out = rooftop()
+            .args([
+                "explore",
+                "--systems",
+                "8x-h200-nvlink",
+                "--batch",
+                "100000",
+            ])
+            .args(["--context", "100000", "--format", format])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{format}: {stderr}");
+        assert!(
+            stderr.contains("no point of the grid fits") && stderr.contains("at most 7 fit"),
+            "{format}: {stderr}"
+        );
+    }
+}

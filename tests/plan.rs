@@ -137,3 +137,48 @@ fn what_cannot_be_planned_is_refused() {
     let e = common::failure_of(&["plan", "--system", "2x8-h200-ib", "--tp", "8"]);
     assert!(e.contains("--tp does not apply to plan"), "{e}");
 }
+
+/// Bad usage exits 2 (a budget no search is bounded for, a layout flag plan chooses itself);
+/// targets nothing meets exit 1 with why in every format, never 0 with no rows.
+#[test]
+fn plan_refusals_carry_their_exit_codes() {
+    let code = |args: &[&str]| {
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), out.stdout.is_empty(), stderr)
+    };
+    let base = [
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h100-nvlink",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        base.iter().chain(extra).copied().collect()
+    };
+    for gpus in ["65537", "16777216", "4294967295"] {
+        let (c, _, e) = code(&with(&["--gpus", gpus]));
+        assert_eq!(c, Some(2), "--gpus {gpus}: {e}");
+        assert!(e.contains("from 1 to 65536"), "{e}");
+    }
+    let (c, _, e) = code(&with(&["--tp", "4"]));
+    assert_eq!(c, Some(2), "{e}");
+    for format in ["text", "json", "csv"] {
+        let (c, empty, e) = code(&with(&["--tpot-target", "0.1ms", "--format", format]));
+        assert_eq!(c, Some(1), "{format}: {e}");
+        assert!(empty, "{format}: printed rows");
+        assert!(e.contains("meets the targets (TPOT 0.1 ms"), "{e}");
+    }
+    // plan offers no --tpot-def, so its refusal of a one-token output does not suggest it.
+    let (c, _, e) = code(&with(&["--output-len", "1"]));
+    assert_eq!(c, Some(1), "{e}");
+    assert!(
+        e.contains("at least 2 tokens") && !e.contains("--tpot-def"),
+        "{e}"
+    );
+}

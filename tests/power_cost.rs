@@ -22,7 +22,7 @@ fn capped(system: &str, limit: Option<&str>) -> System {
 }
 
 fn workload() -> Workload {
-    rooftop::commands::sweep::request_shape(1000, 1000, TpotDef::Itl).unwrap()
+    rooftop::commands::sweep::request_shape(1000, 1000, TpotDef::Itl, true).unwrap()
 }
 
 #[test]

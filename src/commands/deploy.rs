@@ -222,6 +222,7 @@ pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
         c.request.input_len,
         c.request.output_len,
         crate::serve::TpotDef::Itl,
+        false,
     )?;
     let mut conc = c.concurrency.clone();
     conc.sort_unstable();

@@ -51,7 +51,7 @@ impl Tabular for Plan {
 pub fn run(a: &PlanArgs) -> Result<Vec<u8>> {
     let args = &a.scenario;
     if let Some(flag) = crate::commands::chosen_layout_flag(args) {
-        return Err(Error::Scenario(format!(
+        return Err(Error::Usage(format!(
             "{flag} does not apply to plan: it tries every layout of the budget itself"
         )));
     }
@@ -62,6 +62,7 @@ pub fn run(a: &PlanArgs) -> Result<Vec<u8>> {
         a.request.input_len,
         a.request.output_len,
         crate::serve::TpotDef::Itl,
+        false,
     )?;
     w.client = crate::commands::sweep::client_model(a.client.as_deref())?;
     let r = PlanRequest {
@@ -75,6 +76,21 @@ pub fn run(a: &PlanArgs) -> Result<Vec<u8>> {
         crate::progress::Counter::new("plan {bar:40} {pos}/{len} deployments priced, ETA {eta}");
     let progress = |done: u64, total: u64| counter.tell(done, total);
     let p = plan(&model, &system, &r, &progress)?;
+    // An empty front is an answer no format can carry as rows: refused with why (exit 1),
+    // as explore and compare refuse a grid where nothing runs.
+    if p.front.is_empty() {
+        return Err(Error::Scenario(format!(
+            "no deployment of up to {} GPUs of {} meets the targets (TPOT {}, TTFT {}): \
+             {} points of {} deployments priced, none within them; relax them, or give more \
+             GPUs (--gpus)",
+            p.gpus,
+            p.system,
+            ms_target(p.tpot_target_ms),
+            ms_target(p.ttft_target_ms),
+            p.points_evaluated,
+            p.aggregated_evaluated + p.disaggregated_evaluated
+        )));
+    }
     export::export(&p, a.format, text)
 }
 

@@ -7,11 +7,13 @@ use crate::export::{self, table};
 use crate::serve::{sweep, Sweep, Workload};
 use std::fmt::Write as _;
 
-/// A request shape from `--input-len`, `--output-len` and a TPOT definition.
+/// A request shape from `--input-len`, `--output-len` and a TPOT definition (`--tpot-def`
+/// where the command offers it: only then does a refusal suggest it).
 pub fn request_shape(
     input_len: u32,
     output_len: u32,
     tpot_def: crate::serve::TpotDef,
+    offers_tpot_def: bool,
 ) -> Result<Workload> {
     if input_len == 0 || output_len == 0 {
         return Err(Error::Scenario(
@@ -19,11 +21,14 @@ pub fn request_shape(
         ));
     }
     if output_len == 1 && tpot_def == crate::serve::TpotDef::Itl {
-        return Err(Error::Scenario(
-            "with --output-len 1 there is no second token, so no inter-token latency (--tpot-def itl); \
-             ask for --tpot-def e2e (end-to-end time per token) or an output of at least 2 tokens"
-                .into(),
-        ));
+        let ask = if offers_tpot_def {
+            "ask for --tpot-def e2e (end-to-end time per token) or an output of at least 2 tokens"
+        } else {
+            "this command reports the inter-token latency: ask for an output of at least 2 tokens"
+        };
+        return Err(Error::Scenario(format!(
+            "with --output-len 1 there is no second token, so no inter-token latency; {ask}"
+        )));
     }
     Ok(Workload {
         input_len,
@@ -67,7 +72,7 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    let mut w = request_shape(a.request.input_len, a.request.output_len, a.tpot_def)?;
+    let mut w = request_shape(a.request.input_len, a.request.output_len, a.tpot_def, true)?;
     w.client = client_model(a.client.as_deref())?;
     Ok(w)
 }

@@ -26,7 +26,7 @@ fn layouts(list: &[Parallel]) -> Vec<Option<Parallel>> {
 }
 
 fn workload(i: u32, o: u32) -> Result<Workload> {
-    crate::commands::sweep::request_shape(i, o, TpotDef::Itl)
+    crate::commands::sweep::request_shape(i, o, TpotDef::Itl, false)
 }
 
 /// The comparison record for `--systems` × `--parallel`.
@@ -432,7 +432,15 @@ fn bounded_grid(
     };
     slice(1, 1)?;
     let setup = slice(1, 1)?;
-    let sample = slice(4, 256)?;
+    // A slice long enough to time: one that runs in a few milliseconds gives timer noise
+    // (a rate of 10^13 points/s), so it grows fourfold each way until it takes 20 ms more
+    // than the set-up or holds the whole grid.
+    let (mut b, mut c) = (4, 256);
+    let mut sample = slice(b, c)?;
+    while sample.seconds - setup.seconds < 0.02 && (b < batches.len() || c < contexts.len()) {
+        (b, c) = (b * 4, c * 4);
+        sample = slice(b, c)?;
+    }
     let combos = setup.points_evaluated.max(1);
     let per_point = (sample.seconds - setup.seconds).max(0.0)
         / (sample
@@ -452,6 +460,8 @@ fn bounded_grid(
         format!("about {eta:.0} s")
     } else if eta < 2.0 * 3600.0 {
         format!("about {:.0} min", eta / 60.0)
+    } else if eta < 100.0 * 3600.0 {
+        format!("about {:.1} h", eta / 3600.0)
     } else {
         format!("about {:.1e} h", eta / 3600.0)
     };
@@ -635,6 +645,14 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
             "not shown: {} of {} points over the TPOT target",
             summary.points_over_target, summary.points_evaluated
         ));
+    }
+    if summary.points_not_fitting > 0 && summary.points_not_fitting == summary.points_evaluated {
+        // Nothing of the grid can run: exit 1 with why, never 0 with no rows.
+        return Err(Error::Scenario(format!(
+            "no point of the grid fits: all {} do not fit (in memory or the context window): {}",
+            summary.points_evaluated,
+            summary.not_fitting.join("; ")
+        )));
     }
     if summary.points_not_fitting > 0 {
         crate::cli::stderr_line(&format!(

@@ -9,6 +9,7 @@ use crate::commands::load;
 use crate::cost::{CostParams, Pass};
 use crate::error::{Error, Result};
 use crate::export::{self, round, table, Table, Tabular};
+use crate::measured::MAX_SERVING_SECONDS;
 use crate::measured::{self, MeasuredSet, Quantity, ReadOptions, TraceCategory};
 use crate::predict::{breakdown_ms, Scenario};
 use crate::spec::registry::{builtin_text, Kind};
@@ -162,10 +163,6 @@ pub fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
         client: crate::commands::sweep::client_model(a.client.as_deref())?,
     })
 }
-
-/// Longest time per token, or to the first token, a serving measurement can plausibly
-/// report: ten minutes. Beyond it the file holds a typo or a unit slip, not a run.
-const MAX_SERVING_SECONDS: f64 = 600.0;
 
 /// Refuse serving measurements no run can produce: faster than the speed-of-light bound of
 /// this model on this system (with the assumed lengths), or slower than

@@ -274,6 +274,26 @@ mod tests {
         assert_eq!(r[0].concurrency, 4);
     }
 
+    /// A serving time past ten minutes (a unit slip: 1e9 ms) is refused with its line and
+    /// column, as the measurement-TOML readers refuse it; ten minutes itself is read.
+    #[test]
+    fn a_serving_time_past_ten_minutes_is_refused() {
+        let row = "vllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,128,4.0,2.0,1.0,,2.0,1.0,61.2,7.5";
+        for (from, to, column) in [
+            ("7.5", "1e9", "silicon_tpot_ms"),
+            ("61.2", "600000.1", "silicon_ttft_ms"),
+        ] {
+            let t = format!("{HEAD}\n{row}\n{}\n", row.replace(from, to));
+            let e = parse_e2e_csv(&t, "f.csv").unwrap_err().to_string();
+            assert!(
+                e.contains("f.csv:3") && e.contains(column) && e.contains("at most 600 s"),
+                "{e}"
+            );
+        }
+        let t = format!("{HEAD}\n{}\n", row.replace("61.2", "600000"));
+        assert!(parse_e2e_csv(&t, "f.csv").is_ok());
+    }
+
     /// Rows equal in every field but their line are one measurement; a row that differs in
     /// any field, a measured digit included, is not.
     #[test]

@@ -460,6 +460,10 @@ pub fn parse_text(
 /// relative residuals overflow.
 pub const MIN_MEASURED_SECONDS: f64 = 1e-9;
 
+/// Longest time per token, or to the first token, a serving measurement can plausibly
+/// report: ten minutes. Beyond it the file holds a typo or a unit slip, not a run.
+pub const MAX_SERVING_SECONDS: f64 = 600.0;
+
 /// What every reader guarantees of an observation, whatever its format: finite values, times
 /// of at least [`MIN_MEASURED_SECONDS`], rates above zero, shares in 0..1, at least one
 /// request, GPU and token where those are counted. The readers check their own fields; this
@@ -730,8 +734,8 @@ impl CsvRow<'_> {
         }
     }
 
-    /// Column `c`, a time in milliseconds, in seconds: finite and at least
-    /// [`MIN_MEASURED_SECONDS`].
+    /// Column `c`, a serving time (TTFT, TPOT) in milliseconds, in seconds: finite, at
+    /// least [`MIN_MEASURED_SECONDS`] and at most [`MAX_SERVING_SECONDS`].
     pub(crate) fn ms(&self, c: usize) -> Result<f64> {
         let v: f64 = self
             .get(c)
@@ -739,6 +743,16 @@ impl CsvRow<'_> {
             .map_err(|_| self.err(c, "a time in milliseconds"))?;
         if !(v.is_finite() && v * 1e-3 >= MIN_MEASURED_SECONDS) {
             return Err(self.err(c, "a positive time in milliseconds"));
+        }
+        if v * 1e-3 > MAX_SERVING_SECONDS {
+            return Err(self.err(
+                c,
+                &format!(
+                    "a serving time of at most {MAX_SERVING_SECONDS} s ({} ms): longer is a \
+                     typo or a unit slip, not a run",
+                    MAX_SERVING_SECONDS * 1e3
+                ),
+            ));
         }
         Ok(v * 1e-3)
     }

@@ -686,7 +686,7 @@ pub fn specdec_shaped(
     acceptance.validate()?;
     let ev = s.evaluator()?;
     let ctx = context as f64;
-    let longest = shapes.iter().map(|d| d.k).max().unwrap_or(0) as f64;
+    let shortest = shapes.iter().map(|d| d.k).min().unwrap_or(0) as f64;
     let mut points = Vec::new();
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
@@ -695,12 +695,13 @@ pub fn specdec_shaped(
     // cap on running sequences and the KV cache allow, the rest wait. Each side has its own:
     // a speculating sequence also caches the k drafted positions the target verifies, and
     // an engine may lower its cap while it speculates (SGLang's 48 with EAGLE).
+    // Each draft length holds its own k drafted positions, so each has its own count of
+    // sequences that fit: a k = 1 row is the same whatever other k are asked for.
     // Where not even one sequence fits, no concurrency can run: the reason, not a table.
-    let held = ctx + longest;
     let engine = &s.system.engine;
-    // A sequence past the model's window, or one the cache cannot hold even alone, is
-    // refused before anything is asked of the draft.
-    crate::serve::fits(s, 1.0, held)?;
+    // A sequence past the model's window, or one the cache cannot hold even alone at the
+    // shortest draft, is refused before anything is asked of the draft.
+    crate::serve::fits(s, 1.0, ctx + shortest)?;
     // The draft's layers keep a cache of their own over the whole sequence, from the same
     // memory: it lowers the sequences that fit while speculating.
     let draft_cache = draft_cache_bytes_per_token(s, draft)?;
@@ -710,19 +711,22 @@ pub fn specdec_shaped(
     // The engine's cap while speculating binds drafts that run a model (SGLang lowers it
     // for EAGLE, MTP and draft models, not for n-gram lookup).
     let drafts_a_model = !matches!(draft, Draft::Ngram { .. });
-    let spec_cap = engine
-        .running_cap(drafts_a_model)
-        .min(kv_seqs(held, draft_cache)?);
+    // Per draft length: the positions it holds and its cap, or why one sequence cannot
+    // hold them.
+    let spec_caps: Vec<(f64, std::result::Result<u32, String>)> = shapes
+        .iter()
+        .map(|d| {
+            let held = ctx + d.k as f64;
+            let cap = kv_seqs(held, draft_cache)
+                .map(|n| engine.running_cap(drafts_a_model).min(n))
+                .map_err(|e| format!("k = {}: {e}", d.k));
+            (held, cap)
+        })
+        .collect();
     let plain_cap = engine.running_cap(false).min(kv_seqs(ctx, 0.0)?);
     for &c in concurrency {
-        let running = c.max(1).min(spec_cap);
         let plain_running = c.max(1).min(plain_cap);
-        let cf = running as f64;
         let pf = plain_running as f64;
-        if let Err(e) = fits_speculating(s, cf, held, draft_cache) {
-            does_not_fit.push((c, e.to_string()));
-            continue;
-        }
         // Both steps as the engine schedules them (`serve`'s rule): the CPU's fixed and
         // per-sequence work beside the GPU's kernels with overlap, after them without, and
         // an engine that turns its overlap off to speculate pays it in series then.
@@ -746,8 +750,20 @@ pub fn specdec_shaped(
             k: 0,
             speedup: 1.0,
         };
-        for shape in shapes {
+        for (shape, (held, cap)) in shapes.iter().zip(&spec_caps) {
             let k = shape.k;
+            let running = match cap {
+                Ok(cap) => c.max(1).min(*cap),
+                Err(why) => {
+                    does_not_fit.push((c, why.clone()));
+                    continue;
+                }
+            };
+            let cf = running as f64;
+            if let Err(e) = fits_speculating(s, cf, *held, draft_cache) {
+                does_not_fit.push((c, format!("k = {k}: {e}")));
+                continue;
+            }
             let e = acceptance.expected_tokens(k as usize);
             let (draft_s, verify) = speculative_step(s, &ev, draft, *shape, e, cf, ctx)?;
             let step = cpu.engine_step(draft_s + verify, overhead, cf, spec_overlap);

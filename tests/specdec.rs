@@ -350,6 +350,40 @@ fn kv_lookahead_never_raises_the_sequences_that_fit() {
     }
 }
 
+/// Each draft length holds its own lookahead: a k = 1 row is the same whether or not a
+/// longer k is asked for beside it, and one that fits is priced where a longer k alone
+/// does not fit (before, every row held the longest k's positions).
+#[test]
+fn each_draft_length_holds_its_own_lookahead() {
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let acc = Acceptance(vec![0.9]);
+    let run = |ks: &[u32], c: u32, ctx: u32| specdec(&sc, &Draft::Eagle, &acc, ks, &[c], ctx);
+    let alone = run(&[1], 1 << 20, 4096).unwrap();
+    let beside = run(&[1, 64], 1 << 20, 4096).unwrap();
+    let one = beside.points.iter().find(|p| p.k == 1).unwrap();
+    assert_eq!(one.running, alone.points[0].running);
+    assert_eq!(one.tpot_ms, alone.points[0].tpot_ms);
+    let long = beside.points.iter().find(|p| p.k == 64).unwrap();
+    assert!(
+        long.running < one.running,
+        "{} vs {}",
+        long.running,
+        one.running
+    );
+    // At the window's edge, k = 1 fits and k = 64 does not: k = 1 is priced, k = 64 says why.
+    let edge = model.config.max_position_embeddings.unwrap() - 32;
+    assert!(run(&[64], 1, edge).is_err());
+    let r = run(&[1, 64], 1, edge).unwrap();
+    assert_eq!(r.points.len(), 1);
+    assert_eq!(r.points[0].k, 1);
+    assert!(r
+        .does_not_fit
+        .iter()
+        .any(|(_, why)| why.starts_with("k = 64")));
+}
+
 /// Llama-3.1-70B on 8 × H100 under SGLang (with `sets` overriding descriptions), EAGLE at a
 /// constant acceptance of 0.8, context 2,048: the record and the engine it ran under.
 fn sglang_70b_eagle(

@@ -557,45 +557,94 @@ fn draft_time(
     Ok(t)
 }
 
-/// Bytes one cached token of the draft's own layers holds on one GPU: an EAGLE head's
-/// attention layer, the MTP layer, a draft model's whole cache (0 for n-gram lookup). The
-/// engines allocate them from the same memory as the target's cache, for every token of the
-/// sequence: vLLM's drafter layers are KV-cache groups of the one pool
-/// (v1/spec_decode/eagle.py, initialize_attn_backend), SGLang's draft worker holds a token
-/// pool as large as the target's (speculative/eagle_worker.py).
-fn draft_cache_bytes_per_token(s: &Scenario, draft: &Draft) -> Result<f64> {
-    Ok(match draft_model(s, draft)? {
-        Some((m, par)) => crate::cost::memory::Residency::new(&m, &par).kv_bytes_per_token(),
-        None => 0.0,
+/// What the draft holds on one GPU beside the target, from the same memory as the
+/// target's KV cache.
+#[derive(Debug, Clone, Copy, Default)]
+struct DraftResidency {
+    /// Weight bytes the draft adds: a draft model's whole weights; a head's layers (an MTP
+    /// layer, an EAGLE head's layer), which share the target's embedding and, but for an
+    /// EAGLE-3 head's own lm_head over its draft vocabulary, its lm_head (vLLM's EAGLE
+    /// proposer and SGLang's draft worker point the head at the target's tensors).
+    weights: f64,
+    /// Bytes one cached token of the draft's own layers holds: an EAGLE head's attention
+    /// layer, the MTP layer, a draft model's whole cache. The engines allocate them from
+    /// the same memory as the target's cache, for every token of the sequence: vLLM's
+    /// drafter layers are KV-cache groups of the one pool (v1/spec_decode/eagle.py,
+    /// initialize_attn_backend), SGLang's draft worker holds a token pool as large as the
+    /// target's (speculative/eagle_worker.py).
+    cache_per_token: f64,
+}
+
+impl DraftResidency {
+    /// Plain decoding, or n-gram lookup: nothing beside the target.
+    const NONE: DraftResidency = DraftResidency {
+        weights: 0.0,
+        cache_per_token: 0.0,
+    };
+}
+
+fn draft_residency(s: &Scenario, draft: &Draft) -> Result<DraftResidency> {
+    use crate::cost::memory::Residency;
+    let Some((m, par)) = draft_model(s, draft)? else {
+        return Ok(DraftResidency::NONE);
+    };
+    let r = Residency::new(&m, &par);
+    let weights = match draft {
+        Draft::Model { .. } => r.weight_bytes(),
+        _ => {
+            // One layer's bytes: the head with one layer more, less the head.
+            let mut more = m.clone();
+            more.config.num_hidden_layers += 1;
+            let layer = Residency::new(&more, &par).weight_bytes() - r.weight_bytes();
+            let layers = layer.max(0.0) * m.config.num_hidden_layers as f64;
+            let own_lm_head = if matches!(draft, Draft::Eagle3) {
+                m.config.vocab_size as f64
+                    * m.config.hidden_size as f64
+                    * m.quantization.lm_head().bits_per_weight()
+                    / 8.0
+                    / par.tp.max(1) as f64
+            } else {
+                0.0
+            };
+            layers + own_lm_head
+        }
+    };
+    Ok(DraftResidency {
+        weights,
+        cache_per_token: r.kv_bytes_per_token(),
     })
 }
 
-/// Sequences of `tokens` cached positions that fit in the target's KV budget when each also
-/// holds `own` bytes per token per GPU of the draft's cache ([`crate::serve::fits`] refuses
+/// Sequences of `tokens` cached positions that fit in the target's KV budget less the
+/// draft's weights, each also holding the draft's cache ([`crate::serve::fits`] refuses
 /// what does not fit at all, with the target alone).
-fn sequences_fitting(s: &Scenario, tokens: f64, own: f64) -> Result<f64> {
+fn sequences_fitting(s: &Scenario, tokens: f64, d: DraftResidency) -> Result<f64> {
     let m = crate::serve::fits(s, 1.0, tokens)?;
-    if own <= 0.0 {
+    if d.cache_per_token <= 0.0 && d.weights <= 0.0 {
         return Ok(m.max_sequences_at_context);
     }
     let dp = s.parallel.dp.max(1) as f64;
     // One sequence's share of one GPU's budget, the draft's cache beside it.
-    let per_seq = m.kv_needed_gb * 1e9 * dp + own * (tokens + 1.0);
-    let max_tokens = crate::predict::kv_tokens(m.kv_budget_gb * 1e9, per_seq, tokens, dp);
+    let per_seq = m.kv_needed_gb * 1e9 * dp + d.cache_per_token * (tokens + 1.0);
+    let budget = (m.kv_budget_gb * 1e9 - d.weights).max(0.0);
+    let max_tokens = crate::predict::kv_tokens(budget, per_seq, tokens, dp);
     Ok(crate::predict::sequences(max_tokens, tokens))
 }
 
-/// [`crate::serve::fits`] for `batch` speculating sequences of `tokens` cached positions,
-/// each also holding the draft's `own` bytes per token per GPU.
-fn fits_speculating(s: &Scenario, batch: f64, tokens: f64, own: f64) -> Result<()> {
+/// [`crate::serve::fits`] for `batch` speculating sequences of `tokens` cached positions
+/// beside the draft's weights and cache.
+fn fits_speculating(s: &Scenario, batch: f64, tokens: f64, d: DraftResidency) -> Result<()> {
     crate::serve::fits(s, batch, tokens)?;
-    let n = sequences_fitting(s, tokens, own)?;
+    let n = sequences_fitting(s, tokens, d)?;
     if n < batch {
         let m = s.memory(batch, tokens);
         return Err(Error::Scenario(format!(
-            "does not fit: {batch} sequences of {tokens} tokens need {:.2} GB of KV cache per GPU with the draft's own cache ({own:.0} B per token per GPU) beside the target's, {:.2} GB left: at most {n} fit",
-            m.kv_needed_gb + batch / s.parallel.dp.max(1) as f64 * own * (tokens + 1.0) / 1e9,
-            m.kv_budget_gb
+            "does not fit: {batch} sequences of {tokens} tokens need {:.2} GB of KV cache per GPU with the draft's own cache ({:.0} B per token per GPU) beside the target's, {:.2} GB left after the draft's {:.2} GB of weights: at most {n} fit",
+            m.kv_needed_gb
+                + batch / s.parallel.dp.max(1) as f64 * d.cache_per_token * (tokens + 1.0) / 1e9,
+            d.cache_per_token,
+            (m.kv_budget_gb - d.weights / 1e9).max(0.0),
+            d.weights / 1e9
         )));
     }
     Ok(())
@@ -702,11 +751,11 @@ pub fn specdec_shaped(
     // A sequence past the model's window, or one the cache cannot hold even alone at the
     // shortest draft, is refused before anything is asked of the draft.
     crate::serve::fits(s, 1.0, ctx + shortest)?;
-    // The draft's layers keep a cache of their own over the whole sequence, from the same
-    // memory: it lowers the sequences that fit while speculating.
-    let draft_cache = draft_cache_bytes_per_token(s, draft)?;
-    let kv_seqs = |tokens: f64, own: f64| -> Result<u32> {
-        Ok(sequences_fitting(s, tokens, own)?.max(1.0) as u32)
+    // The draft's weights, and its layers' cache over the whole sequence, come from the
+    // same memory as the target's cache: they lower the sequences that fit while speculating.
+    let draft_cache = draft_residency(s, draft)?;
+    let kv_seqs = |tokens: f64, d: DraftResidency| -> Result<u32> {
+        Ok(sequences_fitting(s, tokens, d)?.max(1.0) as u32)
     };
     // The engine's cap while speculating binds drafts that run a model (SGLang lowers it
     // for EAGLE, MTP and draft models, not for n-gram lookup).
@@ -723,7 +772,9 @@ pub fn specdec_shaped(
             (held, cap)
         })
         .collect();
-    let plain_cap = engine.running_cap(false).min(kv_seqs(ctx, 0.0)?);
+    let plain_cap = engine
+        .running_cap(false)
+        .min(kv_seqs(ctx, DraftResidency::NONE)?);
     for &c in concurrency {
         let plain_running = c.max(1).min(plain_cap);
         let pf = plain_running as f64;

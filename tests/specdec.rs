@@ -384,6 +384,35 @@ fn each_draft_length_holds_its_own_lookahead() {
         .any(|(_, why)| why.starts_with("k = 64")));
 }
 
+/// A separate draft model's weights come out of the same memory as the KV cache: the
+/// sequences that speculate fit in what the target's and the draft's weights leave, each
+/// with both caches (before, only the draft's cache was counted: 81 sequences, not 55).
+#[test]
+fn a_draft_models_weights_leave_less_room_for_the_cache() {
+    use rooftop::cost::memory::{kv_bytes_per_token_per_gpu, weight_bytes_per_gpu};
+    let model = load_model("llama-3.1-70b").unwrap();
+    let sys = System::load("8x-h100-nvlink").unwrap();
+    let par = Parallel::tp(8);
+    let sc = Scenario::new(&model, &sys, par).unwrap();
+    let (k, ctx) = (2u32, 8192u32);
+    let draft = Draft::Model {
+        spec: Box::new(model.clone()),
+        tp: 8,
+    };
+    let r = specdec(&sc, &draft, &Acceptance(vec![0.8]), &[k], &[4096], ctx).unwrap();
+    let running = r.points[0].running as f64;
+    let budget = sc.memory(1.0, ctx as f64).kv_budget_gb * 1e9;
+    let draft_weights = weight_bytes_per_gpu(&model, &par);
+    let per_token = 2.0 * kv_bytes_per_token_per_gpu(&model, &par);
+    let fit = (budget - draft_weights) / (per_token * (ctx + k + 1) as f64);
+    assert!(
+        running <= fit.floor() && running >= fit.floor() - 2.0,
+        "{running} running, {fit:.1} fit beside the draft's {:.1} GB",
+        draft_weights / 1e9
+    );
+    assert!(r.points[0].plain_running as f64 > 2.0 * fit);
+}
+
 /// Llama-3.1-70B on 8 × H100 under SGLang (with `sets` overriding descriptions), EAGLE at a
 /// constant acceptance of 0.8, context 2,048: the record and the engine it ran under.
 fn sglang_70b_eagle(
@@ -668,7 +697,8 @@ fn an_engine_that_graphs_per_sequence_replays_the_verify_of_a_captured_batch() {
 /// An EAGLE-3 head's own lm_head over its reduced draft vocabulary (32,000 of Kimi-K2.5's
 /// 163,840 tokens, of Llama's 128,256) reads fewer weights and writes fewer logits than the
 /// target's lm_head an EAGLE-1/2 head projects through: its draft passes are never slower, and
-/// the speculative step with it never loses to the same layer through the full vocabulary.
+/// the speculative step with it never loses to the same layer through the full vocabulary at
+/// the same running batch.
 #[test]
 fn a_reduced_draft_vocabulary_never_slows_the_draft() {
     for (m, s, tp) in [
@@ -690,9 +720,15 @@ fn a_reduced_draft_vocabulary_never_slows_the_draft() {
         let reduced = specdec(&sc, &Draft::Eagle3, &acc, &[1, 3], &C, 2048).unwrap();
         assert_eq!(full.points.len(), reduced.points.len(), "{m}");
         for (f, r) in full.points.iter().zip(&reduced.points) {
-            assert_eq!(
-                (f.k, f.concurrency, f.running),
-                (r.k, r.concurrency, r.running)
+            assert_eq!((f.k, f.concurrency), (r.k, r.concurrency));
+            // The head's own lm_head is weights the shared one is not: where the cache
+            // binds, a few fewer sequences fit beside it.
+            assert!(
+                r.running <= f.running && r.running as f64 >= 0.97 * f.running as f64,
+                "{m} C={}: {} running against {}",
+                r.concurrency,
+                r.running,
+                f.running
             );
             assert!(
                 r.draft_ms < f.draft_ms,
@@ -702,7 +738,9 @@ fn a_reduced_draft_vocabulary_never_slows_the_draft() {
                 r.draft_ms,
                 f.draft_ms
             );
-            assert!(r.speedup >= f.speedup, "{m} k={} C={}", r.k, r.concurrency);
+            if r.running == f.running {
+                assert!(r.speedup >= f.speedup, "{m} k={} C={}", r.k, r.concurrency);
+            }
         }
     }
 }

@@ -254,6 +254,9 @@ pub struct Sweep {
     /// Sequences the KV cache holds (at input + output tokens each, or input + output / 2
     /// when the engine allocates on demand, in whole blocks).
     pub kv_max_concurrency: u32,
+    /// Tokens each of those sequences holds in the cache (`kv_max_concurrency` counts
+    /// sequences of this many).
+    pub kv_held_tokens: f64,
     /// Every binding term with its number.
     pub limits: Vec<Limit>,
 }
@@ -496,6 +499,7 @@ pub fn sweep(s: &Scenario, concurrency: &[u32], w: Workload) -> Result<Sweep> {
         marginal_ms_per_token: marginal,
         limited_by,
         kv_max_concurrency: sv.kv_max,
+        kv_held_tokens: sv.held,
         limits,
     })
 }

@@ -189,9 +189,14 @@ pub fn text(r: &Sweep) -> String {
     }
     let _ = writeln!(
         o,
-        "KV cache holds {} sequences of {} tokens",
+        "KV cache holds {} sequences of {:.0} tokens (what a request holds on average: {})",
         r.kv_max_concurrency,
-        r.input_len + r.output_len
+        r.kv_held_tokens,
+        if r.kv_held_tokens < (r.input_len + r.output_len) as f64 {
+            "its prompt and half its output, the engine allocating as tokens arrive"
+        } else {
+            "its prompt and its whole output, reserved at admission"
+        }
     );
     if total > 0.0 {
         let _ = writeln!(

@@ -12,6 +12,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+/// The other names `[config]` reads a field under (serde aliases of [`ModelConfig`], as the
+/// Hugging Face configs of other families spell them) and the field each stands for: a
+/// `--set model.config.<alias>=…` sets that field, not a second key beside it.
+pub const CONFIG_ALIASES: [(&str, &str); 3] = [
+    ("num_experts", "n_routed_experts"),
+    ("num_local_experts", "n_routed_experts"),
+    ("experts_per_token", "num_experts_per_tok"),
+];
+
 /// Architecture fields, named as in the model's `config.json`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +53,7 @@ pub struct ModelConfig {
     #[serde(default)]
     pub moe_intermediate_size: Option<u32>,
     /// Routed experts (`num_experts` in Qwen3-MoE, `num_local_experts` in Mixtral/gpt-oss).
+    /// Every alias here is also in [`CONFIG_ALIASES`], which `--set` reads.
     #[serde(default, alias = "num_experts", alias = "num_local_experts")]
     pub n_routed_experts: Option<u32>,
     /// Experts each token is routed to (`experts_per_token` in gpt-oss).

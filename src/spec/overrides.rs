@@ -125,7 +125,8 @@ pub fn apply<T: Serialize + DeserializeOwned + Clone>(
             set_link_bandwidth(&mut root, o)?;
             continue;
         }
-        set(&mut root, &o.path, o.value.clone())
+        let path = canonical_path(target, &o.path);
+        set(&mut root, &path, o.value.clone())
             .map_err(|why| Error::Scenario(format!("--set {}: {why}", o.raw)))?;
     }
     let text = toml::to_string(&root).map_err(|e| Error::Scenario(format!("{label}: {e}")))?;
@@ -137,6 +138,22 @@ pub fn apply<T: Serialize + DeserializeOwned + Clone>(
             e.message()
         ))
     })
+}
+
+/// A model override's path with a `[config]` alias (`num_experts`) read as the field it
+/// stands for (`n_routed_experts`): the description serialises under the field's own name,
+/// so setting the alias would add a second key that no longer reads.
+fn canonical_path(target: Target, path: &[String]) -> Vec<String> {
+    let mut p = path.to_vec();
+    if target == Target::Model && p.len() == 2 && p[0] == "config" {
+        if let Some((_, field)) = crate::spec::model::CONFIG_ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == p[1])
+        {
+            p[1] = field.to_string();
+        }
+    }
+    p
 }
 
 fn set(
@@ -241,5 +258,27 @@ mod tests {
         assert!("nonsense".parse::<Override>().is_err());
         assert!("cpu.cores=4".parse::<Override>().is_err());
         assert!("gpu=3".parse::<Override>().is_err());
+    }
+
+    /// A `[config]` field set under the alias another family's config spells it with sets
+    /// that field (before, it added a second key and the model no longer read).
+    #[test]
+    fn a_config_alias_sets_its_field() {
+        for (model, alias, field_of) in [
+            (
+                "qwen3-30b-a3b",
+                "num_experts",
+                (|c| c.n_routed_experts) as fn(&crate::spec::model::ModelConfig) -> Option<u32>,
+            ),
+            ("mixtral-8x7b", "num_local_experts", |c| c.n_routed_experts),
+            ("gpt-oss-120b", "experts_per_token", |c| {
+                c.num_experts_per_tok
+            }),
+        ] {
+            let m = crate::spec::registry::load_model(model).unwrap();
+            let o: Override = format!("model.config.{alias}=2").parse().unwrap();
+            let set = apply(&m, Target::Model, &[o], model).unwrap();
+            assert_eq!(field_of(&set.config), Some(2), "{model} {alias}");
+        }
     }
 }

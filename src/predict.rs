@@ -162,7 +162,9 @@ impl MemoryReport {
         // Data-parallel attention replicas each cache only their own sequences.
         let dp = s.parallel.dp as f64;
         let max_tokens = kv_tokens(budget, per_seq, context, dp);
-        let needed = batch / dp * per_seq;
+        // The busiest replica's GPUs hold the most: its sequences are dealt whole.
+        let needed =
+            crate::ops::scenario::busiest_replica_sequences(batch, s.parallel.dp) * per_seq;
         MemoryReport {
             capacity_gb: cap / 1e9,
             usable_gb: usable / 1e9,

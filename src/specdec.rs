@@ -624,8 +624,9 @@ fn sequences_fitting(s: &Scenario, tokens: f64, d: DraftResidency) -> Result<f64
         return Ok(m.max_sequences_at_context);
     }
     let dp = s.parallel.dp.max(1) as f64;
-    // One sequence's share of one GPU's budget, the draft's cache beside it.
-    let per_seq = m.kv_needed_gb * 1e9 * dp + d.cache_per_token * (tokens + 1.0);
+    // What one sequence holds on the GPUs of its replica (the report of one sequence: it
+    // lives whole on one), the draft's cache beside it.
+    let per_seq = m.kv_needed_gb * 1e9 + d.cache_per_token * (tokens + 1.0);
     let budget = (m.kv_budget_gb * 1e9 - d.weights).max(0.0);
     let max_tokens = crate::predict::kv_tokens(budget, per_seq, tokens, dp);
     Ok(crate::predict::sequences(max_tokens, tokens))
@@ -641,7 +642,10 @@ fn fits_speculating(s: &Scenario, batch: f64, tokens: f64, d: DraftResidency) ->
         return Err(Error::Scenario(format!(
             "does not fit: {batch} sequences of {tokens} tokens need {:.2} GB of KV cache per GPU with the draft's own cache ({:.0} B per token per GPU) beside the target's, {:.2} GB left after the draft's {:.2} GB of weights: at most {n} fit",
             m.kv_needed_gb
-                + batch / s.parallel.dp.max(1) as f64 * d.cache_per_token * (tokens + 1.0) / 1e9,
+                + crate::ops::scenario::busiest_replica_sequences(batch, s.parallel.dp)
+                    * d.cache_per_token
+                    * (tokens + 1.0)
+                    / 1e9,
             d.cache_per_token,
             (m.kv_budget_gb - d.weights / 1e9).max(0.0),
             d.weights / 1e9

@@ -344,6 +344,21 @@ pub enum Phase {
     Prefill,
 }
 
+/// Sequences the busiest of `dp` replicas holds when `sequences` are dealt whole, one at
+/// a time in turn: `ceil(n / dp)` for a whole count `n`; for a mean between two whole
+/// counts (a serving loop's running sequences), the same blend of its two neighbours, so
+/// the step grows continuously with the batch and never runs below an even share.
+pub fn busiest_replica_sequences(sequences: f64, dp: u32) -> f64 {
+    if sequences <= 0.0 {
+        return 0.0;
+    }
+    let dp = dp.max(1) as f64;
+    let whole = |n: f64| (n / dp).ceil();
+    let lo = sequences.floor();
+    let f = sequences - lo;
+    (whole(lo) * (1.0 - f) + whole(lo + 1.0) * f).max(sequences / dp)
+}
+
 /// The shape of one forward pass over the whole system.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Pass {
@@ -422,11 +437,18 @@ impl Pass {
     }
 
     /// Share of the own sequences on the busiest of `dp` replicas (at least an even share,
-    /// at most all of them).
+    /// at most all of them). A decode pass's sequences live whole on their replicas (dealt
+    /// in turn, as the engines balance them: [`busiest_replica_sequences`]), so one
+    /// sequence over 8 replicas is one replica's whole step, not an eighth of one.
     pub fn replica_share(&self, dp: u32) -> f64 {
         let even = 1.0 / dp.max(1) as f64;
-        self.busiest_replica_share
-            .map_or(even, |s| s.clamp(even, 1.0))
+        match self.busiest_replica_share {
+            Some(s) => s.clamp(even, 1.0),
+            None if self.phase == Phase::Decode && dp > 1 && self.sequences > 0.0 => {
+                (busiest_replica_sequences(self.sequences, dp) / self.sequences).clamp(even, 1.0)
+            }
+            None => even,
+        }
     }
 
     /// Sequences, own tokens and all GEMM rows of the busiest of `dp` replicas (mixed-in
@@ -455,6 +477,26 @@ impl Pass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoding_sequences_live_whole_on_their_replicas() {
+        // One sequence over eight replicas is one replica's whole batch.
+        assert_eq!(Pass::decode(1.0, 1024.0).replica_sequences(8), 1.0);
+        assert!((Pass::decode(9.0, 1024.0).replica_sequences(8) - 2.0).abs() < 1e-12);
+        assert!((Pass::decode(16.0, 1024.0).replica_sequences(8) - 2.0).abs() < 1e-12);
+        assert_eq!(Pass::decode(3.0, 1024.0).replica_sequences(1), 3.0);
+        // A mean between whole counts blends its neighbours: never falling as the batch
+        // grows, never jumping, never below the even share.
+        let mut last = 0.0;
+        for i in 1..=400 {
+            let b = i as f64 * 0.05;
+            let n = busiest_replica_sequences(b, 8);
+            assert!(n >= last - 1e-12 && n >= b / 8.0 - 1e-12, "b={b}: {n}");
+            assert!(n - last <= 0.05 + 1e-12, "b={b}: jumps {last} -> {n}");
+            last = n;
+        }
+        assert_eq!(busiest_replica_sequences(0.0, 8), 0.0);
+    }
 
     #[test]
     fn prompts_dealt_whole_put_a_whole_prompt_on_the_busiest_replica() {

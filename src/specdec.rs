@@ -744,6 +744,8 @@ pub fn specdec_shaped(
     let mut best_k = Vec::new();
     let mut baseline_tpot_ms = Vec::new();
     let mut does_not_fit = Vec::new();
+    // The first reason as the run gives it, for a run of which nothing fits.
+    let mut refusal: Option<String> = None;
     // C means what it means to `sweep`: the engine runs as many of the C requests as its
     // cap on running sequences and the KV cache allow, the rest wait. Each side has its own:
     // a speculating sequence also caches the k drafted positions the target verifies, and
@@ -772,7 +774,7 @@ pub fn specdec_shaped(
             let held = ctx + d.k as f64;
             let cap = kv_seqs(held, draft_cache)
                 .map(|n| engine.running_cap(drafts_a_model).min(n))
-                .map_err(|e| format!("k = {}: {e}", d.k));
+                .map_err(|e| e.to_string());
             (held, cap)
         })
         .collect();
@@ -810,12 +812,14 @@ pub fn specdec_shaped(
             let running = match cap {
                 Ok(cap) => c.max(1).min(*cap),
                 Err(why) => {
-                    does_not_fit.push((c, why.clone()));
+                    refusal.get_or_insert_with(|| why.clone());
+                    does_not_fit.push((c, format!("k = {k}: {why}")));
                     continue;
                 }
             };
             let cf = running as f64;
             if let Err(e) = fits_speculating(s, cf, *held, draft_cache) {
+                refusal.get_or_insert_with(|| e.to_string());
                 does_not_fit.push((c, format!("k = {k}: {e}")));
                 continue;
             }
@@ -859,8 +863,8 @@ pub fn specdec_shaped(
     }
     // No concurrency can run: the reason, not an empty table.
     if points.is_empty() {
-        if let Some((_, why)) = does_not_fit.first() {
-            return Err(Error::Scenario(why.clone()));
+        if let Some(why) = refusal {
+            return Err(Error::Scenario(why));
         }
     }
     Ok(SpecDec {

@@ -651,3 +651,80 @@ fn a_latency_outside_the_engine_loop_is_fitted_from_measured_ttfts_only() {
         .iter()
         .all(|f| f.kind != ParamKind::RequestLatency));
 }
+
+/// explain reads a measurement as calibrate does (its model and system, no rate beyond the
+/// speed of light) and explains only a curve that stops growing: one still growing at its
+/// largest concurrency, a lone point, or two rates at one concurrency are refused with why.
+#[test]
+fn explain_refuses_a_curve_with_no_plateau_and_an_impossible_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "system = \"8x-rtx-pro-6000-pcie\"\nmodel = \"kimi-k2.5-int4\"\nsource = \"test\"\ntpot_definition = \"e2e\"\n";
+    let point =
+        |c: u32, t: &str| format!("[[points]]\nconcurrency = {c}\nthroughput = \"{t} tok/s\"\n");
+    let explain = |name: &str, body: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("{head}{body}")).unwrap();
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(["explain", "--measured", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stderr)
+    };
+    for (name, body, says) in [
+        (
+            "grow.toml",
+            point(16, "300") + &point(32, "500"),
+            "still grows",
+        ),
+        ("one.toml", point(128, "300"), "one point"),
+        (
+            "dup.toml",
+            point(16, "300") + &point(16, "500"),
+            "two throughputs at C = 16",
+        ),
+        (
+            "fast.toml",
+            point(128, "1e7") + &point(256, "1e7"),
+            "speed-of-light",
+        ),
+    ] {
+        let (code, e) = explain(name, body);
+        assert_eq!(code, Some(1), "{name}: {e}");
+        assert!(e.contains(says), "{name}: {e}");
+    }
+    // A curve that flattens is explained from where it stops growing.
+    let (code, e) = explain(
+        "flat.toml",
+        point(16, "300") + &point(32, "310") + &point(64, "312"),
+    );
+    assert_eq!(code, Some(0), "{e}");
+}
+
+/// A kernel table's file name says which GPU its rows measured (`gemm_h100-sxm.csv`), as
+/// validate reads it: calibrate fits them on that GPU's box, and refuses a --system with
+/// another GPU (before, they were fitted as the default system's RTX PRO 6000 efficiencies).
+#[test]
+fn calibrate_fits_a_kernel_table_on_the_gpu_its_name_gives() {
+    let table = "tests/data/dev/gemm_h100-sxm.csv";
+    let run = |extra: &[&str]| {
+        assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(["calibrate", "--measured", table])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("on 8x-h100-nvlink"), "{stdout}");
+    let out = run(&["--system", "8x-b200-nvlink"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("measured on system \"8x-h100-nvlink\""),
+        "{stderr}"
+    );
+}

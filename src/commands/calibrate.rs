@@ -61,9 +61,31 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
                 continue;
             }
         }
-        merge(&mut set, measured::read_file_with(p, &opts)?, m)?;
+        let mut one = measured::read_file_with(p, &opts)?;
+        if one.system.is_none() {
+            one.system = system_of_kernel_file(p)?;
+        }
+        merge(&mut set, one, m)?;
     }
     Ok((set, sources))
+}
+
+/// The system a kernel table's file name stands for, as `validate` reads it
+/// (`gemm_h100-sxm.csv` → `8x-h100-nvlink`, [`crate::kernel_check::system_with_gpu`]): its
+/// rows measured that GPU, so a fit of them belongs to it, and a `--system` with another
+/// GPU is refused as any file naming another system is. `None` for a name that names no
+/// built-in GPU.
+fn system_of_kernel_file(p: &Path) -> Result<Option<String>> {
+    use crate::measured::kernel_table::{gpu_of_file_name, Family};
+    for family in Family::ALL {
+        if let Some(g) = gpu_of_file_name(p, family) {
+            if crate::spec::registry::load_gpu(&g).is_ok() {
+                let s = crate::kernel_check::system_with_gpu(&g)?;
+                return Ok(Some(s.spec.name));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Whether a Hugging Face id (`moonshotai/Kimi-K2.5`) names the rooftop model `name` /

@@ -11,7 +11,7 @@
 
 use crate::calibrate::{calibrate, ParamKind};
 use crate::cli::ExplainArgs;
-use crate::commands::calibrate::{assumptions, load_measured};
+use crate::commands::calibrate::{assumptions, check_plausible, load_measured, scenario_for};
 use crate::commands::load;
 use crate::cost::CostParams;
 use crate::error::{Error, Result};
@@ -102,18 +102,73 @@ pub fn run(a: &ExplainArgs) -> Result<Vec<u8>> {
     }
 }
 
-/// Builds the record.
-pub fn explanation(a: &ExplainArgs) -> Result<Explanation> {
-    let (args, m) = (&a.scenario, &a.measured);
-    let l = load(args)?;
-    let s0 = l.scenario()?;
-    let (set, sources) = load_measured(m)?;
-    let tputs = set.throughputs();
-    let Some(&(c0, plateau)) = tputs.iter().min_by_key(|t| t.0) else {
+/// Where a measured throughput curve stops growing: the first concurrency from which no
+/// later point gains [`crate::serve::PLATEAU_THRESHOLD`] or more per doubling, and its
+/// rate. A curve still growing at its last point, a single point (unless marked
+/// `flat_beyond`, which reads as a second, flat one) or two rates at one concurrency show no
+/// plateau to explain: refused with why, not explained as one.
+fn plateau_of(points: &[(u32, f64)], files: &str) -> Result<(u32, f64)> {
+    let refuse = |message: String| Error::Measured {
+        file: files.to_string(),
+        line: None,
+        message,
+    };
+    let mut pts = points.to_vec();
+    pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    if pts.is_empty() {
         return Err(Error::Scenario(
             "no throughput point in the measurement: nothing to explain".into(),
         ));
+    }
+    if let Some(w) = pts
+        .windows(2)
+        .find(|w| w[0].0 == w[1].0 && w[0].1 != w[1].1)
+    {
+        return Err(refuse(format!(
+            "two throughputs at C = {} ({:.0} and {:.0} tok/s): which the curve holds is not \
+             known; keep one",
+            w[0].0, w[0].1, w[1].1
+        )));
+    }
+    pts.dedup();
+    let flat_from = |i: usize| {
+        let (c, t) = pts[i];
+        pts[i + 1..].iter().all(|&(cj, tj)| {
+            let doublings = (cj as f64 / c as f64).log2();
+            doublings > 0.0 && (tj / t - 1.0) / doublings < crate::serve::PLATEAU_THRESHOLD
+        })
     };
+    match (0..pts.len().saturating_sub(1)).find(|&i| flat_from(i)) {
+        Some(i) => Ok(pts[i]),
+        None => {
+            let (c, t) = pts[pts.len() - 1];
+            let grows = match pts.len() {
+                1 => format!("one point ({t:.0} tok/s at C = {c}) shows no plateau"),
+                n => format!(
+                    "the throughput still grows at the largest concurrency measured ({:.0} -> \
+                     {t:.0} tok/s from C = {} to {c})",
+                    pts[n - 2].1,
+                    pts[n - 2].0
+                ),
+            };
+            Err(refuse(format!(
+                "{grows}: nothing says where it stops growing. Measure the next concurrency, or \
+                 mark the point the curve stays at `flat_beyond`"
+            )))
+        }
+    }
+}
+
+/// Builds the record.
+pub fn explanation(a: &ExplainArgs) -> Result<Explanation> {
+    let (args, m) = (&a.scenario, &a.measured);
+    let (set, sources) = load_measured(m)?;
+    // The model and system the files name, and no measurement no run can produce, as
+    // calibrate reads them.
+    let l = load(&scenario_for(args, &set, &sources)?)?;
+    let s0 = l.scenario()?;
+    check_plausible(&s0, &set, &assumptions(m)?)?;
+    let (c0, plateau) = plateau_of(&set.throughputs(), &sources.join(", "))?;
     let (i, o) = (m.assume_input_len.max(1), m.assume_output_len.max(1));
     // The GPU side as the whole measurement calibrates it (single-stream TPOT, shares and
     // the curve), without the serving mechanism calibration chose: what each mechanism

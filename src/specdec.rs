@@ -314,6 +314,12 @@ pub struct Breakeven {
     /// stops).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crossing_concurrency: Option<f64>,
+    /// The first swept concurrency above `stops_at` where it pays again (absent: it never
+    /// does). A MoE verify pass loses at middle concurrencies, where its k + 1 tokens per
+    /// sequence reach experts a plain step would not read, and pays again once the plain
+    /// batch reads them all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pays_again_at: Option<u32>,
     /// Why, in words: what the speculative step costs against the plain one where it stops.
     pub why: String,
 }
@@ -329,7 +335,8 @@ pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<B
     ks.dedup();
     ks.into_iter()
         .map(|k| {
-            let row: Vec<&SpecPoint> = points.iter().filter(|p| p.k == k).collect();
+            let mut row: Vec<&SpecPoint> = points.iter().filter(|p| p.k == k).collect();
+            row.sort_by_key(|p| p.concurrency);
             let first_loss = row.iter().position(|p| p.speedup < 1.0);
             let Some(i) = first_loss else {
                 let why = match row.last() {
@@ -343,6 +350,7 @@ pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<B
                     k,
                     stops_at: None,
                     crossing_concurrency: None,
+                    pays_again_at: None,
                     why,
                 };
             };
@@ -374,10 +382,15 @@ pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<B
                 let t = (a.speedup - 1.0) / (a.speedup - p.speedup);
                 (la + t * (lb - la)).exp()
             });
+            let pays_again_at = row[i + 1..]
+                .iter()
+                .find(|q| q.speedup >= 1.0)
+                .map(|q| q.concurrency);
             Breakeven {
                 k,
                 stops_at: Some(p.concurrency),
                 crossing_concurrency: crossing,
+                pays_again_at,
                 why,
             }
         })

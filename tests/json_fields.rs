@@ -216,6 +216,16 @@ fn every_field_the_readme_documents_is_in_real_json_output() {
                     "--format",
                     "json",
                 ],
+                // A MoE verify that loses at C = 8 and pays again at 64: `pays_again_at`.
+                vec![
+                    "specdec",
+                    "--k",
+                    "3",
+                    "--concurrency",
+                    "1,8,64",
+                    "--format",
+                    "json",
+                ],
             ],
             "compare" => vec![vec![
                 "compare",

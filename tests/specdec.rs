@@ -466,6 +466,37 @@ fn an_engine_that_turns_overlap_off_to_speculate_pays_its_cpu_in_series() {
     }
 }
 
+/// Where the gain is not monotone in C (Kimi-K2.5's MoE verify loses at C = 8, where k + 1
+/// tokens a sequence read experts a plain step does not, and pays again at 64), the
+/// breakeven says both, and the order C is given in changes nothing.
+#[test]
+fn a_gain_that_returns_is_reported_whatever_the_order_of_c() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let acc = Acceptance(vec![0.75, 0.5, 0.3]);
+    let at = |c: &[u32]| specdec(&sc, &Draft::Eagle3, &acc, &[3], c, 1024).unwrap();
+    let (up, down) = (at(&[1, 8, 64]), at(&[64, 8, 1]));
+    assert_eq!(up.breakeven, down.breakeven);
+    let b = &up.breakeven[0];
+    let speedup = |c: u32| {
+        up.points
+            .iter()
+            .find(|p| p.concurrency == c)
+            .unwrap()
+            .speedup
+    };
+    assert!(speedup(1) > 1.0 && speedup(8) < 1.0 && speedup(64) > 1.0);
+    assert_eq!((b.stops_at, b.pays_again_at), (Some(8), Some(64)));
+    let x = b.crossing_concurrency.unwrap();
+    assert!((1.0..=8.0).contains(&x), "crossing {x}");
+    let only = at(&[8, 64]).breakeven[0].clone();
+    assert_eq!(
+        (only.stops_at, only.crossing_concurrency, only.pays_again_at),
+        (Some(8), None, Some(64))
+    );
+}
+
 #[test]
 fn specdec_says_where_speculation_stops_paying() {
     // Llama-3.1-70B on H100 with an EAGLE head: a long draft pays at C = 1 and loses once

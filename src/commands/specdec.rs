@@ -245,13 +245,23 @@ pub fn text(r: &SpecDec) -> String {
     }
     let _ = writeln!(o);
     for b in &r.breakeven {
-        let line = match (b.stops_at, b.crossing_concurrency) {
-            (None, _) => format!("k = {}: {}", b.k, b.why),
-            (Some(c), Some(x)) => format!(
+        let again = |line: String| match b.pays_again_at {
+            Some(a) => format!("{line}; pays again from C = {a}"),
+            None => line,
+        };
+        let line = match (b.stops_at, b.crossing_concurrency, b.pays_again_at) {
+            (None, _, _) => format!("k = {}: {}", b.k, b.why),
+            (Some(c), Some(x), _) => again(format!(
                 "k = {}: stops paying near C = {x:.0} (below 1x from C = {c}): {}",
                 b.k, b.why
-            ),
-            (Some(_), None) => format!("k = {}: does not pay at any swept C: {}", b.k, b.why),
+            )),
+            (Some(c), None, Some(_)) => again(format!(
+                "k = {}: below 1x from the smallest swept C ({c}): {}",
+                b.k, b.why
+            )),
+            (Some(_), None, None) => {
+                format!("k = {}: does not pay at any swept C: {}", b.k, b.why)
+            }
         };
         let _ = writeln!(o, "{line}");
     }

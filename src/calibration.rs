@@ -306,6 +306,8 @@ struct Lines {
     covariance: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     parameters: Vec<toml::Spanned<ParamLines>>,
+    #[serde(default)]
+    residuals: Vec<toml::Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -396,6 +398,48 @@ impl Calibration {
                     line: line(at),
                     field: format!("parameters.{}", f.name),
                     expected: format!("a value in [{lo}, {hi}]"),
+                });
+            }
+        }
+        // The residuals set the prediction intervals (their leave-one-out errors are the
+        // model's error): each value finite, a time or rate above zero, a share at least 0.
+        for (i, r) in c.residuals.iter().enumerate() {
+            let least = if r.kind == "category_share" {
+                0.0
+            } else {
+                f64::MIN_POSITIVE
+            };
+            let bad = [
+                ("measured", Some(r.measured)),
+                ("default", Some(r.default)),
+                ("calibrated", Some(r.calibrated)),
+                ("loo_prediction", r.loo_prediction),
+            ]
+            .into_iter()
+            .find(|(_, v)| v.is_some_and(|v| !(v.is_finite() && v >= least)));
+            if let Some((field, _)) = bad {
+                return Err(Error::Invalid {
+                    file: path.into(),
+                    line: line(lines.residuals.get(i).map(|r| r.span())),
+                    field: format!("residuals[{}].{field} ({})", i + 1, r.point),
+                    expected: if least > 0.0 {
+                        "a finite time or rate above zero".into()
+                    } else {
+                        "a finite share of at least 0".into()
+                    },
+                });
+            }
+        }
+        for (field, v) in [
+            ("rms_error", Some(c.rms_error)),
+            ("loo_rms_error", c.loo_rms_error),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(Error::Invalid {
+                    file: path.into(),
+                    line: None,
+                    field: field.into(),
+                    expected: "a finite relative error of at least 0".into(),
                 });
             }
         }
@@ -529,8 +573,9 @@ impl Calibration {
     /// the σ the fit assumes for a serving time or rate), in quadrature. The model's error
     /// is the leave-one-out RMS error of the points of that kind (what a point the fit never
     /// saw is off by), or the fit's `loo_rms_error` over every point where none is of that
-    /// kind; without leave-one-out (fewer than 3 points) the noise alone: the data cannot say
-    /// more.
+    /// kind; without leave-one-out (fewer than 3 points) the fit's own RMS error over the
+    /// points it fitted, which a new point is off by at least (two points fitted with an RMS
+    /// error of 21 % must not get intervals of the noise's 3 %).
     ///
     /// [`Quantity::kind_name`]: crate::measured::Quantity::kind_name
     pub fn unexplained_sigma(&self, kind: &str) -> f64 {
@@ -545,7 +590,11 @@ impl Calibration {
             .then(|| (errors.iter().map(|e| e * e).sum::<f64>() / errors.len() as f64).sqrt());
         let model = same_kind
             .or(self.loo_rms_error.filter(|e| e.is_finite()))
-            .unwrap_or(0.0);
+            .unwrap_or(if self.rms_error.is_finite() {
+                self.rms_error
+            } else {
+                0.0
+            });
         (model * model + crate::calibrate::SERVING_SIGMA.powi(2)).sqrt()
     }
 

@@ -570,16 +570,19 @@ fn a_new_measurement_is_predicted_wider_than_the_parameters_alone_and_widens_wit
             wlo < lo && hi < whi,
             "[{wlo}, {whi}] not wider than [{lo}, {hi}]"
         );
-        // A point the fit could not leave out (no leave-one-out): the noise alone, never less.
+        // A fit that could not leave a point out (no leave-one-out): its own RMS error over
+        // the points it fitted, with the noise; the noise alone, never less, where it fits
+        // them exactly.
         let mut none = c.clone();
         none.loo_rms_error = None;
         for r in none.residuals.iter_mut() {
             r.loo_prediction = None;
         }
-        assert_eq!(
-            none.unexplained_sigma("tpot"),
-            rooftop::calibrate::SERVING_SIGMA
-        );
+        let noise = rooftop::calibrate::SERVING_SIGMA;
+        let own = (none.rms_error.powi(2) + noise * noise).sqrt();
+        assert!((none.unexplained_sigma("tpot") - own).abs() < 1e-12);
+        none.rms_error = 0.0;
+        assert_eq!(none.unexplained_sigma("tpot"), noise);
     });
 }
 
@@ -727,4 +730,123 @@ fn calibrate_fits_a_kernel_table_on_the_gpu_its_name_gives() {
         stderr.contains("measured on system \"8x-h100-nvlink\""),
         "{stderr}"
     );
+}
+
+/// Intervals honest about a small or poor fit: two points fitted with a large error get
+/// intervals that cover them (the fit's own RMS error stands for the model's where no
+/// leave-one-out can be run), a misfit on many points leaves the parameters the data never
+/// touched at their prior's spread (so the fit is written, not refused), and a hand-edited
+/// residual that no fit produces is refused with its line.
+#[test]
+fn calibration_intervals_cover_small_fits_and_keep_silent_priors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rooftop = |args: &[&str]| {
+        assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let two = dir.path().join("two.toml");
+    std::fs::write(
+        &two,
+        "system = \"8x-rtx-pro-6000-pcie\"\nmodel = \"kimi-k2.5-int4\"\nsource = \"test\"\n\
+         tpot_definition = \"e2e\"\n[[points]]\nconcurrency = 1\noutput_len = 32\n\
+         tpot = \"12.72 ms\"\n[[points]]\nconcurrency = 8\noutput_len = 32\ntpot = \"20 ms\"\n",
+    )
+    .unwrap();
+    let cal = dir.path().join("two_cal.toml");
+    let (two_s, cal_s) = (two.to_str().unwrap(), cal.to_str().unwrap());
+    assert!(rooftop(&["calibrate", "--measured", two_s, "--out", cal_s])
+        .status
+        .success());
+    let out = rooftop(&[
+        "validate",
+        "--measured",
+        two_s,
+        "--calibration",
+        cal_s,
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points = v["rows"].as_array().expect("rows");
+    for p in points {
+        let m = p["measured"].as_f64().unwrap();
+        let ci = p["calibrated_ci95"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{p}"));
+        let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+        assert!(lo <= m && m <= hi, "{m} outside [{lo}, {hi}]: {p}");
+    }
+    // A hand-edited measured value below zero is no fit's output.
+    let text = std::fs::read_to_string(&cal).unwrap();
+    let bad = dir.path().join("bad.toml");
+    let edited = text.replacen("\nmeasured = ", "\nmeasured = -0.5 #", 1);
+    assert_ne!(edited, text, "the calibration has a residual to edit");
+    std::fs::write(&bad, edited).unwrap();
+    let out = rooftop(&["predict", "--calibration", bad.to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("residuals[1].measured") && e.contains("above zero"),
+        "{e}"
+    );
+}
+
+/// A fit that misses many points (150 BF16 GEMMs, 44 % rms) widens what the data informs,
+/// not the parameters it never touched: those keep their prior's spread, and the fit is a
+/// usable calibration (before, the misfit scaled them too, to a standard error of 4 on a
+/// 0.05-1 range, and `--out` refused to write it).
+#[test]
+fn a_misfit_leaves_the_parameters_the_data_never_touched_at_their_prior() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = std::fs::read_to_string("tests/data/dev/gemm_h100-sxm.csv").unwrap();
+    let mut lines = table.lines();
+    let mut bf16 = vec![lines.next().unwrap().to_string()];
+    bf16.extend(
+        lines
+            .filter(|l| l.split(',').nth(3) == Some("bf16"))
+            .map(String::from),
+    );
+    assert_eq!(bf16.len(), 151);
+    let file = dir.path().join("gemm_bf16.csv");
+    std::fs::write(&file, bf16.join("\n") + "\n").unwrap();
+    let out_file = dir.path().join("cal.toml");
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "calibrate",
+            "--system",
+            "8x-h100-nvlink",
+            "--model",
+            "llama-3.1-70b",
+        ])
+        .args([
+            "--measured",
+            file.to_str().unwrap(),
+            "--out",
+            out_file.to_str().unwrap(),
+        ])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c =
+        Calibration::from_text(&std::fs::read_to_string(&out_file).unwrap(), "cal.toml").unwrap();
+    assert!(c.rms_error > 0.2, "the fit misses: {}", c.rms_error);
+    for p in c.parameters.iter().filter(|p| !p.informed_by_data) {
+        let prior_sigma = p.kind.prior_sigma(p.prior);
+        assert!(
+            p.stderr <= prior_sigma * (1.0 + 1e-9),
+            "{}: std err {} beyond its prior's {prior_sigma}",
+            p.name,
+            p.stderr
+        );
+    }
 }

@@ -274,6 +274,20 @@ mod tests {
         assert_eq!(r[0].concurrency, 4);
     }
 
+    /// A column the header holds twice (a TPOT of 7.24 and one of 999) is refused with the
+    /// header's line, not read from the first.
+    #[test]
+    fn a_repeated_column_is_refused() {
+        let t = format!(
+            "{HEAD},silicon_tpot_ms\nvllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,128,4.0,2.0,1.0,,2.0,1.0,61.2,7.5,999\n"
+        );
+        let e = parse_e2e_csv(&t, "f.csv").unwrap_err().to_string();
+        assert!(
+            e.contains("f.csv:1") && e.contains("`silicon_tpot_ms` appears twice"),
+            "{e}"
+        );
+    }
+
     /// A serving time past ten minutes (a unit slip: 1e9 ms) is refused with its line and
     /// column, as the measurement-TOML readers refuse it; ten minutes itself is read.
     #[test]

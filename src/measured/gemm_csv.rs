@@ -53,20 +53,31 @@ pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
         })
     };
     let (m, n, k, dtype) = (column("m")?, column("n")?, column("k")?, column("dtype")?);
-    let (latency, (latency_name, scale)) = LATENCY_COLUMNS
+    let latencies: Vec<(usize, (&str, f64))> = LATENCY_COLUMNS
         .iter()
-        .find_map(|c| titles.iter().position(|t| t == c.0).map(|i| (i, *c)))
-        .ok_or_else(|| {
-            measured_error(
-                file,
-                Some(header_line),
-                format!(
-                    "missing latency column: expected `latency_ms` or `time_us` (or `time_ms`, \
+        .filter_map(|c| titles.iter().position(|t| t == c.0).map(|i| (i, *c)))
+        .collect();
+    if let [a, b, ..] = latencies.as_slice() {
+        return Err(measured_error(
+            file,
+            Some(header_line),
+            format!(
+                "two latency columns, `{}` and `{}`: which holds the time is not known; keep one",
+                a.1 .0, b.1 .0
+            ),
+        ));
+    }
+    let (latency, (latency_name, scale)) = latencies.first().copied().ok_or_else(|| {
+        measured_error(
+            file,
+            Some(header_line),
+            format!(
+                "missing latency column: expected `latency_ms` or `time_us` (or `time_ms`, \
                      `latency_us`) (header: {})",
-                    titles.join(",")
-                ),
-            )
-        })?;
+                titles.join(",")
+            ),
+        )
+    })?;
 
     let mut set = MeasuredSet::default();
     for (line, row) in lines {
@@ -148,9 +159,13 @@ pub(crate) fn csv_text<'a>(
             "no header line: the file is empty",
         ));
     };
+    let titles: Vec<String> = split(header).map(|t| t.to_ascii_lowercase()).collect();
+    if let Some(t) = super::duplicate_title(titles.iter().map(String::as_str)) {
+        return Err(super::duplicate_title_error(file, header_line, t));
+    }
     Ok(CsvText {
         header_line,
-        titles: split(header).map(|t| t.to_ascii_lowercase()).collect(),
+        titles,
         lines,
     })
 }
@@ -196,9 +211,20 @@ mod tests {
     }
 
     #[test]
-    fn prefers_latency_ms() {
+    fn two_latency_columns_or_a_repeated_column_are_refused() {
+        // Which of two times (999 us, 0.5 ms) is the row's is not known: neither is taken.
         let text = "m,n,k,dtype,time_us,latency_ms\n1,2,3,bf16,999,0.5\n";
-        let set = parse_gemm_csv(text, "g.csv").unwrap();
+        let e = parse_gemm_csv(text, "g.csv").unwrap_err().to_string();
+        assert!(
+            e.contains("g.csv:1") && e.contains("two latency columns"),
+            "{e}"
+        );
+        let e = parse_gemm_csv("m,n,k,m,dtype,time_us\n1,2,3,4,bf16,9\n", "g.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("column `m` appears twice"), "{e}");
+        // One latency column reads as ever.
+        let set = parse_gemm_csv("m,n,k,dtype,latency_ms\n1,2,3,bf16,0.5\n", "g.csv").unwrap();
         assert!(
             matches!(set.observations[0].quantity, Quantity::Gemm { seconds, .. } if seconds == 0.5e-3)
         );

@@ -566,6 +566,27 @@ pub fn read_files_with(paths: &[PathBuf], options: &ReadOptions) -> Result<Measu
 
 /// A CSV reader over `text` (a byte-order mark dropped, `#` lines skipped, rows of any
 /// width) and its header row, or the error naming `file`'s line 1.
+/// The first column title a header holds twice: which of the two holds the values is not
+/// known, so a reader refuses the file rather than take the first.
+pub(crate) fn duplicate_title<'a>(titles: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    titles
+        .into_iter()
+        .map(str::trim)
+        .find(|t| !t.is_empty() && !seen.insert(*t))
+}
+
+/// The refusal of a header that holds `title` twice, naming its line.
+pub(crate) fn duplicate_title_error(file: &str, line: usize, title: &str) -> Error {
+    measured_error(
+        file,
+        Some(line),
+        format!(
+            "column `{title}` appears twice in the header: which holds the values is not known"
+        ),
+    )
+}
+
 pub(crate) fn open_csv<'t>(
     text: &'t str,
     file: &str,
@@ -579,6 +600,9 @@ pub(crate) fn open_csv<'t>(
         .headers()
         .map_err(|e| measured_error(file, Some(1), format!("unreadable header: {e}")))?
         .clone();
+    if let Some(t) = duplicate_title(headers.iter()) {
+        return Err(duplicate_title_error(file, 1, t));
+    }
     Ok((text, rdr, headers))
 }
 

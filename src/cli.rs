@@ -542,6 +542,8 @@ pub struct ExploreArgs {
     /// Systems, as for compare (default: --system).
     #[arg(long)]
     pub systems: Option<Systems>,
+    /// Layouts to price on every system (comma-separated: tp8,tp4pp2,tp1ep8dp8; default
+    /// each system's own); --tp, --ep, --pp and --dp do not apply to explore.
     #[arg(long, value_delimiter = ',')]
     pub parallel: Vec<Parallel>,
     /// Batch sizes: 1..4096, 1..4096:x2, 1,8,64.

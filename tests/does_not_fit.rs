@@ -96,11 +96,17 @@ fn weights_that_do_not_fit_are_refused_by_every_command() {
         vec!["specdec", "--format", "json"],
         vec!["sensitivity"],
         vec!["sensitivity", "--format", "json"],
-        vec!["explore", "--tp", "4"],
-        vec!["explore", "--tp", "4", "--format", "csv"],
-        vec!["explore", "--tp", "4", "--pareto", "--format", "json"],
+        vec!["explore", "--parallel", "tp4"],
+        vec!["explore", "--parallel", "tp4", "--format", "csv"],
+        vec![
+            "explore",
+            "--parallel",
+            "tp4",
+            "--pareto",
+            "--format",
+            "json",
+        ],
         vec!["compare", "--systems", "4x-rtx-pro-6000-pcie"],
-        vec!["explain"],
         vec!["plot", "roofline", "--out", png],
         vec!["plot", "sweep", "--out", png],
         vec!["plot", "breakdown", "--out", png],
@@ -129,8 +135,14 @@ fn weights_that_do_not_fit_are_refused_by_every_command() {
         assert!(e.contains(weights), "{cmd:?}: {e}");
         assert!(!std::path::Path::new(png).exists(), "{cmd:?} drew a chart");
     }
-    // The measurement's own system with smaller GPUs: validate and calibrate refuse too.
-    for cmd in [vec!["validate"], vec!["calibrate"], vec!["predict"]] {
+    // The measurement's own system with smaller GPUs: validate, calibrate and explain (which
+    // read the measurement on the system it names) refuse too.
+    for cmd in [
+        vec!["validate"],
+        vec!["calibrate"],
+        vec!["explain"],
+        vec!["predict"],
+    ] {
         let e = refused_with(&cmd, &SHRUNK);
         assert!(
             e.contains("does not fit: weights 76.2 GB per GPU") && e.contains("54.0 GB"),
@@ -330,7 +342,13 @@ const QWEN: [&str; 4] = ["--model", "qwen3-32b", "--system", "8x-h100-nvlink"];
 
 #[test]
 fn a_sequence_past_the_models_context_window_is_refused_by_every_command() {
-    let mut commands = every_command_at("50000", "8x-h100-nvlink");
+    // explain reads the team's measurement, of Kimi-K2.5: it has its own check below.
+    let mut commands: Vec<Vec<&str>> = every_command_at("50000", "8x-h100-nvlink")
+        .into_iter()
+        .filter(|c| c[0] != "explain")
+        .collect();
+    let e = refused(&["explain", "--assume-input-len", "300000"]);
+    assert!(e.contains("context window of 262144 tokens"), "{e}");
     commands.extend([
         vec!["sweep", "--input-len", "40000", "--output-len", "2000"],
         vec![
@@ -470,6 +488,21 @@ fn explore_where_no_point_fits_exits_one_with_why() {
         assert!(
             stderr.contains("no point of the grid fits") && stderr.contains("at most 7 fit"),
             "{format}: {stderr}"
+        );
+    }
+}
+
+/// explore's layouts are its --parallel list and it prices the defaults: a single-layout
+/// flag or a calibration would be ignored, so each is bad usage (exit 2) naming the flag.
+#[test]
+fn explore_refuses_flags_it_would_ignore() {
+    for (flag, value) in [("--tp", "4"), ("--dp", "2"), ("--calibration", "x.toml")] {
+        let out = rooftop().args(["explore", flag, value]).output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} does not apply to explore")),
+            "{stderr}"
         );
     }
 }

@@ -502,6 +502,19 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         request,
     } = a;
     let (systems, pareto, format) = (systems.as_ref(), *pareto, *format);
+    // explore's layouts are its --parallel list: a single-layout flag would be ignored.
+    if let Some(flag) = crate::commands::chosen_layout_flag(args) {
+        return Err(Error::Usage(if flag == "--calibration" {
+            "--calibration does not apply to explore: it prices every system and layout \
+             with the default parameters (a fit belongs to the one system it was made on)"
+                .into()
+        } else {
+            format!(
+                "{flag} does not apply to explore: give its layouts as --parallel (e.g. \
+                 --parallel tp4,tp8,tp4pp2); with none it prices each system's own"
+            )
+        }));
+    }
     let model = crate::commands::load_model(args)?;
     let sets = parse_all(&args.set)?;
     let names = match systems {

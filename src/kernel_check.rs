@@ -421,6 +421,16 @@ pub fn operators(
     mla_model: Option<&ModelSpec>,
 ) -> Result<Vec<Operator>> {
     let unfused = &system.engine.unfused_dequant;
+    // A collective over more GPUs than the system has ran on another system: refused, as
+    // calibrate refuses it, not priced over GPUs that are not there.
+    if let KernelShape::Nccl { gpus, .. } | KernelShape::VllmCustomAllreduce { gpus, .. } = *shape {
+        if gpus > system.spec.gpu_count {
+            return Err(Error::Scenario(format!(
+                "a collective over {gpus} GPUs, but {} has {}: measured on another system",
+                system.spec.name, system.spec.gpu_count
+            )));
+        }
+    }
     Ok(match *shape {
         KernelShape::Gemm { m, n, k, dtype } => {
             gemm_ops(unfused, m as f64, n as f64, k as f64, dtype.format())

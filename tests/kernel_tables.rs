@@ -338,3 +338,33 @@ fn a_harness_serial_cost_per_item_holds_only_the_batches_it_was_seen_at() {
     assert!(small >= 256.0 * 2.4 - 1e-6, "{small}");
     assert!(large < 2048.0 * 2.4, "{large}");
 }
+
+/// A collective row over more GPUs than the system it is priced on has ran elsewhere: it is
+/// refused with its line, as calibrate refuses it, not priced over GPUs that are not there
+/// (and `--system` with enough GPUs of that kind prices it).
+#[test]
+fn a_collective_row_over_more_gpus_than_the_system_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("nccl_h100-sxm.csv");
+    std::fs::write(
+        &table,
+        "collective,gpus,bytes,latency_ms,nccl\nall_reduce,16,1048576,0.05,2.29.2\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(["validate", "--measured", table.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(":2:") && e.contains("over 16 GPUs, but 8x-h100-nvlink has 8"),
+        "{e}"
+    );
+    assert!(run(&["--system", "2x8-h100-ib"]).status.success());
+}

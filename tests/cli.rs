@@ -1110,3 +1110,35 @@ fn a_weight_width_that_does_not_split_over_the_ranks_is_refused() {
         assert!(v["tpot_ms"].as_f64().unwrap() > 0.0, "{model}: {v}");
     }
 }
+
+/// A system file that pairs its link with a topology no machine has is named with its
+/// line; only a pairing the overrides made says "after --set".
+#[test]
+fn a_topology_the_link_cannot_run_in_names_the_file_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::stdout_of(&["show", "8x-h100-nvlink"]);
+    assert!(text.contains("topology = \"nvswitch\""), "{text}");
+    let p = dir.path().join("bad.toml");
+    std::fs::write(
+        &p,
+        text.replacen("topology = \"nvswitch\"", "topology = \"root-complex\"", 1),
+    )
+    .unwrap();
+    let f = p.display().to_string();
+    let e = common::failure_of(&["predict", "--system", &f]);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("topology"))
+        .unwrap()
+        + 1;
+    assert!(e.contains(&format!("{f}:{line}: field `topology`")), "{e}");
+    assert!(!e.contains("after --set"), "{e}");
+    let e = common::failure_of(&[
+        "predict",
+        "--system",
+        "8x-h100-nvlink",
+        "--set",
+        "system.topology=root-complex",
+    ]);
+    assert!(e.contains("(after --set)"), "{e}");
+}

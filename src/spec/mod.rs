@@ -154,9 +154,26 @@ impl System {
         }
         if !fits.contains(&spec.topology) {
             let names: Vec<&str> = fits.iter().map(|t| t.name()).collect();
+            // A file that pairs them itself is named with its line; one the overrides made
+            // so says so.
+            let by_set = sets
+                .iter()
+                .any(|o| matches!(o.target, Target::System | Target::Interconnect));
+            let line = (!by_set)
+                .then(|| std::fs::read_to_string(name).ok())
+                .flatten()
+                .and_then(|text| {
+                    text.lines()
+                        .position(|l| l.trim_start().starts_with("topology"))
+                        .map(|i| i + 1)
+                });
             return Err(crate::error::Error::Invalid {
-                file: format!("{name} (after --set)"),
-                line: None,
+                file: if by_set {
+                    format!("{name} (after --set)")
+                } else {
+                    name.to_string()
+                },
+                line,
                 field: "topology".into(),
                 expected: format!(
                     "a topology that a {} link ({}) runs in: {}; to ask what NVLink would \

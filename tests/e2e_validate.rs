@@ -272,3 +272,51 @@ fn a_run_faster_than_its_batch_allows_is_set_aside_with_the_reason() {
     let lines = evaluated_lines(&v);
     assert!(lines.contains(&6), "{lines:?}");
 }
+
+/// A serving CSV is told by the columns that say how its runs were made: one whose measured
+/// column is misspelt is refused naming the column it lacks (before, it fell through to the
+/// GEMM reader: "missing column `m`"), and explain and plot, which read one scenario's
+/// measurement, refuse a serving CSV and say to validate it.
+#[test]
+fn a_serving_csv_is_recognised_by_its_run_columns() {
+    let sample = std::fs::read_to_string("tests/fixtures/measured/e2e_serving_sample.csv").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let renamed = dir.path().join("renamed.csv");
+    std::fs::write(&renamed, sample.replacen("silicon_tpot_ms", "tpot_ms", 1)).unwrap();
+    let f = renamed.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, e) = run(&["validate", "--measured", f]);
+    assert_eq!(code, Some(1), "{e}");
+    assert!(e.contains("missing column `silicon_tpot_ms`"), "{e}");
+    let png = dir.path().join("p.png");
+    for args in [
+        vec!["explain", "--measured", f],
+        vec![
+            "plot",
+            "sweep",
+            "--measured",
+            f,
+            "--out",
+            png.to_str().unwrap(),
+        ],
+    ] {
+        let (code, e) = run(&args);
+        assert_eq!(code, Some(1), "{args:?}: {e}");
+        assert!(
+            e.contains("a serving CSV of runs of many deployments"),
+            "{args:?}: {e}"
+        );
+        assert!(e.contains("rooftop validate --measured"), "{args:?}: {e}");
+    }
+    assert!(!png.exists());
+}

@@ -61,6 +61,21 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
                 continue;
             }
         }
+        // A serving CSV holds many deployments, each run naming its own: not one
+        // measurement of one scenario (calibrate says the same with its own advice first).
+        if crate::commands::validate_e2e::e2e_text(m).is_some()
+            || crate::commands::validate_e2e::disagg_text(m).is_some()
+        {
+            return Err(Error::Measured {
+                file: m.clone(),
+                line: None,
+                message: format!(
+                    "a serving CSV of runs of many deployments (each names its own model, \
+                     system and layout), not one measurement of this scenario: read it with \
+                     `rooftop validate --measured {m}`"
+                ),
+            });
+        }
         let mut one = measured::read_file_with(p, &opts)?;
         if one.system.is_none() {
             one.system = system_of_kernel_file(p)?;

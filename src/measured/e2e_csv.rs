@@ -193,7 +193,9 @@ pub const REPEAT_REASON: &str =
 /// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
 /// `model_path`, and not the prefill and decode columns of a disaggregated file).
 pub fn is_e2e_csv(text: &str) -> bool {
-    super::csv_header_has(text, &["silicon_tpot_ms", "model_path"])
+    // Told by the columns that say how a run was made, not by the measured ones: a file
+    // whose `silicon_tpot_ms` is misspelt is still an e2e CSV, refused naming that column.
+    super::csv_header_has(text, &["backend", "model_path"])
         && !super::e2e_disagg_csv::is_disagg_csv(text)
 }
 

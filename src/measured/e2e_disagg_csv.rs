@@ -89,10 +89,7 @@ impl DisaggRun {
 /// Whether `text` looks like a disaggregated serving CSV (its header names
 /// `silicon_tpot_ms`, `prefill_tp_size` and `decode_tp_size`).
 pub fn is_disagg_csv(text: &str) -> bool {
-    super::csv_header_has(
-        text,
-        &["silicon_tpot_ms", "prefill_tp_size", "decode_tp_size"],
-    )
+    super::csv_header_has(text, &["prefill_tp_size", "decode_tp_size"])
 }
 
 /// The columns every file must have: the request and measured columns, then each role's.

@@ -367,3 +367,32 @@ fn decode_points_work_is_the_work_of_the_evaluated_step() {
         }
     }
 }
+
+/// explore's Pareto front as CSV is its header and rows on stdout, nothing else: the run's
+/// summary goes to stderr, as the streamed rows' does (a trailing `#` line read as a row).
+#[test]
+fn the_pareto_csv_is_rows_only() {
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "explore",
+            "--batch",
+            "1,8,64",
+            "--context",
+            "1024",
+            "--pareto",
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let mut lines = stdout.lines();
+    let width = lines.next().unwrap().split(',').count();
+    assert!(
+        lines.all(|l| !l.starts_with('#') && l.split(',').count() == width),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("points_evaluated"));
+}

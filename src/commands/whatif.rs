@@ -15,7 +15,6 @@ use crate::whatif::{
     compare_row, load_variant, sensitivity, CompareRow, Comparison, SensitivityReport,
 };
 use std::fmt::Write as _;
-use std::io::Write as _;
 
 /// The layouts of `--parallel`, or the system's default (`None`) when none is given.
 fn layouts(list: &[Parallel]) -> Vec<Option<Parallel>> {
@@ -579,11 +578,11 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         Format::Json if pareto => o = export::json(&summary)?,
         Format::Csv if pareto => {
             o = export::csv(&summary.table())?;
-            let _ = writeln!(
-                o,
-                "# points_evaluated={} seconds={:.3} points_per_second={:.0}",
+            // stdout stays rows only (a CSV reader takes a trailing `#` line for a row).
+            crate::cli::stderr_line(&format!(
+                "points_evaluated {} seconds {:.3} ({:.0} points/s)",
                 summary.points_evaluated, summary.seconds, summary.points_per_second
-            );
+            ));
         }
         Format::Text => {
             let mut t = String::new();

@@ -772,7 +772,7 @@ pub fn specdec_shaped(
     crate::serve::fits(s, 1.0, ctx + shortest)?;
     // The draft's weights, and its layers' cache over the whole sequence, come from the
     // same memory as the target's cache: they lower the sequences that fit while speculating.
-    let draft_cache = draft_residency(s, draft)?;
+    let draft_held = draft_residency(s, draft)?;
     let kv_seqs = |tokens: f64, d: DraftResidency| -> Result<u32> {
         Ok(sequences_fitting(s, tokens, d)?.max(1.0) as u32)
     };
@@ -785,7 +785,7 @@ pub fn specdec_shaped(
         .iter()
         .map(|d| {
             let held = ctx + d.k as f64;
-            let cap = kv_seqs(held, draft_cache)
+            let cap = kv_seqs(held, draft_held)
                 .map(|n| engine.running_cap(drafts_a_model).min(n))
                 .map_err(|e| e.to_string());
             (held, cap)
@@ -831,7 +831,7 @@ pub fn specdec_shaped(
                 }
             };
             let cf = running as f64;
-            if let Err(e) = fits_speculating(s, cf, *held, draft_cache) {
+            if let Err(e) = fits_speculating(s, cf, *held, draft_held) {
                 refusal.get_or_insert_with(|| e.to_string());
                 does_not_fit.push((c, format!("k = {k}: {e}")));
                 continue;

@@ -20,6 +20,18 @@ use std::path::Path;
 
 /// Read measured files, or built-in measurements by name.
 pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
+    // An e2e serving CSV holds many deployments, each run naming its own model, system and
+    // layout: one fit of them all (calibrate's, explain's) would describe none. Said so,
+    // before any file is read, not read as a kernel table.
+    for f in &a.measured {
+        if let Some(how) = serving_csv_reading(f) {
+            return Err(Error::Scenario(format!(
+                "{f}: a serving CSV of runs of many deployments (each names its own model, \
+                 system and layout): one fit of them all describes none. Use {how} for the \
+                 uncalibrated errors"
+            )));
+        }
+    }
     let opts = ReadOptions {
         format: None,
         gpus: a.nccl_gpus,
@@ -61,21 +73,6 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
                 continue;
             }
         }
-        // A serving CSV holds many deployments, each run naming its own: not one
-        // measurement of one scenario (calibrate says the same with its own advice first).
-        if crate::commands::validate_e2e::e2e_text(m).is_some()
-            || crate::commands::validate_e2e::disagg_text(m).is_some()
-        {
-            return Err(Error::Measured {
-                file: m.clone(),
-                line: None,
-                message: format!(
-                    "a serving CSV of runs of many deployments (each names its own model, \
-                     system and layout), not one measurement of this scenario: read it with \
-                     `rooftop validate --measured {m}`"
-                ),
-            });
-        }
         let mut one = measured::read_file_with(p, &opts)?;
         if one.system.is_none() {
             one.system = system_of_kernel_file(p)?;
@@ -83,6 +80,20 @@ pub fn load_measured(a: &MeasuredArgs) -> Result<(MeasuredSet, Vec<String>)> {
         merge(&mut set, one, m)?;
     }
     Ok((set, sources))
+}
+
+/// How to read `path` where it is a serving CSV (e2e or disaggregated), `None` otherwise.
+fn serving_csv_reading(path: &str) -> Option<String> {
+    if crate::commands::validate_e2e::e2e_text(path).is_some() {
+        Some(format!(
+            "`rooftop calibrate --measured {path} --holdout 3` to fit each deployment on 3 of \
+             its runs and check the rest, or `rooftop validate --measured {path}`"
+        ))
+    } else if crate::commands::validate_e2e::disagg_text(path).is_some() {
+        Some(format!("`rooftop validate --measured {path}`"))
+    } else {
+        None
+    }
 }
 
 /// The system a kernel table's file name stands for, as `validate` reads it
@@ -285,25 +296,6 @@ pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
         return crate::commands::holdout::run(a, n as usize);
     }
     let (args, m, out, format) = (&a.scenario, &a.measured, a.out.as_deref(), a.format);
-    // An e2e serving CSV holds many deployments, each run naming its own model, system and
-    // layout: one fit of them all would describe none. Said so, not read as a kernel table.
-    for f in &m.measured {
-        let how = if crate::commands::validate_e2e::e2e_text(f).is_some() {
-            format!(
-                "`rooftop calibrate --measured {f} --holdout 3` to fit each deployment on 3 of \
-                 its runs and check the rest, or `rooftop validate --measured {f}`"
-            )
-        } else if crate::commands::validate_e2e::disagg_text(f).is_some() {
-            format!("`rooftop validate --measured {f}`")
-        } else {
-            continue;
-        };
-        return Err(Error::Scenario(format!(
-            "{f}: a serving CSV of runs of many deployments (each names its own model, system \
-             and layout): one fit of them all describes none. Use {how} for the uncalibrated \
-             errors"
-        )));
-    }
     let (set, sources) = load_measured(m)?;
     let l = load(&scenario_for(args, &set, &sources)?)?;
     let s = Scenario::new(&l.model, &l.system, l.parallel)?;

@@ -98,6 +98,7 @@ fn ms_target(t: Option<f64>) -> String {
     t.map_or_else(|| "none".to_string(), |v| format!("{v} ms"))
 }
 
+/// The plan as text; `run` has refused an empty front before it gets here.
 pub fn text(p: &Plan) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -120,13 +121,6 @@ pub fn text(p: &Plan) -> String {
         p.points_evaluated,
         p.points_meeting_targets
     );
-    if p.front.is_empty() {
-        let _ = writeln!(
-            o,
-            "no deployment meets the targets: relax them, or give more GPUs (--gpus)"
-        );
-        return o;
-    }
     let rows: Vec<Vec<String>> = p
         .front
         .iter()

@@ -190,7 +190,7 @@ pub const RELABEL_REASON: &str = "carries an earlier row's measured TTFT and TPO
 pub const REPEAT_REASON: &str =
     "repeats an earlier row field for field (the same measurement written twice): counted once";
 
-/// Whether `text` looks like an e2e serving CSV (its header names `silicon_tpot_ms` and
+/// Whether `text` looks like an e2e serving CSV (its header names `backend` and
 /// `model_path`, and not the prefill and decode columns of a disaggregated file).
 pub fn is_e2e_csv(text: &str) -> bool {
     // Told by the columns that say how a run was made, not by the measured ones: a file

@@ -87,7 +87,8 @@ impl DisaggRun {
 }
 
 /// Whether `text` looks like a disaggregated serving CSV (its header names
-/// `silicon_tpot_ms`, `prefill_tp_size` and `decode_tp_size`).
+/// `prefill_tp_size` and `decode_tp_size`: how its runs were made, so a misspelt measured
+/// column is refused by name).
 pub fn is_disagg_csv(text: &str) -> bool {
     super::csv_header_has(text, &["prefill_tp_size", "decode_tp_size"])
 }

@@ -564,8 +564,6 @@ pub fn read_files_with(paths: &[PathBuf], options: &ReadOptions) -> Result<Measu
     Ok(set)
 }
 
-/// A CSV reader over `text` (a byte-order mark dropped, `#` lines skipped, rows of any
-/// width) and its header row, or the error naming `file`'s line 1.
 /// The first column title a header holds twice: which of the two holds the values is not
 /// known, so a reader refuses the file rather than take the first.
 pub(crate) fn duplicate_title<'a>(titles: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -587,6 +585,8 @@ pub(crate) fn duplicate_title_error(file: &str, line: usize, title: &str) -> Err
     )
 }
 
+/// A CSV reader over `text` (a byte-order mark dropped, `#` lines skipped, rows of any
+/// width) and its header row, or the error naming `file`'s line 1.
 pub(crate) fn open_csv<'t>(
     text: &'t str,
     file: &str,

@@ -162,11 +162,7 @@ impl System {
             let line = (!by_set)
                 .then(|| std::fs::read_to_string(name).ok())
                 .flatten()
-                .and_then(|text| {
-                    text.lines()
-                        .position(|l| l.trim_start().starts_with("topology"))
-                        .map(|i| i + 1)
-                });
+                .and_then(|text| crate::error::line_of_field(&text, "topology"));
             return Err(crate::error::Error::Invalid {
                 file: if by_set {
                     format!("{name} (after --set)")

@@ -2,6 +2,8 @@
 //! and never beats the hardware bound; on synthetic data from known parameters it recovers
 //! them; the calibration file round-trips and bad files are refused.
 
+mod common;
+
 use rooftop::calibrate::{calibrate, predict_observation, Assumptions, Calibration, ParamKind};
 use rooftop::cost::{CostParams, Parallel};
 use rooftop::measured::{self, MeasuredSet, Observation, Origin, Quantity, TpotDef};
@@ -667,11 +669,7 @@ fn explain_refuses_a_curve_with_no_plateau_and_an_impossible_rate() {
     let explain = |name: &str, body: String| {
         let p = dir.path().join(name);
         std::fs::write(&p, format!("{head}{body}")).unwrap();
-        let out = assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(["explain", "--measured", p.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let out = common::output_of(&["explain", "--measured", p.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         (out.status.code(), stderr)
     };
@@ -712,12 +710,9 @@ fn explain_refuses_a_curve_with_no_plateau_and_an_impossible_rate() {
 fn calibrate_fits_a_kernel_table_on_the_gpu_its_name_gives() {
     let table = "tests/data/dev/gemm_h100-sxm.csv";
     let run = |extra: &[&str]| {
-        assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(["calibrate", "--measured", table])
-            .args(extra)
-            .output()
-            .unwrap()
+        let mut args = vec!["calibrate", "--measured", table];
+        args.extend(extra);
+        common::output_of(&args)
     };
     let out = run(&[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -740,13 +735,7 @@ fn calibrate_fits_a_kernel_table_on_the_gpu_its_name_gives() {
 #[test]
 fn calibration_intervals_cover_small_fits_and_keep_silent_priors() {
     let dir = tempfile::tempdir().unwrap();
-    let rooftop = |args: &[&str]| {
-        assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let rooftop = common::output_of::<&str>;
     let two = dir.path().join("two.toml");
     std::fs::write(
         &two,
@@ -814,24 +803,19 @@ fn a_misfit_leaves_the_parameters_the_data_never_touched_at_their_prior() {
     let file = dir.path().join("gemm_bf16.csv");
     std::fs::write(&file, bf16.join("\n") + "\n").unwrap();
     let out_file = dir.path().join("cal.toml");
-    let out = assert_cmd::Command::cargo_bin("rooftop")
-        .unwrap()
-        .args([
-            "calibrate",
-            "--system",
-            "8x-h100-nvlink",
-            "--model",
-            "llama-3.1-70b",
-        ])
-        .args([
-            "--measured",
-            file.to_str().unwrap(),
-            "--out",
-            out_file.to_str().unwrap(),
-        ])
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
+    let out = common::output_of(&[
+        "calibrate",
+        "--system",
+        "8x-h100-nvlink",
+        "--model",
+        "llama-3.1-70b",
+        "--measured",
+        file.to_str().unwrap(),
+        "--out",
+        out_file.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert!(
         out.status.success(),
         "{}",

@@ -285,11 +285,7 @@ fn a_serving_csv_is_recognised_by_its_run_columns() {
     std::fs::write(&renamed, sample.replacen("silicon_tpot_ms", "tpot_ms", 1)).unwrap();
     let f = renamed.to_str().unwrap();
     let run = |args: &[&str]| {
-        let out = Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(args)
-            .output()
-            .unwrap();
+        let out = common::output_of(args);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -372,20 +372,16 @@ fn decode_points_work_is_the_work_of_the_evaluated_step() {
 /// summary goes to stderr, as the streamed rows' does (a trailing `#` line read as a row).
 #[test]
 fn the_pareto_csv_is_rows_only() {
-    let out = assert_cmd::Command::cargo_bin("rooftop")
-        .unwrap()
-        .args([
-            "explore",
-            "--batch",
-            "1,8,64",
-            "--context",
-            "1024",
-            "--pareto",
-            "--format",
-            "csv",
-        ])
-        .output()
-        .unwrap();
+    let out = common::output_of(&[
+        "explore",
+        "--batch",
+        "1,8,64",
+        "--context",
+        "1024",
+        "--pareto",
+        "--format",
+        "csv",
+    ]);
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     let mut lines = stdout.lines();

@@ -352,12 +352,9 @@ fn a_collective_row_over_more_gpus_than_the_system_is_refused() {
     )
     .unwrap();
     let run = |extra: &[&str]| {
-        assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(["validate", "--measured", table.to_str().unwrap()])
-            .args(extra)
-            .output()
-            .unwrap()
+        let mut args = vec!["validate", "--measured", table.to_str().unwrap()];
+        args.extend(extra);
+        common::output_of(&args)
     };
     let out = run(&[]);
     let e = String::from_utf8_lossy(&out.stderr);

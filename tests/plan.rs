@@ -143,11 +143,7 @@ fn what_cannot_be_planned_is_refused() {
 #[test]
 fn plan_refusals_carry_their_exit_codes() {
     let code = |args: &[&str]| {
-        let out = assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(args)
-            .output()
-            .unwrap();
+        let out = common::output_of(args);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         (out.status.code(), out.stdout.is_empty(), stderr)
     };

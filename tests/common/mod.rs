@@ -78,13 +78,18 @@ pub fn data_and_shared(name: &str, shared_path: &str) -> Vec<PathBuf> {
     v
 }
 
-/// The standard error of `rooftop ARGS`, which must fail (a test failure where it succeeds).
-pub fn failure_of(args: &[&str]) -> String {
-    let out = assert_cmd::Command::cargo_bin("rooftop")
+/// What `rooftop ARGS` did: its exit status, standard output and standard error.
+pub fn output_of<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    assert_cmd::Command::cargo_bin("rooftop")
         .unwrap()
         .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The standard error of `rooftop ARGS`, which must fail (a test failure where it succeeds).
+pub fn failure_of(args: &[&str]) -> String {
+    let out = output_of(args);
     assert!(!out.status.success(), "rooftop {args:?} succeeded");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -92,11 +97,7 @@ pub fn failure_of(args: &[&str]) -> String {
 /// What `rooftop ARGS` writes to standard output; the run must succeed (its arguments and
 /// standard error in the failure).
 pub fn stdout_of(args: &[&str]) -> String {
-    let out = assert_cmd::Command::cargo_bin("rooftop")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
+    let out = output_of(args);
     assert!(
         out.status.success(),
         "rooftop {args:?}: {}",

@@ -322,6 +322,19 @@ pub struct Prediction {
     pub usd_per_million_output_tokens: Option<f64>,
     pub layers: Vec<LayerRow>,
     pub ops: Vec<OpRow>,
+    /// What the step costs beyond its operators, so that `ops`' `total_ms` and these two
+    /// sum to `tpot_ms`.
+    pub outside_operators_ms: OutsideOperators,
+}
+
+/// The parts of a step that no operator runs, ms.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct OutsideOperators {
+    /// Transfers between pipeline stages and the wait for the other micro-batches.
+    pub pipeline: f64,
+    /// The engine's CPU work per step (fixed and per sequence) that the kernels do not hide:
+    /// all of it without overlap scheduling, what exceeds the kernels with it.
+    pub engine_cpu: f64,
 }
 
 pub fn op_rows(step: &StepCost) -> Vec<OpRow> {
@@ -398,6 +411,13 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         })
         .collect();
     let ops = op_rows(&step);
+    let pipeline_ms = step.breakdown.get(Category::Pipeline) * 1e3;
+    let ops_ms: f64 = ops.iter().map(|r| r.total_ms).sum();
+    let outside_operators_ms = OutsideOperators {
+        pipeline: pipeline_ms,
+        // Never below 0 by more than rounding: the kernels' time is the ops and the pipeline.
+        engine_cpu: (t * 1e3 - ops_ms - pipeline_ms).max(0.0),
+    };
     let gpu = &s.system.gpu;
     let watts = PowerModel::of(gpu).map(|m| m.watts_for(Work::of(&step, gpu), t, gpu));
     let allreduces = step
@@ -449,5 +469,6 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
             .and_then(|c| c.usd_per_million_output_tokens),
         layers,
         ops,
+        outside_operators_ms,
     })
 }

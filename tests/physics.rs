@@ -363,3 +363,43 @@ fn a_monolithic_moe_kernel_has_no_separate_router_op() {
         assert_eq!(topk("deepseek-v3-fp8", system), 1, "{system}");
     }
 }
+
+/// A prediction's operators and what runs outside them (the pipeline's transfers and waits,
+/// the engine's CPU work the kernels do not hide) sum to its TPOT, with and without pipeline
+/// stages, with and without overlap scheduling.
+#[test]
+fn operators_and_what_runs_outside_them_sum_to_the_tpot() {
+    use rooftop::predict::{predict, Scenario};
+    let m = load_model("llama-3.1-70b").unwrap();
+    for engine in ["vllm-v1", "vllm-v1-async", "sglang", "trtllm"] {
+        let s = System::load_with_engine("8x-h100-nvlink", Some(engine), &[]).unwrap();
+        for (tp, pp) in [(8, 1), (4, 2), (2, 4)] {
+            let par = Parallel {
+                tp,
+                ep: 1,
+                pp,
+                dp: 1,
+                redundant_experts: 0,
+            };
+            for batch in [1, 8, 64] {
+                let sc = Scenario::new(&m, &s, par).unwrap();
+                let p = predict(&sc, batch, 2048).unwrap();
+                let ops: f64 = p.ops.iter().map(|r| r.total_ms).sum();
+                let x = p.outside_operators_ms;
+                assert!(
+                    x.pipeline >= 0.0 && x.engine_cpu >= 0.0,
+                    "{engine} {par} b{batch}"
+                );
+                let sum = ops + x.pipeline + x.engine_cpu;
+                assert!(
+                    (sum - p.tpot_ms).abs() <= 1e-9 * p.tpot_ms,
+                    "{engine} {par} b{batch}: ops {ops} + {x:?} = {sum} != tpot {}",
+                    p.tpot_ms
+                );
+                if pp > 1 {
+                    assert!(x.pipeline > 0.0, "{engine} {par}: stages pass activations");
+                }
+            }
+        }
+    }
+}

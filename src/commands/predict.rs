@@ -214,6 +214,7 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
             &["block", "op", "x", "shape", "us/call", "ms/step", "bound"],
             &rows,
         ));
+        let _ = writeln!(o, "{}", outside_operators_line(p));
         return o;
     }
     let mut ops = p.ops.clone();
@@ -245,5 +246,15 @@ pub fn text(p: &Prediction, show_ops: bool) -> String {
         ],
         &rows,
     ));
+    let _ = writeln!(o, "{}", outside_operators_line(p));
     o
+}
+
+/// What the step costs beyond its operators: with the operators' ms/step, the TPOT.
+fn outside_operators_line(p: &Prediction) -> String {
+    let x = p.outside_operators_ms;
+    format!(
+        "beyond the operators: pipeline {:.3} ms, engine CPU not hidden by the kernels {:.3} ms (with every operator's ms/step: the TPOT, {:.3} ms)",
+        x.pipeline, x.engine_cpu, p.tpot_ms
+    )
 }

@@ -834,3 +834,41 @@ fn a_misfit_leaves_the_parameters_the_data_never_touched_at_their_prior() {
         );
     }
 }
+
+/// explain reads a given calibration as a third basis beside the priors and its own fit:
+/// before, `--calibration` was accepted and ignored.
+#[test]
+fn explain_reads_a_given_calibration_as_a_third_basis() {
+    let (m, s, set) = team();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let c = calibrate(&sc, &set, Assumptions::default(), vec!["k25".into()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cal.toml");
+    std::fs::write(&p, c.to_toml()).unwrap();
+    let out = common::output_of(&[
+        "explain",
+        "--measured",
+        "k25b6000bench1",
+        "--calibration",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bases = v["bases"].as_array().unwrap();
+    let names: Vec<&str> = bases.iter().map(|b| b["basis"].as_str().unwrap()).collect();
+    assert_eq!(names, ["priors", "calibrated", "given-calibration"]);
+    // The given file is this measurement's own fit: its GPU loop is the fit's.
+    let loop_of = |i: usize| bases[i]["gpu_loop_tok_s"].as_f64().unwrap();
+    assert!(
+        (loop_of(2) / loop_of(1) - 1.0).abs() < 1e-6,
+        "{} vs {}",
+        loop_of(2),
+        loop_of(1)
+    );
+    assert!(
+        (loop_of(2) / loop_of(0) - 1.0).abs() > 1e-3,
+        "differs from the priors"
+    );
+}

@@ -58,7 +58,8 @@ pub struct PlateauPoint {
 /// The mechanisms read against one GPU loop.
 #[derive(Debug, Clone, Serialize)]
 pub struct Basis {
-    /// `priors` (every efficiency at its prior) or `calibrated`.
+    /// `priors` (every efficiency at its prior), `calibrated` (fitted to this measurement) or
+    /// `given-calibration` (the `--calibration` file's parameters).
     pub basis: &'static str,
     /// The GPU loop alone (no client cap), tok/s at the plateau's concurrency and twice it.
     pub gpu_loop_tok_s: f64,
@@ -184,10 +185,24 @@ pub fn explanation(a: &ExplainArgs) -> Result<Explanation> {
         input_len: i,
         output_len: o,
     };
-    let bases = vec![
+    let mut bases = vec![
         basis("priors", &s0.with_params(priors), &l, &ctx)?,
         basis("calibrated", &s0.with_params(fitted), &l, &ctx)?,
     ];
+    // A calibration the user gives is a third reading of the same curve, beside the fit
+    // this measurement makes of itself.
+    // Its GPU side only, as for the fit: the loop is read without the serving limit.
+    if l.calibration.is_some() {
+        let mut given = s0.params;
+        given.inflight_cap = None;
+        given.api_per_token = None;
+        bases.push(basis(
+            "given-calibration",
+            &s0.with_params(given),
+            &l,
+            &ctx,
+        )?);
+    }
     let calibration_chose = cal.serving_limit.as_ref().map(|limit| {
         let chosen = cal
             .parameters

@@ -259,14 +259,20 @@ fn known_parameters_are_recovered_from_synthetic_measurements() {
     assert!(c.loo_rms_error.unwrap() < 0.02);
 }
 
-#[test]
-fn calibration_file_round_trips_and_bad_files_are_refused() {
+/// The team's measurement calibrated, and a folder holding it as `cal.toml`.
+fn team_calibration_file() -> (Calibration, tempfile::TempDir) {
     let (m, s, set) = team();
     let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
     let c = calibrate(&sc, &set, Assumptions::default(), vec!["k25".into()]).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cal.toml"), c.to_toml()).unwrap();
+    (c, dir)
+}
+
+#[test]
+fn calibration_file_round_trips_and_bad_files_are_refused() {
+    let (c, dir) = team_calibration_file();
     let p = dir.path().join("cal.toml");
-    std::fs::write(&p, c.to_toml()).unwrap();
     let back = Calibration::load(p.to_str().unwrap()).unwrap();
     assert_eq!(back.parameters.len(), c.parameters.len());
     for (a, b) in back.parameters.iter().zip(&c.parameters) {
@@ -839,12 +845,8 @@ fn a_misfit_leaves_the_parameters_the_data_never_touched_at_their_prior() {
 /// before, `--calibration` was accepted and ignored.
 #[test]
 fn explain_reads_a_given_calibration_as_a_third_basis() {
-    let (m, s, set) = team();
-    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
-    let c = calibrate(&sc, &set, Assumptions::default(), vec!["k25".into()]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (_, dir) = team_calibration_file();
     let p = dir.path().join("cal.toml");
-    std::fs::write(&p, c.to_toml()).unwrap();
     let out = common::output_of(&[
         "explain",
         "--measured",

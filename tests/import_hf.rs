@@ -617,3 +617,57 @@ fn the_context_window_is_imported() {
         );
     }
 }
+
+/// What a config leaves unsaid is either refused or said: an activation transformers does
+/// not know is refused with its field (it would count the MLP's matrices by guess); an empty
+/// `--name` is a usage error; a missing window or K/V head count is a warning that says what
+/// was assumed.
+#[test]
+fn unknown_activations_empty_names_and_missing_fields_are_refused_or_said() {
+    let llama = std::fs::read_to_string(fixture_config("llama-3.1-8b")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&llama).unwrap();
+    v["hidden_act"] = "swiglu_v2".into();
+    let e = import(&v.to_string(), "l.json", None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("l.json") && e.contains("hidden_act") && e.contains("swiglu_v2"),
+        "{e}"
+    );
+    v["hidden_act"] = "silu".into();
+    for bad in ["", "  ", "a\nb"] {
+        let e = import(&v.to_string(), "l.json", None, Some(bad)).unwrap_err();
+        assert!(matches!(e, rooftop::error::Error::Usage(_)), "{bad:?}: {e}");
+        assert!(e.to_string().contains("--name"), "{e}");
+    }
+    let o = v.as_object_mut().unwrap();
+    o.remove("max_position_embeddings");
+    o.remove("num_key_value_heads");
+    let i = import(&v.to_string(), "l.json", None, None).unwrap();
+    assert!(
+        i.warnings
+            .iter()
+            .any(|w| w.contains("max_position_embeddings")),
+        "{:?}",
+        i.warnings
+    );
+    assert!(
+        i.warnings
+            .iter()
+            .any(|w| w.contains("num_key_value_heads") && w.contains("multi-head")),
+        "{:?}",
+        i.warnings
+    );
+    assert_eq!(i.model.config.num_key_value_heads, None);
+    // Every published config in the fixtures names a known activation and a window.
+    for name in FIXTURES {
+        let i = import_fixture(name);
+        assert!(
+            !i.warnings
+                .iter()
+                .any(|w| w.contains("max_position_embeddings")),
+            "{name}: {:?}",
+            i.warnings
+        );
+    }
+}

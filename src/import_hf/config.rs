@@ -638,6 +638,63 @@ pub(super) fn read_architecture(
     Ok((arch, family))
 }
 
+/// The activation names transformers' `ACT2FN` knows (src/transformers/activations.py,
+/// `ACT2CLS`). An HF model class builds its MLP from this table, so a name outside it is a
+/// config no loader runs: refused, where reading it as some MLP would count its matrices by
+/// guess.
+const HF_ACTIVATIONS: &[&str] = &[
+    "gelu",
+    "gelu_10",
+    "gelu_fast",
+    "gelu_new",
+    "gelu_python",
+    "gelu_pytorch_tanh",
+    "gelu_python_tanh",
+    "gelu_accurate",
+    "hardswish",
+    "laplace",
+    "leaky_relu",
+    "linear",
+    "mish",
+    "quick_gelu",
+    "relu",
+    "relu2",
+    "relu6",
+    "sigmoid",
+    "silu",
+    "sqrtsoftplus",
+    "swish",
+    "tanh",
+    "prelu",
+    "xielu",
+];
+
+/// Every activation field the config gives names one of [`HF_ACTIVATIONS`].
+fn check_activations(cx: &Ctx, t: &Obj) -> Result<()> {
+    for key in [
+        "hidden_act",
+        "hidden_activation",
+        "mlp_hidden_act",
+        "mamba_hidden_act",
+    ] {
+        match t.map.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(a)) if HF_ACTIVATIONS.contains(&a.as_str()) => {}
+            Some(v) => {
+                return Err(cx.invalid(
+                    &t.field(key),
+                    format!(
+                        "an activation transformers knows ({}), got {}",
+                        HF_ACTIVATIONS.join(", "),
+                        preview(v)
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The language model's fields: `text_config` in a vision-language wrapper (which must have
 /// one), None when they are at the top level. A vision encoder is a warning.
 pub(super) fn language_model<'a>(
@@ -761,6 +818,7 @@ pub(super) fn read_config(
             format!("between 1 and {} layers", crate::spec::model::MAX_LAYERS),
         ));
     }
+    check_activations(cx, t)?;
     let hidden = t.req_u32(cx, "hidden_size", "the model width")?;
     let heads = t.req_u32(cx, "num_attention_heads", "the number of query heads")?;
     let vocab = t.req_u32(cx, "vocab_size", "the vocabulary size")?;
@@ -794,6 +852,20 @@ pub(super) fn read_config(
     let index_n_heads = t.u32(cx, "index_n_heads")?;
     let index_head_dim = t.u32(cx, "index_head_dim")?;
     let window = t.u32(cx, "max_position_embeddings")?;
+    if window.is_none() {
+        warnings.push(format!(
+            "{}max_position_embeddings is absent: no context window is known, so no --context is \
+             refused as longer than the model takes; add it to the TOML if the model card gives one",
+            t.path
+        ));
+    }
+    if kv_heads.is_none() && mla.kv_lora.is_none() && heads > 0 {
+        warnings.push(format!(
+            "{}num_key_value_heads is absent: read as {heads}, one K/V head per query head \
+             (multi-head attention), as transformers' configs default it",
+            t.path
+        ));
+    }
     warn_dtype(t, warnings);
 
     let experts = mlp.experts;

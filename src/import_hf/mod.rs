@@ -50,6 +50,11 @@ pub fn import(
     quant_text: Option<(&str, &str)>,
     name: Option<&str>,
 ) -> Result<Imported> {
+    if let Some(n) = name.filter(|n| n.trim().is_empty() || n.chars().any(char::is_control)) {
+        return Err(Error::Usage(format!(
+            "--name {n:?}: expected a model name (not empty, no control characters)"
+        )));
+    }
     let root = config::parse_json(config_text, config_label)?;
     let root = root.as_object().ok_or_else(|| Error::Parse {
         file: config_label.to_string(),
@@ -173,7 +178,8 @@ mod fixtures {
         format!(
             r#"{{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 4,
             "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-            "vocab_size": 128256, "tie_word_embeddings": false, "rope_theta": 500000.0{extra}}}"#
+            "vocab_size": 128256, "tie_word_embeddings": false, "rope_theta": 500000.0,
+            "max_position_embeddings": 131072{extra}}}"#
         )
     }
 
@@ -182,7 +188,8 @@ mod fixtures {
             r#"{{"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 6,
             "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
             "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
-            "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": false{extra}}}"#
+            "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": false,
+            "max_position_embeddings": 40960{extra}}}"#
         )
     }
 }

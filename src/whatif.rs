@@ -594,6 +594,9 @@ pub struct Sensitivity {
     pub plateau_change_pct_for_plus_10: f64,
     /// With a target TPOT: the factor this parameter alone must be scaled by to reach it,
     /// or `None` when it cannot (the rest of the step is already slower than the target).
+    /// With a target already met, the factor at which the parameter, moved the slow way,
+    /// brings the TPOT up to the target (the slack), or `None` when no factor within ×1000
+    /// (or ÷1000) does.
     pub factor_for_target: Option<f64>,
     /// TPOT when this parameter is taken to its limit (×1000 or ÷1000), ms: the floor it
     /// cannot go below.

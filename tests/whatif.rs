@@ -2,6 +2,8 @@
 //! elasticity has the sign physics gives it, the inverse solve lands on its target, and the
 //! design-space explorer agrees with single predictions.
 
+mod common;
+
 use rooftop::cost::{CostParams, Parallel};
 use rooftop::explore::{explore, pareto_front, DesignPoint, Selection, Stream};
 use rooftop::options::parse_values;
@@ -394,4 +396,53 @@ fn efficiency_overrides_move_the_costs_they_name() {
     // The description's own value, set explicitly, is the prediction itself.
     let (same, _) = step(&["efficiency.memory=0.8"]);
     assert_eq!(same, base);
+}
+
+/// A target already met is read as slack, and said so: the factor brings the TPOT up to the
+/// target the slow way, and the text does not call a met target out of reach.
+#[test]
+fn a_target_already_met_is_read_as_slack() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let p = CostParams::default_for(&sys);
+    let t0 = sweep_tpot(&Scenario::new(&model, &sys, Parallel::tp(8)).unwrap(), 1);
+    let target = t0 * 1.5;
+    let r = sensitivity(&model, &sys, Parallel::tp(8), p, 1, W, Some(target)).unwrap();
+    for row in &r.parameters {
+        if let Some(f) = row.factor_for_target {
+            // The slow way: less of what speeds the step, more of what costs.
+            assert!(
+                if row.knob.higher_is_faster() {
+                    f < 1.0
+                } else {
+                    f > 1.0
+                },
+                "{}: x{f}",
+                row.name
+            );
+            let (s2, p2) = row.knob.apply(&sys, &p, f);
+            let t = sweep_tpot(
+                &Scenario {
+                    model: &model,
+                    system: &s2,
+                    parallel: Parallel::tp(8),
+                    params: p2,
+                    calibration: None,
+                },
+                1,
+            );
+            assert!(
+                (t / target - 1.0).abs() < 1e-3,
+                "{}: {t} vs {target}",
+                row.name
+            );
+        }
+    }
+    let out = common::output_of(&["sensitivity", "--target-tpot", &format!("{target} ms")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success() && text.contains("is already met"),
+        "{text}"
+    );
+    assert!(!text.contains("cannot alone"), "{text}");
 }

@@ -349,10 +349,12 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
                 format!("{:+.3}", p.tpot_elasticity),
                 format!("{:.2}", p.tpot_floor_ms),
             ];
-            if r.target_tpot_ms.is_some() {
+            if let Some(t) = r.target_tpot_ms {
                 v.push(match p.factor_for_target {
                     Some(f) if (f - 1.0).abs() < 1e-9 => "already there".into(),
                     Some(f) => format!("x{f:.3}"),
+                    // Met already, and no value within x1000 (or /1000) misses it.
+                    None if r.tpot_ms <= t => "met at any".into(),
                     None => "cannot alone".into(),
                 });
             }
@@ -360,8 +362,14 @@ fn sensitivity_text(r: &SensitivityReport) -> String {
         })
         .collect();
     o.push_str(&table(&header, &rows));
-    if let Some(t) = r.target_tpot_ms {
-        let _ = writeln!(o, "target TPOT {t:.2} ms: \"x f\" is the factor the parameter alone must be scaled by; \"cannot alone\" means even x1000 (or /1000) leaves TPOT above the target, at the floor shown");
+    match r.target_tpot_ms {
+        Some(t) if r.tpot_ms <= t => {
+            let _ = writeln!(o, "target TPOT {t:.2} ms is already met ({:.2} ms): \"x f\" is how far the parameter alone can move, the slow way, before the TPOT rises to the target; \"met at any\" means no value within x1000 (or /1000) misses it", r.tpot_ms);
+        }
+        Some(t) => {
+            let _ = writeln!(o, "target TPOT {t:.2} ms: \"x f\" is the factor the parameter alone must be scaled by; \"cannot alone\" means even x1000 (or /1000) leaves TPOT above the target, at the floor shown");
+        }
+        None => {}
     }
     if !r.alternatives.is_empty() {
         let _ = writeln!(o);

@@ -116,7 +116,7 @@ pub fn parse_disagg_csv(text: &str, file: &str) -> Result<Vec<DisaggRun>> {
     super::read_rows(text, file, kind, &names, &OPTIONAL_COLUMNS, |row| {
         let request = read_request(row, 9, 10)?;
         let role = |base: usize| -> Result<RoleLayout> {
-            Ok(RoleLayout {
+            let r = RoleLayout {
                 batch_size: row.maybe_count(base)?,
                 num_workers: row.maybe_count(base + 1)?,
                 tp: row.count(base + 2, 1.0)?,
@@ -124,7 +124,24 @@ pub fn parse_disagg_csv(text: &str, file: &str) -> Result<Vec<DisaggRun>> {
                 attention_dp: row.maybe_count(base + 4)?.unwrap_or(1),
                 moe_tp: row.count(base + 5, 0.0)?,
                 moe_ep: row.count(base + 6, 0.0)?,
-            })
+            };
+            // A pool is its workers' GPUs together: more than any one deployment holds is a
+            // mistyped count, not a measurement to predict.
+            let gpus = u64::from(r.num_workers.unwrap_or(1))
+                * u64::from(r.tp)
+                * u64::from(r.pp)
+                * u64::from(r.attention_dp);
+            if gpus > crate::options::MAX_PLAN_GPUS {
+                return Err(row.err(
+                    base + 1,
+                    &format!(
+                        "a pool of at most {} GPUs (num_workers x tp_size x pp_size x \
+                         attention_dp_size; this row's is {gpus})",
+                        crate::options::MAX_PLAN_GPUS
+                    ),
+                ));
+            }
+            Ok(r)
         };
         let base = REQUEST_COLUMNS.len() + MEASURED_COLUMNS.len();
         let prefill = role(base)?;
@@ -192,6 +209,15 @@ mod tests {
             .to_string();
         assert!(
             e.contains("d.csv:2") && e.contains("decode_num_workers"),
+            "{e}"
+        );
+        // A million decode workers of 8 GPUs: no deployment, a mistyped count.
+        let bad = row.replace(",6.0,8.0,", ",1000000,8.0,");
+        let e = parse_disagg_csv(&format!("{HEAD}\n{bad}\n"), "d.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("d.csv:2") && e.contains("decode_num_workers") && e.contains("65536"),
             "{e}"
         );
         let bad = row.replace(",12.7", ",-1");

@@ -413,8 +413,21 @@ impl Row<'_> {
             .copied()
             .filter(|f| !f.is_empty())
             .ok_or_else(|| self.err("no value for `latency_ms`".into()))?;
+        use super::{MAX_KERNEL_SECONDS, MIN_MEASURED_SECONDS};
         match v.parse::<f64>() {
-            Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms * 1e-3),
+            Ok(ms) if ms.is_finite() && ms > 0.0 => {
+                let s = ms * 1e-3;
+                if (MIN_MEASURED_SECONDS..=MAX_KERNEL_SECONDS).contains(&s) {
+                    Ok(s)
+                } else {
+                    Err(self.err(format!(
+                        "`latency_ms` = \"{v}\": expected one call's time, {} to {} ms; \
+                         outside it the value is a unit slip, not a measurement",
+                        MIN_MEASURED_SECONDS * 1e3,
+                        MAX_KERNEL_SECONDS * 1e3
+                    )))
+                }
+            }
             _ => Err(self.err(format!(
                 "`latency_ms` = \"{v}\": expected a positive finite number of milliseconds"
             ))),
@@ -659,6 +672,9 @@ mod tests {
             ("1,2,3,bf16,0,x", "\"0\""),
             ("1,2,3,bf16,NaN,x", "NaN"),
             ("1,2,3,bf16,inf,x", "inf"),
+            // A 20-minute GEMM call and a sub-nanosecond one: unit slips.
+            ("1,2,3,bf16,1200000,x", "1200000"),
+            ("1,2,3,bf16,1e-9,x", "1e-9"),
             ("0,2,3,bf16,0.1,x", "`m` = \"0\""),
             ("1,2,3,fp7,0.1,x", "fp7"),
             ("1,2,,bf16,0.1,x", "`k`"),

@@ -464,6 +464,11 @@ pub const MIN_MEASURED_SECONDS: f64 = 1e-9;
 /// report: ten minutes. Beyond it the file holds a typo or a unit slip, not a run.
 pub const MAX_SERVING_SECONDS: f64 = 600.0;
 
+/// Longest one kernel or collective call a micro-benchmark table can plausibly report: a
+/// minute. The largest GEMM a table holds runs for seconds on the slowest GPU (a 64k cube in
+/// BF16 on an L4 is ~5 s); a minute is a unit slip (seconds or microseconds written as ms).
+pub const MAX_KERNEL_SECONDS: f64 = 60.0;
+
 /// What every reader guarantees of an observation, whatever its format: finite values, times
 /// of at least [`MIN_MEASURED_SECONDS`], rates above zero, shares in 0..1, at least one
 /// request, GPU and token where those are counted. The readers check their own fields; this

@@ -654,7 +654,7 @@ pub enum OpCommand {
     Moe(OpMoeArgs),
     /// One layer's attention (projections, attention over the KV cache, all-reduce) on one GPU.
     #[command(
-        after_help = "Examples:\n  rooftop op attention --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 32 --context 4096"
+        after_help = "Examples:\n  rooftop op attention --model kimi-k2.5-int4 --system 8x-rtx-pro-6000-pcie --batch 32 --context 4096\n  rooftop op attention --model gpt-oss-120b --system 8x-h100-nvlink --context 32768 --layer 1   (a global layer)"
     )]
     Attention(OpAttentionArgs),
 }
@@ -750,6 +750,11 @@ pub struct OpAttentionArgs {
     pub batch: u32,
     #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
     pub context: u32,
+    /// The decoder layer whose attention block is priced (0-based). Layers differ where the
+    /// model mixes kinds: sliding-window and global attention, linear attention or Mamba
+    /// mixers beside full attention; `rooftop predict` lists them per layer.
+    #[arg(long, default_value_t = 0)]
+    pub layer: usize,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

@@ -1142,3 +1142,58 @@ fn a_topology_the_link_cannot_run_in_names_the_file_line() {
     ]);
     assert!(e.contains("(after --set)"), "{e}");
 }
+
+/// `op attention --layer` prices the layer asked for: on gpt-oss, whose even layers attend
+/// over a 128-token window and odd ones over the whole context, a long context costs the
+/// global layer more; a layer past the last is refused with the model's count.
+#[test]
+fn op_attention_prices_the_layer_asked_for() {
+    let time = |layer: &str| {
+        let out = rooftop()
+            .args([
+                "op",
+                "attention",
+                "--model",
+                "gpt-oss-120b",
+                "--system",
+                "8x-h100-nvlink",
+                "--batch",
+                "32",
+                "--context",
+                "32768",
+                "--layer",
+                layer,
+                "--format",
+                "json",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        (
+            v["time_us"].as_f64().unwrap(),
+            v["context"].as_str().unwrap().to_string(),
+        )
+    };
+    let (sliding, s_ctx) = time("0");
+    let (global, g_ctx) = time("1");
+    assert!(s_ctx.contains("sliding window") && g_ctx.contains("full attention"));
+    assert!(
+        global > 2.0 * sliding,
+        "global {global} us vs sliding {sliding} us"
+    );
+    rooftop()
+        .args([
+            "op",
+            "attention",
+            "--model",
+            "gpt-oss-120b",
+            "--layer",
+            "36",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("36 decoder layers"));
+}

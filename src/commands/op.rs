@@ -167,21 +167,47 @@ fn parse_bytes(s: &str) -> Result<f64> {
     Ok(v)
 }
 
+/// Which block of a layer `block_ops` prices: the first MoE block, or the attention (token
+/// mixer) block of one decoder layer.
+#[derive(Debug, Clone, Copy)]
+enum BlockOf {
+    FirstMoe,
+    AttentionOfLayer(usize),
+}
+
 fn block_ops(
     args: &ScenarioArgs,
     pass: Pass,
-    moe_block: bool,
+    which: BlockOf,
     params_of: fn(&System) -> CostParams,
 ) -> Result<(Vec<OpCost>, String)> {
     let l = load(args)?;
     let ev = Evaluator::new(&l.model, &l.system, l.parallel, params_of(&l.system))?;
     let step = ev.evaluate(&pass);
-    let block = if moe_block {
-        step.blocks.iter().find(|b| b.kind == BlockKind::Moe)
-    } else {
-        step.layers.first().map(|&(a, _)| &step.blocks[a])
-    }
-    .ok_or_else(|| Error::Scenario(format!("model {} has no MoE layer", l.model.name)))?;
+    let moe_block = matches!(which, BlockOf::FirstMoe);
+    let (block, what) = match which {
+        BlockOf::FirstMoe => (
+            step.blocks
+                .iter()
+                .find(|b| b.kind == BlockKind::Moe)
+                .ok_or_else(|| {
+                    Error::Scenario(format!("model {} has no MoE layer", l.model.name))
+                })?,
+            "one layer".to_string(),
+        ),
+        BlockOf::AttentionOfLayer(i) => {
+            let &(a, _) = step.layers.get(i).ok_or_else(|| {
+                Error::Scenario(format!(
+                    "--layer {i}: model {} has {} decoder layers (0 to {})",
+                    l.model.name,
+                    step.layers.len(),
+                    step.layers.len().saturating_sub(1)
+                ))
+            })?;
+            let b = &step.blocks[a];
+            (b, format!("layer {i} ({})", mixer_name(b.kind)))
+        }
+    };
     let ops: Vec<OpCost> = if moe_block {
         block
             .ops
@@ -195,10 +221,28 @@ fn block_ops(
     Ok((
         ops,
         format!(
-            "{} on {} ({}), one layer, one GPU",
+            "{} on {} ({}), {what}, one GPU",
             l.model.name, l.system.spec.name, l.parallel
         ),
     ))
+}
+
+/// A layer's token mixer in words.
+fn mixer_name(kind: BlockKind) -> String {
+    match kind {
+        BlockKind::Attention {
+            window: Some(w),
+            chunked: true,
+            ..
+        } => format!("attention within {w}-token chunks"),
+        BlockKind::Attention {
+            window: Some(w), ..
+        } => format!("attention over a {w}-token sliding window"),
+        BlockKind::Attention { .. } => "full attention".into(),
+        BlockKind::LinearAttention => "linear attention".into(),
+        BlockKind::Mamba => "Mamba mixer".into(),
+        _ => "no token mixer".into(),
+    }
 }
 
 /// One collective of `kind` on a system (with `--set` applied), against its speed of light.
@@ -297,8 +341,10 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
                 return Err(Error::Scenario("--tokens must be at least 1".into()));
             }
             let pass = Pass::decode(*tokens as f64, 0.0);
-            let (ops, ctx) = block_ops(scenario, pass, true, CostParams::default_for)?;
-            let (sol, _) = block_ops(scenario, pass, true, |_| CostParams::speed_of_light())?;
+            let (ops, ctx) = block_ops(scenario, pass, BlockOf::FirstMoe, CostParams::default_for)?;
+            let (sol, _) = block_ops(scenario, pass, BlockOf::FirstMoe, |_| {
+                CostParams::speed_of_light()
+            })?;
             render(
                 &report(format!("moe layer, {tokens} tokens"), ctx, &ops, &sol, None),
                 *format,
@@ -308,14 +354,16 @@ pub fn run(cmd: &OpCommand) -> Result<Vec<u8>> {
             scenario,
             batch,
             context,
+            layer,
             format,
         }) => {
             if *batch == 0 {
                 return Err(Error::Scenario("--batch must be at least 1".into()));
             }
             let pass = Pass::decode(*batch as f64, *context as f64);
-            let (ops, ctx) = block_ops(scenario, pass, false, CostParams::default_for)?;
-            let (sol, _) = block_ops(scenario, pass, false, |_| CostParams::speed_of_light())?;
+            let which = BlockOf::AttentionOfLayer(*layer);
+            let (ops, ctx) = block_ops(scenario, pass, which, CostParams::default_for)?;
+            let (sol, _) = block_ops(scenario, pass, which, |_| CostParams::speed_of_light())?;
             render(
                 &report(
                     format!("attention block, batch {batch}, context {context}"),

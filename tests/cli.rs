@@ -1149,29 +1149,22 @@ fn a_topology_the_link_cannot_run_in_names_the_file_line() {
 #[test]
 fn op_attention_prices_the_layer_asked_for() {
     let time = |layer: &str| {
-        let out = rooftop()
-            .args([
-                "op",
-                "attention",
-                "--model",
-                "gpt-oss-120b",
-                "--system",
-                "8x-h100-nvlink",
-                "--batch",
-                "32",
-                "--context",
-                "32768",
-                "--layer",
-                layer,
-                "--format",
-                "json",
-            ])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let v = common::json_of(&[
+            "op",
+            "attention",
+            "--model",
+            "gpt-oss-120b",
+            "--system",
+            "8x-h100-nvlink",
+            "--batch",
+            "32",
+            "--context",
+            "32768",
+            "--layer",
+            layer,
+            "--format",
+            "json",
+        ]);
         (
             v["time_us"].as_f64().unwrap(),
             v["context"].as_str().unwrap().to_string(),
@@ -1184,16 +1177,13 @@ fn op_attention_prices_the_layer_asked_for() {
         global > 2.0 * sliding,
         "global {global} us vs sliding {sliding} us"
     );
-    rooftop()
-        .args([
-            "op",
-            "attention",
-            "--model",
-            "gpt-oss-120b",
-            "--layer",
-            "36",
-        ])
-        .assert()
-        .failure()
-        .stderr(predicates::str::contains("36 decoder layers"));
+    let e = common::failure_of(&[
+        "op",
+        "attention",
+        "--model",
+        "gpt-oss-120b",
+        "--layer",
+        "36",
+    ]);
+    assert!(e.contains("36 decoder layers"), "{e}");
 }

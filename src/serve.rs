@@ -50,7 +50,11 @@
 //!   (`sets_max_num_seqs`) lifts the engine's own scheduler limit.
 //! - The closed loop: a running request cycles through its TTFT and `output − 1` decode
 //!   steps, and its client sends the next prompt when it finishes, so the other running
-//!   requests start `(running − 1) · step / cycle` prompts per step. Those prompts lengthen
+//!   requests start `(running − 1) / steps` prompts per step, where `steps` counts the
+//!   engine steps of a cycle (the prompt's own chunk steps, however long they run, its waits
+//!   in steps of the typical length, and its `output − 1` decode steps): a prompt sent while
+//!   another's long prefill step runs is prefilled in a later step, not in steps of a
+//!   decode's length that never ran. Those prompts lengthen
 //!   the steps and the prefill queue, which lengthens the cycle: the prompt rate is the fixed
 //!   point of that loop (found bracketed), and the queue stays below saturation because a longer
 //!   wait means fewer prompts sent. With long outputs the rate is `(running − 1) / output`;
@@ -465,6 +469,11 @@ struct Ttft {
     steady: f64,
     /// A running request's whole cycle: its TTFT once in flight and `output − 1` steps.
     cycle: f64,
+    /// The engine steps in that cycle: the steps that carry its prompt (one per chunk, or
+    /// the one its prefill pass runs in), the steps it waits or is delayed, and its
+    /// `output − 1` decode steps. The other requests' prompts land in these steps, however
+    /// long the steps that carry them run.
+    steps: f64,
 }
 
 /// Evaluate the serving curve at each concurrency.
@@ -712,7 +721,8 @@ impl<'s, 'a> Server<'s, 'a> {
     ///
     /// Each running request cycles through its TTFT and `output − 1` decode steps, and the
     /// client sends the next prompt when one finishes, so the other `running − 1` start
-    /// `(running − 1) · step / cycle` prompts per step. Prompts make the steps and the
+    /// `(running − 1) / steps` prompts per step, `steps` the engine steps of a cycle
+    /// ([`Ttft::steps`]). Prompts make the steps and the
     /// prefill queue longer, which lengthens the cycle and lowers the rate: `p` is the fixed
     /// point of that loop, bracketed in `[0, (running − 1) / output]` (at most one
     /// restart per `output` steps, a cycle with no TTFT). The prefill queue stays finite at
@@ -728,13 +738,13 @@ impl<'s, 'a> Server<'s, 'a> {
         if p_max <= 0.0 {
             return at(0.0);
         }
-        // p − (running − 1)·step/cycle is at most 0 at p = 0 and at least 0 at p_max (a
-        // cycle is never shorter than `output` steps): a root lies between. Regula falsi
+        // p − (running − 1)/steps is at most 0 at p = 0 and at least 0 at p_max (a cycle
+        // is never shorter than `output` steps): a root lies between. Regula falsi
         // with the Illinois correction finds it in a few evaluations where the loop is
         // decode-bound (the root sits by p_max) and stays bracketed where prefill binds.
         let excess = |p: f64| {
             let (st, t) = at(p);
-            let e = p - (running - 1.0) * st.step / t.cycle;
+            let e = p - (running - 1.0) / t.steps;
             (e, (st, t))
         };
         let (mut a, (mut fa, _)) = (0.0, excess(0.0));
@@ -888,7 +898,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // competing for the same prefill capacity. The prompt's own prefill is never faster
         // than that prompt alone on an idle engine (under pipeline parallelism a step of
         // many sequences overlaps stages across them; one prompt still crosses every stage).
-        let (own, rho) = if costs.mixed {
+        let (own, own_steps, rho) = if costs.mixed {
             // Chunks of the token budget left after the other decode tokens, one step each;
             // each is a decode step of the others with the chunk mixed in.
             let others = (st.decoding - 1.0).max(0.0);
@@ -904,10 +914,14 @@ impl<'s, 'a> Server<'s, 'a> {
                 .max(costs.mixed(others.min(1.0), ctx, chunk, input))
                 .max(step);
             // Prompt tokens the other requests start per step, over the budget's room.
-            ((chunks * carrier).max(prefill_alone), p * input / room)
+            (
+                (chunks * carrier).max(prefill_alone),
+                chunks,
+                p * input / room,
+            )
         } else {
             let own = prefill_alone + costs.step_overhead;
-            (own, p * own / step)
+            (own, 1.0, p * own / step)
         };
         let rho = rho.min(MAX_PREFILL_UTILISATION);
         let wait = rho * own / (2.0 * (1.0 - rho));
@@ -939,6 +953,9 @@ impl<'s, 'a> Server<'s, 'a> {
         // prompt reaches the engine late, or its last token the client). No step pays it.
         let latency = self.request_latency;
         let cycle = busy + (output - 1.0) * step + latency;
+        // In steps: the prompt's own are `own_steps`, however long they run; the waits and
+        // delays pass in steps of the typical length.
+        let steps = own_steps + (busy - own + latency) / step + (output - 1.0);
         // Beyond the in-flight cap a request first waits for a slot: `c − running` wait
         // ahead of it, `running` slots free one per cycle each.
         let slot_wait = if (c as f64) > running {
@@ -989,6 +1006,7 @@ impl<'s, 'a> Server<'s, 'a> {
             mean: mean + latency,
             steady: steady + latency,
             cycle,
+            steps,
         }
     }
 

@@ -206,6 +206,9 @@ pub struct ServePoint {
     pub decode_step_ms: f64,
     /// Prefill work added to each decode step, ms.
     pub prefill_per_step_ms: f64,
+    /// The speed-of-light bound of `tpot_ms` under the sweep's definition: the decode step
+    /// at this batch (`itl`), or with the prompt's own prefill spread over the output
+    /// (`e2e`).
     pub sol_tpot_ms: f64,
     /// Decode step by category (prefill share under `prefill`), summing to `tpot_itl_ms`.
     pub breakdown_ms: BTreeMap<&'static str, f64>,
@@ -834,6 +837,19 @@ impl<'s, 'a> Server<'s, 'a> {
         // (its TTFT in the loop and `output − 1` decode steps).
         let throughput = running * output / t.cycle;
         let sol_step = costs.sol.evaluate(&Pass::decode(st.decoding, ctx)).total;
+        // The bound of the TPOT the sweep reports: the decode step's for inter-token time;
+        // for E2E / output, the prompt's own prefill alone at the speed of light and the
+        // `output − 1` steps after it, spread over the output.
+        let sol_tpot = match w.tpot_def {
+            TpotDef::Itl => sol_step,
+            TpotDef::E2e => {
+                let sol_prefill = costs
+                    .sol
+                    .evaluate(&Pass::prefill(1.0, self.input, 0.0))
+                    .total;
+                (sol_prefill + (output - 1.0) * sol_step) / output
+            }
+        };
         // Power: per second, 1/step decode steps and throughput/output prompts of work,
         // spread over that second (gaps, CPU and communication add time, not activity).
         let gpu = &s.system.gpu;
@@ -874,7 +890,7 @@ impl<'s, 'a> Server<'s, 'a> {
             throughput_tok_s: throughput,
             decode_step_ms: dec * 1e3,
             prefill_per_step_ms: prefill_per_step * 1e3,
-            sol_tpot_ms: sol_step * 1e3,
+            sol_tpot_ms: sol_tpot * 1e3,
             breakdown_ms: bm,
             watts_per_gpu: watts,
             joules_per_token: watts

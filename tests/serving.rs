@@ -197,3 +197,33 @@ fn the_closed_loop_never_prefills_faster_than_the_gpu_can() {
         );
     }
 }
+
+/// Under `--tpot-def e2e` the bound is of E2E / output: the prompt's own prefill at the speed
+/// of light spread over the output, beside the decode steps' bound. It stays under the TPOT
+/// it bounds and above the decode step's bound alone. Before, the e2e sweep printed the
+/// decode step's bound beside a TPOT that holds the prefill.
+#[test]
+fn the_e2e_bound_holds_the_prompts_prefill() {
+    let model = load_model("kimi-k2.5-int4").unwrap();
+    let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
+    let run = |tpot_def| {
+        sweep(
+            &sc,
+            &CONC,
+            Workload {
+                input_len: 1000,
+                output_len: 32,
+                tpot_def,
+                client: Default::default(),
+            },
+        )
+        .unwrap()
+    };
+    let (itl, e2e) = (run(TpotDef::Itl), run(TpotDef::E2e));
+    for (a, b) in itl.points.iter().zip(&e2e.points) {
+        assert!(b.sol_tpot_ms <= b.tpot_ms, "C={}", b.concurrency);
+        assert!(b.sol_tpot_ms > a.sol_tpot_ms, "C={}", b.concurrency);
+        assert!(a.sol_tpot_ms <= a.tpot_ms);
+    }
+}

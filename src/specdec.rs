@@ -10,8 +10,10 @@
 //! the engine's step: their passes pay kernel gaps and all-reduces but no step overhead.
 //! Prefill interleaving is left out: the comparison is decode against decode. C concurrent
 //! requests run as `sweep` runs them, the rest waiting: at most `max_num_seqs` (and while
-//! speculating no more than the engine's cap then, SGLang's 48 with EAGLE) and as many as the
-//! KV cache holds, at the context plus the longest draft when speculating. The speedup is
+//! speculating no more than the engine's cap then, SGLang's 48 with EAGLE), as many as the
+//! KV cache holds at the context plus the draft when speculating, and where the engine's
+//! token budget counts decode tokens (vLLM, TensorRT-LLM) as many as verify within it, `k + 1`
+//! tokens each. The speedup is
 //! the tokens per second over all C requests, with speculation against without.
 
 use crate::cost::{CostParams, Evaluator, Parallel, Pass};
@@ -371,7 +373,8 @@ pub fn breakeven(points: &[SpecPoint], baseline_tpot_ms: &[(u32, f64)]) -> Vec<B
             if p.running < p.plain_running {
                 why.push_str(&format!(
                     ", for {} running sequences against {} without speculation (the engine's \
-                     cap while speculating, or the KV cache its drafts take)",
+                     cap while speculating, the KV cache its drafts take, or the token budget \
+                     its verify takes)",
                     p.running, p.plain_running
                 ));
             }
@@ -628,6 +631,20 @@ fn draft_residency(s: &Scenario, draft: &Draft) -> Result<DraftResidency> {
     })
 }
 
+/// Sequences one verify pass takes under the engine's token budget: where the budget counts
+/// every token of a step (vLLM's `max_num_batched_tokens`, TensorRT-LLM's `max_num_tokens`:
+/// the engines that mix prefill into decode steps), a sequence verifying `k` drafts spends
+/// `k + 1` of it (a tree its whole draft-token budget), and the scheduler verifies no more
+/// sequences a step than the budget holds; the rest wait for the next step. SGLang's
+/// `chunked_prefill_size` bounds prefill chunks only, and its decode batch is not held to it.
+fn verify_budget_cap(engine: &crate::spec::engine::EngineSpec, shape: DraftShape) -> u32 {
+    if !engine.mixes_prefill_with_decode() {
+        return u32::MAX;
+    }
+    let per_sequence = shape.verify_tokens.max(shape.k + 1).max(1);
+    (engine.max_num_batched_tokens / per_sequence).max(1)
+}
+
 /// Sequences of `tokens` cached positions that fit in the target's KV budget less the
 /// draft's weights, each also holding the draft's cache ([`crate::serve::fits`] refuses
 /// what does not fit at all, with the target alone).
@@ -786,14 +803,20 @@ pub fn specdec_shaped(
         .map(|d| {
             let held = ctx + d.k as f64;
             let cap = kv_seqs(held, draft_held)
-                .map(|n| engine.running_cap(drafts_a_model).min(n))
+                .map(|n| {
+                    engine
+                        .running_cap(drafts_a_model)
+                        .min(n)
+                        .min(verify_budget_cap(engine, *d))
+                })
                 .map_err(|e| e.to_string());
             (held, cap)
         })
         .collect();
     let plain_cap = engine
         .running_cap(false)
-        .min(kv_seqs(ctx, DraftResidency::NONE)?);
+        .min(kv_seqs(ctx, DraftResidency::NONE)?)
+        .min(verify_budget_cap(engine, DraftShape::chain(0)));
     for &c in concurrency {
         let plain_running = c.max(1).min(plain_cap);
         let pf = plain_running as f64;

@@ -816,3 +816,44 @@ fn the_drafts_own_cache_lowers_the_sequences_that_fit() {
         p.running
     );
 }
+
+/// Where the engine's token budget counts decode tokens (vLLM's `max_num_batched_tokens`), a
+/// verify pass takes no more sequences than the budget holds at `k + 1` tokens each; SGLang,
+/// whose budget bounds prefill chunks only, is not held to it (its cap while speculating is). Before, k = 31 at C = 1,024
+/// verified 1,024 x 32 = 32,768 tokens a step against vLLM's 8,192.
+#[test]
+fn the_verify_pass_stays_within_the_engines_token_budget() {
+    let model = load_model("llama-3.1-8b").unwrap();
+    for engine in ["vllm-v1", "sglang"] {
+        let sys = System::load_with_engine("8x-b200-nvlink", Some(engine), &[]).unwrap();
+        let sc = Scenario::new(&model, &sys, Parallel::tp(1)).unwrap();
+        let budget = sys.engine.max_num_batched_tokens;
+        let r = specdec(
+            &sc,
+            &Draft::Eagle3,
+            &Acceptance(vec![0.7]),
+            &[1, 15, 31],
+            &[1024],
+            512,
+        )
+        .unwrap();
+        for p in &r.points {
+            let tokens = p.running * (p.k + 1);
+            if sys.engine.mixes_prefill_with_decode() {
+                assert!(tokens <= budget, "{engine} k={}: {tokens} > {budget}", p.k);
+            }
+            assert!(p.running <= p.plain_running, "{engine} k={}", p.k);
+        }
+        let widest = r.points.iter().find(|p| p.k == 31).unwrap();
+        if engine == "vllm-v1" {
+            assert_eq!(widest.running, budget / 32);
+        } else {
+            // Its cap while speculating binds, the same at every draft length.
+            let shortest = r.points.iter().find(|p| p.k == 1).unwrap();
+            assert_eq!(
+                widest.running, shortest.running,
+                "sglang is not held to a budget"
+            );
+        }
+    }
+}

@@ -210,7 +210,7 @@ pub fn text(r: &SpecDec) -> String {
                 " ({running} running, the rest wait: max_num_seqs or the KV cache)"
             ),
             _ => format!(
-                " ({running} running with speculation, {plain_running} without, the rest wait: the engine's cap or the KV cache)"
+                " ({running} running with speculation, {plain_running} without, the rest wait: the engine's cap, the KV cache or the token budget)"
             ),
         };
         let _ = writeln!(o, "C = {c}{held}: plain decode {base:.2} ms/token");

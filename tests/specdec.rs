@@ -857,3 +857,57 @@ fn the_verify_pass_stays_within_the_engines_token_budget() {
         }
     }
 }
+
+/// `--draft-tp` is for a separate draft model: asked of a head it is refused as bad usage
+/// (before, ignored), and a draft TP the draft model cannot take names the draft. The CSV
+/// carries what the JSON does per point: the plain run's sequences and TPOT, and the step.
+#[test]
+fn draft_tp_is_for_a_draft_model_and_the_csv_carries_the_plain_run() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "specdec",
+            "--model",
+            "llama-3.1-70b",
+            "--system",
+            "8x-h100-nvlink",
+            "--k",
+            "3",
+            "--concurrency",
+            "1,8",
+        ];
+        args.extend_from_slice(extra);
+        common::output_of(&args)
+    };
+    let head = run(&["--draft", "eagle3", "--draft-tp", "2"]);
+    assert_eq!(head.status.code(), Some(2), "{head:?}");
+    assert!(String::from_utf8_lossy(&head.stderr).contains("--draft-tp"));
+    let odd = run(&["--draft", "model:llama-3.1-8b", "--draft-tp", "3"]);
+    assert_eq!(odd.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&odd.stderr);
+    assert!(
+        e.contains("draft model llama-3.1-8b") && e.contains("--draft-tp 3"),
+        "{e}"
+    );
+    let csv = run(&["--format", "csv"]);
+    assert!(csv.status.success());
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for f in ["plain_running", "plain_tpot_ms", "step_ms"] {
+        assert!(header.contains(&f), "{header:?}");
+    }
+    let col = |row: &str, f: &str| -> f64 {
+        let i = header.iter().position(|h| *h == f).unwrap();
+        row.split(',').nth(i).unwrap().parse().unwrap()
+    };
+    for row in lines {
+        // TPOT with speculation is the step over the tokens it yields; the speedup is the
+        // plain TPOT over it where both run the same sequences.
+        let tpot = col(row, "step_ms") / col(row, "expected_tokens_per_step");
+        assert!((tpot / col(row, "tpot_ms") - 1.0).abs() < 1e-3, "{row}");
+        if col(row, "running") == col(row, "plain_running") {
+            let s = col(row, "plain_tpot_ms") / col(row, "tpot_ms");
+            assert!((s / col(row, "speedup") - 1.0).abs() < 1e-3, "{row}");
+        }
+    }
+}

@@ -76,6 +76,14 @@ fn acceptance(args: &SpecdecArgs) -> Result<Acceptance> {
 /// and fit beside it in each GPU's memory.
 pub fn draft(d: &DraftArgs, l: &crate::commands::Loaded) -> Result<Draft> {
     let target_tp = l.parallel.tp;
+    // A head (MTP, EAGLE) runs inside the target with its tensor parallelism, and n-gram
+    // lookup on the CPU: a draft TP asked for one would be ignored.
+    if let (Some(t), false) = (d.draft_tp, matches!(d.draft, DraftKind::Model(_))) {
+        return Err(Error::Usage(format!(
+            "--draft-tp {t} applies to a separate draft model (--draft model:NAME); this draft \
+             runs inside the target at its TP ({target_tp}) or on the CPU"
+        )));
+    }
     Ok(match &d.draft {
         DraftKind::Mtp => Draft::Mtp,
         DraftKind::Eagle => Draft::Eagle,
@@ -95,7 +103,9 @@ pub fn draft(d: &DraftArgs, l: &crate::commands::Loaded) -> Result<Draft> {
                     t.max(1)
                 }
             };
-            Parallel::tp(tp).validate(&spec, &l.system)?;
+            Parallel::tp(tp).validate(&spec, &l.system).map_err(|e| {
+                Error::Scenario(format!("draft model {name} at --draft-tp {tp}: {e}"))
+            })?;
             check_draft_model(name, &spec, tp, l)?;
             Draft::Model {
                 spec: Box::new(spec),

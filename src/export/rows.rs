@@ -164,6 +164,10 @@ pub struct SpecdecRow {
     pub concurrency: u32,
     /// Sequences decoding at once (max_num_seqs and the KV cache permitting).
     pub running: u32,
+    /// The same without speculation.
+    pub plain_running: u32,
+    /// Plain decoding's TPOT at this concurrency, ms.
+    pub plain_tpot_ms: Option<f64>,
     /// Time per output token with speculation, ms.
     pub tpot_ms: f64,
     /// Output tokens per second of the server.
@@ -176,6 +180,8 @@ pub struct SpecdecRow {
     pub draft_ms: f64,
     /// Verification time per step, ms.
     pub verify_ms: f64,
+    /// The whole speculative step as the engine schedules it, ms.
+    pub step_ms: f64,
 }
 
 impl Tabular for SpecDec {
@@ -188,12 +194,19 @@ impl Tabular for SpecDec {
                     k: p.k,
                     concurrency: p.concurrency,
                     running: p.running,
+                    plain_running: p.plain_running,
+                    plain_tpot_ms: self
+                        .baseline_tpot_ms
+                        .iter()
+                        .find(|(c, _)| *c == p.concurrency)
+                        .map(|(_, t)| round(*t, 4)),
                     tpot_ms: round(p.tpot_ms, 4),
                     throughput_tok_s: round(p.throughput_tok_s, 2),
                     speedup: round(p.speedup, 4),
                     expected_tokens_per_step: round(p.expected_tokens_per_step, 4),
                     draft_ms: round(p.draft_ms, 4),
                     verify_ms: round(p.verify_ms, 4),
+                    step_ms: round(p.step_ms, 4),
                 })
                 .collect(),
         )

@@ -4,7 +4,9 @@
 //! The question is how many workers, of what layout, in one pool or in a prefill and a
 //! decode pool, give the most throughput per GPU at each speed per user. The candidates:
 //! - **aggregated**: `replicas` copies of one layout of `g` GPUs (`replicas = ⌊gpus / g⌋`),
-//!   swept over a ladder of concurrencies per replica (doublings from 1). A replica's
+//!   swept over a ladder of concurrencies per replica (doublings from 1, with the gap
+//!   between the last doubling that meets the targets and the first that does not bisected
+//!   to one request). A replica's
 //!   throughput per GPU is the deployment's, so every replica count shares one curve; the
 //!   client's concurrency is the replicas' sum.
 //! - **disaggregated**: `p` prefill workers of one layout (1, 2, 4, ...) and as many decode
@@ -297,36 +299,76 @@ fn aggregated_points(
     let ladder: Vec<u32> = (0..=MAX_REPLICA_CONCURRENCY.ilog2())
         .map(|e| 1u32 << e)
         .collect();
-    let sweep = crate::serve::sweep(&s, &ladder, r.workload)?;
     let label = if replicas > 1 {
         format!("{replicas} x {p}")
     } else {
         p.to_string()
     };
-    Ok(sweep
-        .points
-        .iter()
-        .filter(|pt| pt.tpot_ms.is_finite() && pt.tpot_ms > 0.0)
-        .map(|pt| {
-            let term = largest_term(&pt.breakdown_ms);
-            PlanPoint {
-                kind: "aggregated",
-                deployment: label.clone(),
-                gpus: replicas * g,
-                concurrency: pt.concurrency * replicas,
-                tpot_ms: pt.tpot_ms,
-                ttft_ms: pt.ttft_ms,
-                tok_s_per_user: 1e3 / pt.tpot_ms,
-                tok_s_per_gpu: pt.throughput_tok_s / g as f64,
-                throughput_tok_s: pt.throughput_tok_s * replicas as f64,
-                limited_by: if pt.queued > 0 {
-                    format!("queued ({term})")
-                } else {
-                    term
-                },
+    let at = |cs: &[u32]| -> Result<Vec<(u32, PlanPoint)>> {
+        let sweep = crate::serve::sweep(&s, cs, r.workload)?;
+        Ok(sweep
+            .points
+            .iter()
+            .filter(|pt| pt.tpot_ms.is_finite() && pt.tpot_ms > 0.0)
+            .map(|pt| {
+                let term = largest_term(&pt.breakdown_ms);
+                let point = PlanPoint {
+                    kind: "aggregated",
+                    deployment: label.clone(),
+                    gpus: replicas * g,
+                    concurrency: pt.concurrency * replicas,
+                    tpot_ms: pt.tpot_ms,
+                    ttft_ms: pt.ttft_ms,
+                    tok_s_per_user: 1e3 / pt.tpot_ms,
+                    tok_s_per_gpu: pt.throughput_tok_s / g as f64,
+                    throughput_tok_s: pt.throughput_tok_s * replicas as f64,
+                    limited_by: if pt.queued > 0 {
+                        format!("queued ({term})")
+                    } else {
+                        term
+                    },
+                };
+                (pt.concurrency, point)
+            })
+            .collect())
+    };
+    refined(r, at(&ladder)?, |c| at(&[c]))
+}
+
+/// The ladder's points, with the concurrencies between a doubling that meets the targets and
+/// the next that does not bisected down to one request: the most a deployment serves within
+/// the targets lies anywhere in that gap (a quarter more than the doubling below, or nearly
+/// twice it), and the front should not stop at the ladder's rung. `at` prices one
+/// concurrency of the ladder's own count (per replica, or the deployment's); without a
+/// target every point meets and nothing is added.
+fn refined(
+    r: &PlanRequest,
+    ladder: Vec<(u32, PlanPoint)>,
+    at: impl Fn(u32) -> Result<Vec<(u32, PlanPoint)>>,
+) -> Result<Vec<PlanPoint>> {
+    let mut extra = Vec::new();
+    if r.tpot_target.is_some() || r.ttft_target.is_some() {
+        for w in ladder.windows(2) {
+            let ((lo_c, lo), (hi_c, hi)) = (&w[0], &w[1]);
+            if !(meets(r, lo) && !meets(r, hi)) {
+                continue;
             }
-        })
-        .collect())
+            let (mut lo_c, mut hi_c) = (*lo_c, *hi_c);
+            while hi_c - lo_c > 1 {
+                let mid = lo_c + (hi_c - lo_c) / 2;
+                let Some((_, pt)) = at(mid)?.into_iter().next() else {
+                    break;
+                };
+                if meets(r, &pt) {
+                    lo_c = mid;
+                } else {
+                    hi_c = mid;
+                }
+                extra.push(pt);
+            }
+        }
+    }
+    Ok(ladder.into_iter().map(|(_, p)| p).chain(extra).collect())
 }
 
 /// A disaggregated deployment's curve over doublings of its concurrency.
@@ -341,28 +383,34 @@ fn disaggregated_points(
     let gpus = d.gpus() as u32;
     let top = (DISAGG_CONCURRENCY_PER_GPU * gpus.max(1)).min(1 << 16);
     let ladder: Vec<u32> = (0..=top.ilog2()).map(|e| 1u32 << e).collect();
-    let sw = crate::deploy::sweep(&pre, &dec, d, &ladder, r.workload)?;
     let label = format!(
         "prefill {} + decode {}",
         d.prefill.label(),
         d.decode.label()
     );
-    Ok(sw
-        .points
-        .iter()
-        .map(|pt| PlanPoint {
-            kind: "disaggregated",
-            deployment: label.clone(),
-            gpus,
-            concurrency: pt.concurrency,
-            tpot_ms: pt.tpot_ms,
-            ttft_ms: pt.ttft_ms,
-            tok_s_per_user: 1e3 / pt.tpot_ms,
-            tok_s_per_gpu: pt.throughput_per_gpu_tok_s,
-            throughput_tok_s: pt.throughput_tok_s,
-            limited_by: format!("{} pool", pt.limiting_pool),
-        })
-        .collect())
+    let at = |cs: &[u32]| -> Result<Vec<(u32, PlanPoint)>> {
+        let sw = crate::deploy::sweep(&pre, &dec, d, cs, r.workload)?;
+        Ok(sw
+            .points
+            .iter()
+            .map(|pt| {
+                let point = PlanPoint {
+                    kind: "disaggregated",
+                    deployment: label.clone(),
+                    gpus,
+                    concurrency: pt.concurrency,
+                    tpot_ms: pt.tpot_ms,
+                    ttft_ms: pt.ttft_ms,
+                    tok_s_per_user: 1e3 / pt.tpot_ms,
+                    tok_s_per_gpu: pt.throughput_per_gpu_tok_s,
+                    throughput_tok_s: pt.throughput_tok_s,
+                    limited_by: format!("{} pool", pt.limiting_pool),
+                };
+                (pt.concurrency, point)
+            })
+            .collect())
+    };
+    refined(r, at(&ladder)?, |c| at(&[c]))
 }
 
 /// How a layout serves each pool's work, from its costed passes.

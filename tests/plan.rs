@@ -178,3 +178,65 @@ fn plan_refusals_carry_their_exit_codes() {
         "{e}"
     );
 }
+
+/// The front ends where the target binds, not at a rung of the doubling ladder: the most
+/// throughput per GPU within TPOT 50 ms is served at a concurrency one more request per
+/// replica of which misses the target. Before, the ladder stopped at C = 1,024 (1,407
+/// tok/s per GPU, 45.4 ms), where 1,360 requests (1,697 tok/s per GPU) still met it.
+#[test]
+fn the_front_ends_where_the_target_binds() {
+    let v = deepseek_plan("50ms", &["--aggregated-only"]);
+    let front = v["front"].as_array().unwrap();
+    let last = front.last().unwrap();
+    assert!(last["tpot_ms"].as_f64().unwrap() <= 50.0, "{last}");
+    let deployment = last["deployment"].as_str().unwrap();
+    // "2 x tp1ep8dp8": replicas of one layout, each serving an equal share of the requests.
+    let (replicas, layout) = match deployment.split_once(" x ") {
+        Some((n, l)) => (n.parse::<u32>().unwrap(), l),
+        None => (1, deployment),
+    };
+    let c = last["concurrency"].as_u64().unwrap() as u32 / replicas;
+    assert!(
+        !c.is_power_of_two(),
+        "bisected, not a rung: C = {c} per replica"
+    );
+    let (tp, ep, dp) = (
+        layout
+            .split("tp")
+            .nth(1)
+            .unwrap()
+            .split(|ch: char| !ch.is_ascii_digit())
+            .next()
+            .unwrap(),
+        layout.split("ep").nth(1).map_or("1", |s| {
+            s.split(|ch: char| !ch.is_ascii_digit()).next().unwrap()
+        }),
+        layout.split("dp").nth(1).map_or("1", |s| {
+            s.split(|ch: char| !ch.is_ascii_digit()).next().unwrap()
+        }),
+    );
+    let conc = format!("{c},{}", c + 1);
+    let sweep = common::json_of(&[
+        "sweep",
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "2x8-h200-ib",
+        "--tp",
+        tp,
+        "--ep",
+        ep,
+        "--dp",
+        dp,
+        "--input-len",
+        "1000",
+        "--output-len",
+        "1000",
+        "--concurrency",
+        &conc,
+        "--format",
+        "json",
+    ]);
+    let t = |i: usize| sweep["points"][i]["tpot_ms"].as_f64().unwrap();
+    assert!(t(0) <= 50.0 && t(1) > 50.0, "{} then {}", t(0), t(1));
+}

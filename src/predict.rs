@@ -446,9 +446,12 @@ pub fn predict(s: &Scenario, batch: u32, context: u32) -> Result<Prediction> {
         breakdown_ms: breakdown,
         sol_breakdown_ms: breakdown_ms(&sol.breakdown),
         allreduces_per_step: allreduces,
-        allreduce_bytes: batch as f64 / s.parallel.dp as f64
-            * s.model.config.hidden_size as f64
-            * 2.0,
+        // A step with no all-reduce (one GPU of tensor parallelism) moves no bytes in one.
+        allreduce_bytes: if allreduces == 0 {
+            0.0
+        } else {
+            batch as f64 / s.parallel.dp as f64 * s.model.config.hidden_size as f64 * 2.0
+        },
         kernels_per_step: kernels,
         model_params: count_params(s.model),
         vision: vision_cost(s)?,

@@ -497,8 +497,29 @@ fn draft_model(s: &Scenario, draft: &Draft) -> Result<Option<(ModelSpec, Paralle
         pp: 1,
         ..s.parallel
     };
+    // What else this model can draft with, for a refusal to name (only what it has).
+    let others = |missing: &str| {
+        let mut v: Vec<&str> = Vec::new();
+        if s.model.eagle_head.is_some() {
+            v.push("eagle3");
+        }
+        if s.model.config.num_nextn_predict_layers.unwrap_or(0) > 0 {
+            v.push("mtp");
+        }
+        v.extend(["ngram", "model:NAME"]);
+        format!(
+            "model {} has no {missing}; use --draft {}",
+            s.model.name,
+            v.join(", ")
+        )
+    };
     let eagle = |reduced_vocab: bool| -> Result<(ModelSpec, Parallel)> {
-        let e = s.model.eagle_head.as_ref().ok_or_else(|| Error::Scenario(format!("model {} has no [eagle_head] description; add one or use --draft mtp, ngram or model:NAME", s.model.name)))?;
+        let e = s.model.eagle_head.as_ref().ok_or_else(|| {
+            Error::Scenario(format!(
+                "{}, or add an [eagle_head] description",
+                others("[eagle_head] description")
+            ))
+        })?;
         let head = head_model(
             s.model,
             e.num_layers,
@@ -515,7 +536,9 @@ fn draft_model(s: &Scenario, draft: &Draft) -> Result<Option<(ModelSpec, Paralle
         Draft::Mtp => {
             let n = s.model.config.num_nextn_predict_layers.unwrap_or(0);
             if n == 0 {
-                return Err(Error::Scenario(format!("model {} has no MTP layer (num_nextn_predict_layers); use --draft eagle3, ngram or model:NAME", s.model.name)));
+                return Err(Error::Scenario(others(
+                    "MTP layer (num_nextn_predict_layers)",
+                )));
             }
             let head = head_model(s.model, 1, s.model.moe().is_some(), None, None, None, None);
             (head, stage)

@@ -1187,3 +1187,28 @@ fn op_attention_prices_the_layer_asked_for() {
     ]);
     assert!(e.contains("36 decoder layers"), "{e}");
 }
+
+/// A step with no all-reduce moves no bytes in one: tp1 reports 0 of each.
+#[test]
+fn one_gpu_reports_no_allreduce_bytes() {
+    let at_tp = |tp: &str| {
+        common::json_of(&[
+            "predict",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-h100-nvlink",
+            "--tp",
+            tp,
+            "--batch",
+            "8",
+            "--format",
+            "json",
+        ])
+    };
+    let (one, two) = (at_tp("1"), at_tp("2"));
+    assert_eq!(one["allreduces_per_step"], 0);
+    assert_eq!(one["allreduce_bytes"].as_f64(), Some(0.0));
+    assert!(two["allreduces_per_step"].as_u64().unwrap() > 0);
+    assert_eq!(two["allreduce_bytes"].as_f64(), Some(8.0 * 4096.0 * 2.0));
+}

@@ -911,3 +911,27 @@ fn draft_tp_is_for_a_draft_model_and_the_csv_carries_the_plain_run() {
         }
     }
 }
+
+/// A model with neither an EAGLE head nor an MTP layer is told what it can draft with, not
+/// sent from one missing draft to the other.
+#[test]
+fn a_missing_draft_names_only_the_drafts_the_model_has() {
+    for draft in ["eagle3", "mtp"] {
+        let e = common::failure_of(&[
+            "specdec",
+            "--model",
+            "gpt-oss-120b",
+            "--system",
+            "8x-h100-nvlink",
+            "--tp",
+            "2",
+            "--draft",
+            draft,
+        ]);
+        assert!(e.contains("ngram, model:NAME"), "{draft}: {e}");
+        assert!(
+            !e.contains("--draft mtp") && !e.contains("--draft eagle3"),
+            "{draft}: {e}"
+        );
+    }
+}

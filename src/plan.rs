@@ -350,7 +350,7 @@ fn refined(
     if r.tpot_target.is_some() || r.ttft_target.is_some() {
         for w in ladder.windows(2) {
             let ((lo_c, lo), (hi_c, hi)) = (&w[0], &w[1]);
-            if !(meets(r, lo) && !meets(r, hi)) {
+            if !meets(r, lo) || meets(r, hi) {
                 continue;
             }
             let (mut lo_c, mut hi_c) = (*lo_c, *hi_c);

@@ -342,6 +342,8 @@ struct Server<'s, 'a> {
     /// Latency per request outside the engine loop, s (a calibration's; 0 otherwise).
     request_latency: f64,
     prefill_alone: f64,
+    /// The prompt alone at the speed of light, s (0 where the TPOT is inter-token time).
+    sol_prefill_alone: f64,
 }
 
 /// (GPU, engine CPU, API server, client) time per step at a point, seconds.
@@ -578,6 +580,12 @@ impl<'s, 'a> Server<'s, 'a> {
         let kv_max = crate::predict::sequences(mem.max_kv_tokens, held).max(1.0) as u32;
         let client_cap = w.client.cap.unwrap_or(u32::MAX).max(1);
         let prefill_alone = costs.prefill(1.0, input);
+        // The prompt's own prefill at the speed of light, which the bound of an E2E-defined
+        // TPOT spreads over the output; the same at every concurrency.
+        let sol_prefill_alone = match w.tpot_def {
+            TpotDef::Itl => 0.0,
+            TpotDef::E2e => costs.sol.evaluate(&Pass::prefill(1.0, input, 0.0)).total,
+        };
         // A harness that starts the server with `--max-num-seqs C` lifts the engine's own
         // limit to each concurrency it runs.
         let max_num_seqs = if w.client.sets_max_num_seqs {
@@ -601,6 +609,7 @@ impl<'s, 'a> Server<'s, 'a> {
             api_per_token: s.params.api_per_token.unwrap_or(eng.cpu.api_per_token.0),
             request_latency: s.params.request_latency,
             prefill_alone,
+            sol_prefill_alone,
         })
     }
 
@@ -842,13 +851,7 @@ impl<'s, 'a> Server<'s, 'a> {
         // `output − 1` steps after it, spread over the output.
         let sol_tpot = match w.tpot_def {
             TpotDef::Itl => sol_step,
-            TpotDef::E2e => {
-                let sol_prefill = costs
-                    .sol
-                    .evaluate(&Pass::prefill(1.0, self.input, 0.0))
-                    .total;
-                (sol_prefill + (output - 1.0) * sol_step) / output
-            }
+            TpotDef::E2e => (self.sol_prefill_alone + (output - 1.0) * sol_step) / output,
         };
         // Power: per second, 1/step decode steps and throughput/output prompts of work,
         // spread over that second (gaps, CPU and communication add time, not activity).

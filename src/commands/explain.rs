@@ -175,9 +175,13 @@ pub fn explanation(a: &ExplainArgs) -> Result<Explanation> {
     // the curve), without the serving mechanism calibration chose: what each mechanism
     // needs is then read against the GPU loop the data supports, beside the priors' loop.
     let cal = calibrate(&s0, &set, assumptions(m)?, sources)?;
-    let mut fitted = cal.params(&CostParams::default_for(s0.system));
-    fitted.inflight_cap = None;
-    fitted.api_per_token = None;
+    // A calibration's GPU side: its parameters without the serving limit it may have fitted.
+    let gpu_side = |mut p: CostParams| {
+        p.inflight_cap = None;
+        p.api_per_token = None;
+        p
+    };
+    let fitted = gpu_side(cal.params(&CostParams::default_for(s0.system)));
     let priors = CostParams::default_for(s0.system);
     let ctx = Context {
         c0,
@@ -190,15 +194,11 @@ pub fn explanation(a: &ExplainArgs) -> Result<Explanation> {
         basis("calibrated", &s0.with_params(fitted), &l, &ctx)?,
     ];
     // A calibration the user gives is a third reading of the same curve, beside the fit
-    // this measurement makes of itself.
-    // Its GPU side only, as for the fit: the loop is read without the serving limit.
+    // this measurement makes of itself: its GPU side too.
     if l.calibration.is_some() {
-        let mut given = s0.params;
-        given.inflight_cap = None;
-        given.api_per_token = None;
         bases.push(basis(
             "given-calibration",
-            &s0.with_params(given),
+            &s0.with_params(gpu_side(s0.params)),
             &l,
             &ctx,
         )?);

@@ -536,7 +536,7 @@ impl Pools<'_, '_> {
             lambda * (own + wait + tx + self.output * step)
         };
         let top = mu * (1.0 - 1e-9);
-        let (lambda, extra) = if population(top) <= cf {
+        let (lambda, mut extra) = if population(top) <= cf {
             (top, (cf - population(top)) / top)
         } else {
             let (mut lo, mut hi) = (0.0, top);
@@ -550,7 +550,22 @@ impl Pools<'_, '_> {
             }
             (lo, 0.0)
         };
-        let (own, wait, tx, b, step) = self.at(lambda, mu_p);
+        let (own, wait, tx, mut b, mut step) = self.at(lambda, mu_p);
+        if extra > 0.0 && limiting == "decode" {
+            // At the decode pool's capacity the rate no longer fixes its batch where the step
+            // grows in proportion to it (a per-token bound: the API server, the client): any
+            // batch up to the slots then carries the same rate. The requests the loop holds
+            // beyond those in prefill and transfer are decoding, in free slots first; only
+            // those past the slots wait for one.
+            let workers = self.d.decode.workers as f64;
+            let decoding = (cf - lambda * (own + wait + tx)) / workers;
+            let held = decoding.clamp(b, self.slots);
+            if held > b {
+                b = held;
+                step = self.step(b);
+                extra = ((cf - lambda * (own + wait + tx + self.output * step)) / lambda).max(0.0);
+            }
+        }
         let steady = own + wait + extra + tx + step;
         let share = if self.client.start == Start::Burst {
             self.client.first_wave_share(c)

@@ -205,6 +205,56 @@ fn throughput_never_exceeds_either_pools_capacity() {
 }
 
 #[test]
+fn with_free_decode_slots_no_request_waits_for_one() {
+    // A decode step bound by a per-token cost (here an API server of 50 us per streamed
+    // token, as calibration may give) grows in proportion to its batch, so the decode
+    // pool's rate stops rising while slots are still free. The loop's other requests then
+    // decode in those slots (TPOT grows); none waits before its first token for a slot.
+    let model = registry::load_model("deepseek-v3-fp8").unwrap();
+    let sys = System::load("8x-b200-nvlink").unwrap();
+    let d = Deployment {
+        prefill: "workers=1,dp=8,ep=8".parse::<Pool>().unwrap(),
+        decode: "workers=1,dp=8,ep=8,batch=512".parse::<Pool>().unwrap(),
+        link: KvLink::builtin().unwrap(),
+    };
+    let pre = Scenario::new(&model, &sys, d.prefill.parallel).unwrap();
+    let mut dec = Scenario::new(&model, &sys, d.decode.parallel).unwrap();
+    dec.params.api_per_token = Some(50e-6);
+    let r = sweep(
+        &pre,
+        &dec,
+        &d,
+        &[1024, 2048, 3072, 4000],
+        workload(1024, 1024, ClientModel::IDEAL),
+    )
+    .unwrap();
+    for x in &r.points {
+        assert!(
+            x.decode_batch < x.decode_slots as f64,
+            "C={}",
+            x.concurrency
+        );
+        // Requests in the loop: those decoding, and those in prefill or transfer (the decode
+        // batch is dealt whole over the 8 attention-DP ranks: within one sequence a rank).
+        let in_flight = x.request_rate_req_s * (x.ttft_steady_ms - x.tpot_ms) / 1e3;
+        assert!(
+            (x.decode_batch + in_flight - x.concurrency as f64).abs() <= 8.0,
+            "C={}: {} decoding + {in_flight} in flight",
+            x.concurrency,
+            x.decode_batch
+        );
+        // What waits is the prefill queue's, far below a request's decode time.
+        assert!(
+            x.queue_ms < 0.05 * 1024.0 * x.tpot_ms,
+            "C={}: {} ms queued at TPOT {} ms",
+            x.concurrency,
+            x.queue_ms,
+            x.tpot_ms
+        );
+    }
+}
+
+#[test]
 fn a_worker_larger_than_one_box_is_refused_naming_its_pool() {
     let e = common::failure_of(&[
         "sweep",

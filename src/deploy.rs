@@ -536,7 +536,7 @@ impl Pools<'_, '_> {
             lambda * (own + wait + tx + self.output * step)
         };
         let top = mu * (1.0 - 1e-9);
-        let (lambda, mut extra) = if population(top) <= cf {
+        let (lambda, queued) = if population(top) <= cf {
             (top, (cf - population(top)) / top)
         } else {
             let (mut lo, mut hi) = (0.0, top);
@@ -550,22 +550,29 @@ impl Pools<'_, '_> {
             }
             (lo, 0.0)
         };
-        let (own, wait, tx, mut b, mut step) = self.at(lambda, mu_p);
-        if extra > 0.0 && limiting == "decode" {
-            // At the decode pool's capacity the rate no longer fixes its batch where the step
-            // grows in proportion to it (a per-token bound: the API server, the client): any
-            // batch up to the slots then carries the same rate. The requests the loop holds
-            // beyond those in prefill and transfer are decoding, in free slots first; only
-            // those past the slots wait for one.
-            let workers = self.d.decode.workers as f64;
-            let decoding = (cf - lambda * (own + wait + tx)) / workers;
-            let held = decoding.clamp(b, self.slots);
-            if held > b {
-                b = held;
-                step = self.step(b);
-                extra = ((cf - lambda * (own + wait + tx + self.output * step)) / lambda).max(0.0);
-            }
-        }
+        let (own, wait, tx, b_rate, step_rate) = self.at(lambda, mu_p);
+        // The rate does not always fix the decode batch. Where the step grows in proportion
+        // to the batch (a per-token bound: the API server, the client), every batch up to
+        // the slots carries the decode pool's capacity; where the step jumps (a wave more of
+        // CTAs, a kernel's tile), the batch that carries a rate jumps over a range of
+        // populations, which the pool then runs as a mixture of the two sides. Either way
+        // the loop's requests that are not in prefill, its queue or transfer are decoding,
+        // in free slots first, and the decode pool's TPOT is what Little's law gives for its
+        // batch at this rate. Only requests past the slots wait for one, and where the
+        // prefill pool or the link binds, the requests it cannot take wait before it.
+        let workers = self.d.decode.workers as f64;
+        let outside = lambda * (own + wait + tx);
+        let (b, step, extra) = if queued > 0.0 && limiting != "decode" {
+            (b_rate, step_rate, queued)
+        } else {
+            let b = ((cf - outside) / workers).clamp(b_rate, self.slots);
+            let step = if b > b_rate {
+                (workers * b / (lambda * self.output)).max(step_rate)
+            } else {
+                step_rate
+            };
+            (b, step, ((cf - outside - workers * b) / lambda).max(0.0))
+        };
         let steady = own + wait + extra + tx + step;
         let share = if self.client.start == Start::Burst {
             self.client.first_wave_share(c)

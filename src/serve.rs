@@ -643,7 +643,11 @@ impl<'s, 'a> Server<'s, 'a> {
         // A step with prompts never runs faster than without; a difference below zero is
         // rounding (prompts that add nothing measurable), not a negative time.
         let with = with.max(dec);
-        let (gpu, cpu_step, engine, api, client_cpu) = self.beside(with, running);
+        // The step's CPU work and its streamed chunks are the sequences it schedules: those
+        // decoding and the prompts it prefills (each leaves with its first token), as the
+        // harness simulation counts them; requests waiting for their prefill send nothing.
+        let scheduled = (decoding + p).min(running);
+        let (gpu, cpu_step, engine, api, client_cpu) = self.beside(with, scheduled);
         Step {
             decoding,
             dec,

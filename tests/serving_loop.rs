@@ -70,6 +70,39 @@ fn a_closed_loop_saturates_at_the_client_cap() {
 }
 
 #[test]
+fn a_token_stream_bound_by_the_api_server_levels_off() {
+    // The API server streams the tokens a step emits: one for each decoding sequence and
+    // each prompt that finishes its prefill; requests still waiting for their prefill send
+    // nothing. Its rate (1 / 20 us = 50,000 chunks/s here) then caps the throughput, which
+    // more clients never lower. Before, the bound counted every running request: gpt-oss-120b
+    // at C = 8,192 ran 8,192 x 20 us steps for 4,070 decoding, and throughput halved to 25,100
+    // tok/s.
+    let m = load_model("gpt-oss-120b").unwrap();
+    let s = System::load("8x-b200-nvlink").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let client = load_client("inferencemax").unwrap().model();
+    let r = sweep(&sc, &[1024, 2048, 4096, 8192], w(128, 128, client)).unwrap();
+    let cap = 1.0 / 20e-6;
+    for p in &r.points {
+        assert!(
+            p.throughput_tok_s <= cap * (1.0 + 1e-9),
+            "C={}",
+            p.concurrency
+        );
+    }
+    for pair in r.points.windows(2) {
+        assert!(
+            pair[1].throughput_tok_s >= pair[0].throughput_tok_s * (1.0 - 1e-3),
+            "C={}: {} after {} tok/s",
+            pair[1].concurrency,
+            pair[1].throughput_tok_s,
+            pair[0].throughput_tok_s
+        );
+    }
+    assert!(r.points[3].throughput_tok_s > 0.99 * cap);
+}
+
+#[test]
 fn overlap_never_makes_a_step_slower() {
     let m = load_model("kimi-k2.5-int4").unwrap();
     for engine in ["vllm-v1", "sglang", "trtllm"] {

@@ -485,13 +485,21 @@ impl Pools<'_, '_> {
 
     /// The steady state at request rate `lambda`: (own prefill pass, its wait, transfer,
     /// decode batch, step).
-    fn at(&self, lambda: f64, mu_p: f64) -> (f64, f64, f64, f64, f64) {
-        let per_worker = lambda / self.d.prefill.workers as f64;
+    fn at(&self, lambda: f64, mu_p: f64, c: f64) -> (f64, f64, f64, f64, f64) {
+        let workers = self.d.prefill.workers as f64;
+        let per_worker = lambda / workers;
         let full = self.pass(self.per_pass);
-        // Prompts a pass carries: those that arrive during one, between one and a full pass.
-        let m = (per_worker * full).clamp(1.0, self.per_pass);
+        // Prompts a pass carries: those that arrive during one, between one and a full pass,
+        // and never more than the clients a worker serves.
+        let m = (per_worker * full)
+            .min(c / workers)
+            .clamp(1.0, self.per_pass);
         let own = self.pass(m);
-        let rho = (lambda / mu_p).min(MAX_UTILISATION);
+        // A prompt queues behind the other C - 1 clients' prompts only (as the aggregated
+        // loop counts them): it arrives at a load of (C - 1) / C of the rate, and the one
+        // client of C = 1 never waits.
+        let others = (c - 1.0).max(0.0) / c.max(1.0);
+        let rho = (lambda * others / mu_p).min(MAX_UTILISATION);
         let wait = rho * own / (2.0 * (1.0 - rho));
         let dp = self.d.prefill.parallel.dp as f64;
         let tx = self.transfer(m / dp);
@@ -532,7 +540,7 @@ impl Pools<'_, '_> {
         // Requests in the system at rate λ (Little): each spends its TTFT and `output − 1`
         // further steps.
         let population = |lambda: f64| {
-            let (own, wait, tx, _, step) = self.at(lambda, mu_p);
+            let (own, wait, tx, _, step) = self.at(lambda, mu_p, cf);
             lambda * (own + wait + tx + self.output * step)
         };
         let top = mu * (1.0 - 1e-9);
@@ -550,7 +558,7 @@ impl Pools<'_, '_> {
             }
             (lo, 0.0)
         };
-        let (own, wait, tx, b_rate, step_rate) = self.at(lambda, mu_p);
+        let (own, wait, tx, b_rate, step_rate) = self.at(lambda, mu_p, cf);
         // The rate does not always fix the decode batch. Where the step grows in proportion
         // to the batch (a per-token bound: the API server, the client), every batch up to
         // the slots carries the decode pool's capacity; where the step jumps (a wave more of

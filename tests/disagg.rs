@@ -266,6 +266,30 @@ fn every_request_of_the_loop_is_somewhere() {
 }
 
 #[test]
+fn one_client_never_queues_for_the_prefill_pool() {
+    // A closed loop of one client sends its next prompt only when the last one finished:
+    // there is no one to wait behind. Before, the prefill pool's M/D/1 wait counted the
+    // client's own rate (DeepSeek-V3 on 8 x H200, 32,768 / 256 tokens: 519 ms of queue on a
+    // 1,690 ms prefill at C = 1, where the aggregated loop on half the GPUs waited none).
+    for (sys, p, d) in DEPLOYMENTS {
+        let r = run(
+            sys,
+            p,
+            d,
+            KvLink::builtin().unwrap(),
+            workload(32768, 256, ClientModel::IDEAL),
+        );
+        let one = &r.points[0];
+        assert_eq!(one.concurrency, 1);
+        assert!(
+            one.queue_ms.abs() < 1e-9,
+            "{sys} {p} / {d}: {} ms queued",
+            one.queue_ms
+        );
+    }
+}
+
+#[test]
 fn with_free_decode_slots_no_request_waits_for_one() {
     // A decode step bound by a per-token cost (here an API server of 50 us per streamed
     // token, as calibration may give) grows in proportion to its batch, so the decode

@@ -923,25 +923,33 @@ impl<'s, 'a> Server<'s, 'a> {
         // many sequences overlaps stages across them; one prompt still crosses every stage).
         let (own, own_steps, rho) = if costs.mixed {
             // Chunks of the token budget left after the other decode tokens, one step each;
-            // each is a decode step of the others with the chunk mixed in.
+            // each is a decode step of the others with the chunk mixed in. The scheduler
+            // fills each step's room first come, first served: full chunks, then what is
+            // left of the prompt (as the harness simulation splits it), not equal parts.
             let others = (st.decoding - 1.0).max(0.0);
             let room = (costs.budget - others).max(1.0);
             let chunks = (input / room).ceil();
-            let chunk = (input / chunks).min(room);
-            // The step that carries the prompt is at least a typical step of this load, and
-            // under pipeline parallelism at least the chunk beside one decode: the evaluator
-            // splits a step's tokens evenly over its micro-batches, but a chunk is one
-            // sequence's and crosses every stage in one of them.
-            let carrier = costs
-                .mixed(others, ctx, chunk, input)
-                .max(costs.mixed(others.min(1.0), ctx, chunk, input))
-                .max(step);
+            let full = room.min(input);
+            let last = input - (chunks - 1.0) * full;
+            // The step that carries a chunk is, under pipeline parallelism, at least the
+            // chunk beside one decode: the evaluator splits a step's tokens evenly over its
+            // micro-batches, but a chunk is one sequence's and crosses every stage in one of
+            // them. A full chunk's step is at least a typical step of this load; the step
+            // that finishes the prompt at least a decode step (the room it leaves is the
+            // next prompt's, which that prompt's wait counts).
+            let carrier = |chunk: f64, floor: f64| {
+                costs
+                    .mixed(others, ctx, chunk, input)
+                    .max(costs.mixed(others.min(1.0), ctx, chunk, input))
+                    .max(floor)
+            };
+            let own = if chunks > 1.0 {
+                (chunks - 1.0) * carrier(full, step) + carrier(last, st.dec)
+            } else {
+                carrier(full, step)
+            };
             // Prompt tokens the other requests start per step, over the budget's room.
-            (
-                (chunks * carrier).max(prefill_alone),
-                chunks,
-                p * input / room,
-            )
+            (own.max(prefill_alone), chunks, p * input / room)
         } else {
             let own = prefill_alone + costs.step_overhead;
             (own, 1.0, p * own / step)

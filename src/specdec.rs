@@ -287,7 +287,8 @@ pub struct SpecPoint {
     pub tpot_ci95_ms: Option<[f64; 2]>,
     pub throughput_tok_s: f64,
     /// Output tokens per second over the C requests with speculation, over the same without:
-    /// plain-decode TPOT over speculative TPOT where both run as many sequences.
+    /// plain-decode TPOT over speculative TPOT where both run as many sequences; where
+    /// speculation runs fewer, over the better of plain decoding at either count.
     pub speedup: f64,
     pub expected_tokens_per_step: f64,
     pub draft_ms: f64,
@@ -894,8 +895,24 @@ pub fn specdec_shaped(
                     })
             });
             // Tokens per second over all C requests, speculating against not: the TPOT
-            // ratio where both sides run the same number of sequences.
-            let speedup = (cf / tpot) / plain_throughput;
+            // ratio where both sides run the same number of sequences. Where speculation
+            // runs fewer, against plain decoding at its own count or at the speculating
+            // run's, whichever runs more tokens per second: a step need not grow in
+            // proportion to its batch (whole sequences on a data-parallel replica, a wave
+            // more of CTAs), and a plain engine capped at the smaller count would have that
+            // gain too. A gain is speculation's, never a batch size's.
+            let baseline = if running < plain_running {
+                let at = cpu.engine_step(
+                    ev.step_time(&Pass::decode(cf, ctx)),
+                    overhead,
+                    cf,
+                    s.overlaps(),
+                );
+                plain_throughput.max(cf / at)
+            } else {
+                plain_throughput
+            };
+            let speedup = (cf / tpot) / baseline;
             if speedup > best.speedup {
                 best = BestK {
                     concurrency: c,

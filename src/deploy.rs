@@ -573,7 +573,9 @@ impl Pools<'_, '_> {
         let (b, step, extra) = if queued > 0.0 && limiting != "decode" {
             (b_rate, step_rate, queued)
         } else {
-            let b = ((cf - outside) / workers).clamp(b_rate, self.slots);
+            // (max then min: never a panic, should a step come back NaN; the sweep refuses
+            // a point that is not finite.)
+            let b = ((cf - outside) / workers).max(b_rate).min(self.slots);
             let step = if b > b_rate {
                 (workers * b / (lambda * self.output)).max(step_rate)
             } else {

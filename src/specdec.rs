@@ -854,12 +854,16 @@ pub fn specdec_shaped(
             Draft::Ngram { .. } | Draft::Model { .. } => crate::spec::engine::Drafting::Separate,
         };
         let spec_overlap = cpu.overlaps(s.parallel.pp, drafting);
-        let base = cpu.engine_step(
-            ev.step_time(&Pass::decode(pf, ctx)),
-            overhead,
-            pf,
-            s.overlaps(),
-        );
+        // Plain decoding's step at `n` sequences, as the engine schedules it.
+        let plain_step = |n: f64| {
+            cpu.engine_step(
+                ev.step_time(&Pass::decode(n, ctx)),
+                overhead,
+                n,
+                s.overlaps(),
+            )
+        };
+        let base = plain_step(pf);
         baseline_tpot_ms.push((c, base * 1e3));
         let plain_throughput = pf / base;
         let mut best = BestK {
@@ -902,13 +906,7 @@ pub fn specdec_shaped(
             // more of CTAs), and a plain engine capped at the smaller count would have that
             // gain too. A gain is speculation's, never a batch size's.
             let baseline = if running < plain_running {
-                let at = cpu.engine_step(
-                    ev.step_time(&Pass::decode(cf, ctx)),
-                    overhead,
-                    cf,
-                    s.overlaps(),
-                );
-                plain_throughput.max(cf / at)
+                plain_throughput.max(cf / plain_step(cf))
             } else {
                 plain_throughput
             };

@@ -30,6 +30,15 @@
 //! nothing to decode. The counter runs through decode-only iterations too, so a prompt sent
 //! into a busy engine waits some `timeout / 2` iterations on average.
 //!
+//! An engine may also hold prompts back to batch them (TensorRT-LLM's
+//! `batch_wait_timeout_iters` with `batch_wait_max_tokens_ratio`, `py_executor.py`
+//! `_waiting_requests`, without data-parallel attention): in an iteration that would prefill
+//! while requests decode, the prompts run only when the tokens it would schedule (the
+//! prompts' whole lengths and one per decoding request) reach the threshold, or when its
+//! counter has reached the timeout; otherwise the iteration only decodes and the counter
+//! advances. It starts again at 0 when the prompts run. A prompt sent into a busy engine
+//! with no other prompt about waits the whole timeout.
+//!
 //! No closed form holds once lengths are drawn (the waves drift apart and mix with the
 //! decodes), so the process is simulated, skipping the decode-only stretches between events:
 //! a few events per request. [`expected_ttft`] averages the run over a few draws of its
@@ -68,6 +77,44 @@ pub struct HarnessRun {
     pub recv_interval: u32,
     /// Prompts held back to balance data-parallel attention ranks (None: never held).
     pub balance: Option<ContextBalance>,
+    /// Prompts held back for a batch while others decode (None: never held).
+    pub batch_wait: Option<BatchHold>,
+}
+
+/// Batch waiting (TensorRT-LLM's `batch_wait_timeout_iters` and
+/// `batch_wait_max_tokens_ratio`): see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchHold {
+    /// Decode-only iterations prompts may be held (`batch_wait_timeout_iters`).
+    pub timeout: u32,
+    /// Tokens an iteration must schedule to release them at once (the prompts' whole
+    /// lengths and one per decoding request): `batch_wait_max_tokens_ratio` of the budget.
+    pub tokens: f64,
+}
+
+/// The batch-waiting counter of one run.
+struct Waiter {
+    rule: BatchHold,
+    count: u32,
+}
+
+impl Waiter {
+    /// The decision for an iteration that would schedule `tokens` while requests decode.
+    fn gate(&mut self, tokens: f64) -> Gate {
+        if self.count >= self.rule.timeout || tokens >= self.rule.tokens {
+            self.count = 0;
+            return Gate::Release;
+        }
+        Gate::Hold {
+            iterations: (self.rule.timeout - self.count) as u64,
+            counting: true,
+        }
+    }
+
+    /// `m` iterations held.
+    fn held(&mut self, m: u64) {
+        self.count = (self.count as u64 + m).min(self.rule.timeout as u64) as u32;
+    }
 }
 
 /// Context balancing over data-parallel attention ranks (TensorRT-LLM's
@@ -276,7 +323,7 @@ pub fn expected_means(run: &HarnessRun, step: &impl StepTime) -> RunMeans {
     // Context balancing and polls every N steps make one run's mean depend on where the
     // timeouts and polls fall among its arrivals (some 8 % from run to run at C = 128 over
     // 8 ranks, some 15 % polling every 30 steps): sixteen times the requests.
-    let held = run.balance.is_some() || run.recv_interval > 1;
+    let held = run.balance.is_some() || run.batch_wait.is_some() || run.recv_interval > 1;
     let requests = EXPECTATION_REQUESTS * if held { 16 } else { 1 };
     let draws = if run.range_ratio >= 1.0 {
         1
@@ -331,6 +378,7 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
     let interval = run.recv_interval.max(1) as u64;
     let mut since_poll = interval;
     let mut balancer = run.balance.map(|b| Balancer::new(b, n));
+    let mut waiter = run.batch_wait.map(|rule| Waiter { rule, count: 0 });
     while sent < n.min(run.concurrency.max(1) as usize) {
         waiting.push_back((0.0, sent));
         if let Some(b) = balancer.as_mut() {
@@ -345,8 +393,34 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
             };
             prefilling.push_back((at, i, lengths[i].0.max(1.0)));
         }
-        let gate = match (balancer.as_mut(), prefilling.is_empty()) {
-            (Some(b), false) => b.gate(prefilling.iter().map(|p| p.1)),
+        let d = decoding.len() as f64;
+        let room = if run.mixed {
+            (budget - d).max(1.0)
+        } else {
+            budget
+        };
+        // The prompts this step would carry, first come first served: (tokens, prompts,
+        // prompts finished, their whole lengths).
+        let (mut q, mut k, mut done, mut whole) = (0.0, 0.0, 0usize, 0.0);
+        for (j, p) in prefilling.iter().enumerate() {
+            let left = room - q;
+            if left <= 0.0 {
+                break;
+            }
+            if !run.chunked && j > 0 && p.2 > left {
+                break;
+            }
+            let take = if run.chunked { p.2.min(left) } else { p.2 };
+            q += take;
+            k += 1.0;
+            whole += lengths[p.1].0.max(1.0);
+            if take >= p.2 {
+                done += 1;
+            }
+        }
+        let gate = match (balancer.as_mut(), waiter.as_mut(), prefilling.is_empty()) {
+            (Some(b), _, false) => b.gate(prefilling.iter().map(|p| p.1)),
+            (None, Some(w), false) if !decoding.is_empty() => w.gate(whole + d),
             _ => Gate::Release,
         };
         if let (
@@ -371,30 +445,10 @@ pub fn run_means(run: &HarnessRun, lengths: &[Lengths], step: &impl StepTime) ->
             if let (true, Some(b)) = (counting, balancer.as_mut()) {
                 b.idle(m);
             }
-        } else if !prefilling.is_empty() {
-            let d = decoding.len() as f64;
-            let room = if run.mixed {
-                (budget - d).max(1.0)
-            } else {
-                budget
-            };
-            // The prompts this step carries, first come first served.
-            let (mut q, mut k, mut done) = (0.0, 0.0, 0usize);
-            for (j, p) in prefilling.iter().enumerate() {
-                let left = room - q;
-                if left <= 0.0 {
-                    break;
-                }
-                if !run.chunked && j > 0 && p.2 > left {
-                    break;
-                }
-                let take = if run.chunked { p.2.min(left) } else { p.2 };
-                q += take;
-                k += 1.0;
-                if take >= p.2 {
-                    done += 1;
-                }
+            if let (true, Some(w)) = (counting, waiter.as_mut()) {
+                w.held(m);
             }
+        } else if !prefilling.is_empty() {
             let dt = step.step(if run.mixed { d } else { 0.0 }, q, k);
             t += dt;
             if run.mixed {
@@ -519,6 +573,7 @@ mod tests {
             overlap: false,
             recv_interval: 1,
             balance: None,
+            batch_wait: None,
         }
     }
 

@@ -73,7 +73,7 @@ use crate::cost::power::{joules_per_token, PowerModel, Work};
 use crate::cost::{Breakdown, Category, Evaluator, Pass};
 use crate::error::Error;
 use crate::error::Result;
-use crate::harness::{expected_means, ContextBalance, HarnessRun, RunMeans, StepTime};
+use crate::harness::{expected_means, BatchHold, ContextBalance, HarnessRun, RunMeans, StepTime};
 use crate::predict::{breakdown_ms, MemoryReport, Scenario};
 pub use crate::spec::client::{ClientModel, Lengths, Start};
 use serde::Serialize;
@@ -674,6 +674,26 @@ impl<'s, 'a> Server<'s, 'a> {
         })
     }
 
+    /// The engine's batch waiting at concurrency `c`: what the client's launch scripts set
+    /// for these request lengths and this layout, else the engine description's. None under
+    /// data-parallel attention, where TensorRT-LLM balances its ranks instead
+    /// (`py_executor.py` `_schedule` waits only without it).
+    fn batch_wait(&self, c: u32) -> Option<BatchHold> {
+        let (s, w) = (self.s, self.w);
+        if s.parallel.dp > 1 {
+            return None;
+        }
+        let rule = w
+            .client
+            .batch_waits
+            .at(c, w.input_len, w.output_len, s.parallel.tp)
+            .or(s.system.engine.batch_wait)?;
+        (rule.timeout_iters > 0).then_some(BatchHold {
+            timeout: rule.timeout_iters,
+            tokens: rule.max_tokens_ratio * self.costs.budget,
+        })
+    }
+
     /// Decode steps between the scheduler's polls for new requests at concurrency `c`: what
     /// the client's launch scripts set, else the engine description's.
     fn recv_interval(&self, c: u32) -> u32 {
@@ -727,6 +747,7 @@ impl<'s, 'a> Server<'s, 'a> {
             overlap: self.s.overlaps(),
             recv_interval: self.recv_interval(c),
             balance: self.context_balance(),
+            batch_wait: self.batch_wait(c),
         };
         let grid = StepGrid::new(self, run.slots as f64, run.input);
         Some(expected_means(&run, &grid))
@@ -972,8 +993,31 @@ impl<'s, 'a> Server<'s, 'a> {
             Some(b) if running >= 2.0 * b.ranks as f64 => 0.5 * b.timeout as f64 * step,
             _ => 0.0,
         };
+        // Batch waiting holds it, while the others decode, until the prompts about reach the
+        // token threshold or the counter the timeout: a window opened by the first prompt
+        // lasts `T` steps, the timeout or the time the next `k − 1` prompts take to come at
+        // `p` a step, and the prompts that come in it wait out its rest (the first all of
+        // it): `T (1 + p T / 2) / (1 + p T)` steps on average.
+        let batch_wait = match self.batch_wait(c) {
+            Some(b) if st.decoding > 1.0 && running > 1.0 => {
+                let others = st.decoding - 1.0;
+                let needed = ((b.tokens - others) / input.max(1.0)).ceil();
+                if needed <= 1.0 {
+                    0.0
+                } else {
+                    let timeout = b.timeout as f64;
+                    let window = if p > 0.0 {
+                        timeout.min((needed - 1.0) / p)
+                    } else {
+                        timeout
+                    };
+                    window * (1.0 + 0.5 * p * window) / (1.0 + p * window) * step
+                }
+            }
+            _ => 0.0,
+        };
         let admit = if running > 1.0 {
-            0.5 * self.recv_interval(c) as f64 * step + balance
+            0.5 * self.recv_interval(c) as f64 * step + balance + batch_wait
         } else {
             0.0
         };

@@ -6,7 +6,8 @@
 //! length modes.
 
 use rooftop::harness::{
-    drawn_lengths, expected_means, expected_ttft, run_means, ContextBalance, HarnessRun, RunMeans,
+    drawn_lengths, expected_means, expected_ttft, run_means, BatchHold, ContextBalance, HarnessRun,
+    RunMeans,
 };
 use std::collections::VecDeque;
 
@@ -96,6 +97,8 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
     // step with prompts; the scheduler receives only when it is full, then restarts at 0.
     let interval = run.recv_interval.max(1) as u64;
     let mut counter = interval;
+    // TensorRT-LLM's batch-waiting counter (py_executor.py _waiting_requests).
+    let mut wait_count = 0u32;
     while finished < n {
         while running.len() < run.slots as usize {
             match waiting.pop_front() {
@@ -146,6 +149,37 @@ fn monte_carlo(run: &HarnessRun, step: &dyn Fn(f64, f64, f64) -> f64, rng: &mut 
                     waited = 0;
                     release = true;
                 }
+            }
+        }
+        // Batch waiting: with prompts to prefill and requests decoding, the prompts run
+        // once what the iteration would schedule (their whole lengths, one per decode)
+        // reaches the threshold or the counter has reached the timeout.
+        if let (Some(w), false, false) =
+            (run.batch_wait, in_prefill.is_empty(), decoders.is_empty())
+        {
+            let room = if run.mixed {
+                (run.budget - d).max(1.0)
+            } else {
+                run.budget
+            };
+            let (mut q, mut whole) = (0.0, 0.0);
+            for (j, &i) in in_prefill.iter().enumerate() {
+                let left = room - q;
+                if left <= 0.0 || (!run.chunked && j > 0 && reqs[i].prompt_left > left) {
+                    break;
+                }
+                q += if run.chunked {
+                    reqs[i].prompt_left.min(left)
+                } else {
+                    reqs[i].prompt_left
+                };
+                whole += lengths[i].0;
+            }
+            if wait_count >= w.timeout || whole + d >= w.tokens {
+                wait_count = 0;
+            } else {
+                wait_count += 1;
+                release = false;
             }
         }
         if !in_prefill.is_empty() && release {
@@ -255,6 +289,7 @@ fn harness_mixing(
         overlap,
         recv_interval: 1,
         balance: None,
+        batch_wait: None,
     }
 }
 
@@ -264,7 +299,7 @@ fn monte_carlo_means(run: &HarnessRun, seed: u64) -> RunMeans {
     // Polls and context balancing make one run vary more: more seeds.
     let seeds = match (
         run.range_ratio < 1.0,
-        run.recv_interval > 1 || run.balance.is_some(),
+        run.recv_interval > 1 || run.balance.is_some() || run.batch_wait.is_some(),
     ) {
         (false, _) => 1,
         (true, false) => 40,
@@ -450,6 +485,69 @@ fn context_balancing_over_attention_ranks_matches_the_monte_carlo() {
                         free * 1e3
                     );
                 }
+            }
+        }
+    }
+}
+
+/// TensorRT-LLM's batch waiting as InferenceMAX's Llama-3.1-70B scripts set it (timeout 20,
+/// 0.9 of the budget) and as its DeepSeek-R1 FP8 script does (40, 0.8): the model follows the
+/// Monte-Carlo at three concurrencies and both length modes; holding prompts never
+/// shortens the TTFT; one prompt sent into a busy engine with no other about waits the
+/// whole timeout, so at light load with drawn lengths the TTFT grows by half the timeout's
+/// decode steps to all of them; a threshold every prompt reaches holds nothing.
+#[test]
+fn batch_waiting_matches_the_monte_carlo() {
+    for (timeout, ratio) in [(20, 0.9), (40, 0.8)] {
+        for c in [4, 32, 128] {
+            for r in [1.0, 0.8] {
+                let mut run = harness(c, r, true, false);
+                let tokens = ratio * run.budget;
+                run.batch_wait = Some(BatchHold { timeout, tokens });
+                let seed = 0xba7c_0000 ^ (c as u64) << 8 ^ timeout as u64;
+                let model = expected_means(&run, &step);
+                let mc = monte_carlo_means(&run, seed);
+                assert_within_five_percent(
+                    &model,
+                    &mc,
+                    &format!("timeout {timeout} ratio {ratio} C={c} range ratio {r}"),
+                );
+                let free = expected_ttft(&harness(c, r, true, false), &step);
+                assert!(
+                    model.ttft >= free * (1.0 - 1e-9),
+                    "C={c}: waiting {} ms below none {} ms",
+                    model.ttft * 1e3,
+                    free * 1e3
+                );
+                if c == 4 && r < 1.0 {
+                    // Drawn lengths finish apart: three others decode while one prompt
+                    // waits the timeout's steps, less for those that join its window and
+                    // for the first wave (never held), never more. (Fixed lengths finish in
+                    // lockstep, and a wave that arrives with nothing decoding is not held.)
+                    let held = timeout as f64 * step(3.0, 0.0, 0.0);
+                    let extra = model.ttft - free;
+                    assert!(
+                        extra > 0.5 * held && extra <= held,
+                        "C=4: {} ms more, the timeout is {} ms of decode steps",
+                        extra * 1e3,
+                        held * 1e3
+                    );
+                }
+                run.batch_wait = Some(BatchHold {
+                    timeout,
+                    tokens: 1.0,
+                });
+                let lengths = drawn_lengths(&run, 0);
+                let (held, none) = (
+                    run_means(&run, &lengths, &step).ttft,
+                    run_means(&harness(c, r, true, false), &lengths, &step).ttft,
+                );
+                assert!(
+                    (held - none).abs() <= 1e-9 * none,
+                    "a threshold every prompt reaches holds nothing: {} vs {} ms",
+                    held * 1e3,
+                    none * 1e3
+                );
             }
         }
     }

@@ -226,6 +226,7 @@ fn engine() -> impl Strategy<Value = EngineSpec> {
                 scheduler_recv_interval: 1,
                 max_num_seqs_when_speculating: None,
                 attention_dp_balance: None,
+                batch_wait: None,
             },
         )
 }

@@ -893,3 +893,126 @@ fn a_harness_launch_script_sets_the_prefill_budget_it_names() {
         "{err}"
     );
 }
+
+/// InferenceMAX's TensorRT-LLM Llama-3.1-70B scripts on B200 turn on batch waiting
+/// (timeout 20 iterations, 0.9 of the budget) at 1k/1k below TP 8 and set a 16,384-token
+/// budget at every shape. At TP 4 and C = 4 a prompt sent while the other three decode waits
+/// out the timeout: the mean TTFT grows by about 20 decode steps (the first wave, sent into
+/// an idle engine, is never held), and the TPOT barely moves. At TP 8, at another request
+/// shape, or with data-parallel attention nothing is held.
+#[test]
+fn a_harness_launch_script_turns_on_batch_waiting_for_its_shapes_and_layouts() {
+    let c = load_client("inferencemax").unwrap();
+    let m = model("llama-3.1-70b-fp8");
+    let plain = System::load_with_engine("8x-b200-nvlink", Some("trtllm"), &[]).unwrap();
+    let launched = c.launched(&plain, &m).expect("the script sets the budget");
+    assert_eq!(launched.engine.max_num_batched_tokens, 16_384);
+    let held = c.model_for(&launched, &m);
+    let free = ClientModel {
+        batch_waits: rooftop::spec::client::BatchWaits::NONE,
+        ..held
+    };
+    let point = |p: Parallel, input: u32, output: u32, client: ClientModel| {
+        let sc = Scenario::new(&m, &launched, p).unwrap();
+        sweep(&sc, &[4], w(input, output, client)).unwrap().points[0].clone()
+    };
+    let (a, b) = (
+        point(Parallel::tp(4), 1024, 1024, held),
+        point(Parallel::tp(4), 1024, 1024, free),
+    );
+    let steps = (a.ttft_ms - b.ttft_ms) / b.decode_step_ms;
+    assert!(
+        (14.0..=20.0).contains(&steps),
+        "{:.1} decode steps more ({} against {} ms)",
+        steps,
+        a.ttft_ms,
+        b.ttft_ms
+    );
+    assert!((a.tpot_ms - b.tpot_ms).abs() <= 0.02 * b.tpot_ms);
+    for (p, input, output) in [
+        (Parallel::tp(8), 1024, 1024),
+        (Parallel::tp(4), 1024, 8192),
+        (Parallel::tp(4), 8192, 1024),
+    ] {
+        assert_eq!(
+            point(p, input, output, held).ttft_ms,
+            point(p, input, output, free).ttft_ms,
+            "tp{} {input}/{output}",
+            p.tp
+        );
+    }
+    let dp = Parallel {
+        tp: 1,
+        ep: 1,
+        pp: 1,
+        dp: 4,
+        redundant_experts: 0,
+    };
+    assert_eq!(
+        point(dp, 1024, 1024, held).ttft_ms,
+        point(dp, 1024, 1024, free).ttft_ms
+    );
+}
+
+/// The engine's own batch waiting (an engine TOML's `[batch_wait]`) holds a steady closed
+/// loop's prompts too: the TTFT rises, by no more than the timeout's steps (by all of them
+/// at C = 2, where a prompt rarely has company); a timeout of 0 holds nothing. (The wait may
+/// shorten as the load rises: more prompts reach the token threshold sooner.)
+#[test]
+fn an_engines_batch_waiting_holds_a_closed_loops_prompts() {
+    let m = model("llama-3.1-8b");
+    let base = System::load_with_engine("8x-h100-nvlink", Some("trtllm"), &[]).unwrap();
+    let with = |timeout: u32| {
+        let mut s = base.clone();
+        s.engine.batch_wait = Some(rooftop::spec::engine::BatchWait {
+            timeout_iters: timeout,
+            max_tokens_ratio: 0.9,
+        });
+        s
+    };
+    let run = |s: &System| {
+        let sc = Scenario::new(&m, s, Parallel::tp(1)).unwrap();
+        sweep(&sc, &[2, 8, 32, 128], w(1024, 512, ClientModel::IDEAL)).unwrap()
+    };
+    let (free, held, none) = (run(&base), run(&with(30)), run(&with(0)));
+    for ((f, h), n) in free.points.iter().zip(&held.points).zip(&none.points) {
+        assert_eq!(f.ttft_ms, n.ttft_ms, "C={}", f.concurrency);
+        assert!(
+            h.ttft_ms > f.ttft_ms,
+            "C={}: {} vs {}",
+            f.concurrency,
+            h.ttft_ms,
+            f.ttft_ms
+        );
+        assert!(
+            h.ttft_ms - f.ttft_ms <= 30.0 * h.tpot_ms * 1.05,
+            "C={}: {} ms more, beyond 30 steps of {} ms",
+            f.concurrency,
+            h.ttft_ms - f.ttft_ms,
+            h.tpot_ms
+        );
+    }
+    // At C = 2 a window rarely gathers a second prompt: the whole timeout, within 10 %.
+    let (f, h) = (&free.points[0], &held.points[0]);
+    let steps = (h.ttft_ms - f.ttft_ms) / h.tpot_ms;
+    assert!(
+        (27.0..=30.0 * 1.01).contains(&steps),
+        "C=2: {steps:.1} steps held"
+    );
+}
+
+/// A launch entry's batch waiting is checked: a ratio above the whole budget is refused
+/// with its field named, and request lengths or a TP bound qualify batch waiting alone.
+#[test]
+fn a_launch_entrys_batch_waiting_is_checked() {
+    let err = launch_refusal(
+        "bwratio",
+        "engine = \"trtllm\"\nbatch_wait = { timeout_iters = 20, max_tokens_ratio = 1.5 }",
+    );
+    assert!(err.contains("batch_wait.max_tokens_ratio"), "{err}");
+    let err = launch_refusal(
+        "bwshape",
+        "engine = \"trtllm\"\ninput_len = 1024\nmax_num_batched_tokens = 4096",
+    );
+    assert!(err.contains("only with batch_wait"), "{err}");
+}

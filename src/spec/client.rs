@@ -148,6 +148,21 @@ pub struct LaunchFlags {
     /// `max_num_batched_tokens`.
     #[serde(default)]
     pub max_num_batched_tokens: Option<u32>,
+    /// Batch waiting the script turns on (TensorRT-LLM's `batch_wait_timeout_iters` and
+    /// `batch_wait_max_tokens_ratio`): the engine's `batch_wait`, for the runs the entry's
+    /// concurrencies, request lengths and `max_tp` name.
+    #[serde(default)]
+    pub batch_wait: Option<crate::spec::engine::BatchWait>,
+    /// The requests' input and output lengths the script sets `batch_wait` for (the
+    /// harness's ISL and OSL; absent: every length), and the largest tensor-parallel degree
+    /// (absent: every degree). They qualify `batch_wait` only: the other settings are made
+    /// before a run's lengths and layout are known.
+    #[serde(default)]
+    pub input_len: Option<u32>,
+    #[serde(default)]
+    pub output_len: Option<u32>,
+    #[serde(default)]
+    pub max_tp: Option<u32>,
 }
 
 /// The most input lengths a launch script's token budget may name: a bound on a typo.
@@ -180,21 +195,26 @@ impl LaunchFlags {
 }
 
 /// Most `[[launch]]` entries a client may hold (a bound that keeps [`ClientModel`] a value).
-pub const MAX_LAUNCH_RULES: usize = 16;
+pub const MAX_LAUNCH_RULES: usize = 32;
+
+/// Most `[[launch]]` entries that set a poll interval, and most that set batch waiting (each
+/// kept in a fixed array of the client's).
+pub const MAX_RECV_RULES: usize = 16;
+pub const MAX_BATCH_WAIT_RULES: usize = 4;
 
 /// The poll intervals a harness's launch scripts set for one engine and model, by
 /// concurrency: `(min_concurrency, max_concurrency, interval)`, the first that holds wins.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RecvIntervals {
     len: usize,
-    rules: [(u32, u32, u32); MAX_LAUNCH_RULES],
+    rules: [(u32, u32, u32); MAX_RECV_RULES],
 }
 
 impl RecvIntervals {
     /// No launch setting: the engine description's interval holds at every concurrency.
     pub const NONE: RecvIntervals = RecvIntervals {
         len: 0,
-        rules: [(0, 0, 0); MAX_LAUNCH_RULES],
+        rules: [(0, 0, 0); MAX_RECV_RULES],
     };
 
     /// The interval the harness set at concurrency `c` (None: the engine's own).
@@ -203,6 +223,63 @@ impl RecvIntervals {
             .iter()
             .find(|(lo, hi, _)| (*lo..=*hi).contains(&c))
             .map(|r| r.2)
+    }
+}
+
+/// The batch waiting a harness's launch scripts set for one engine and model, by
+/// concurrency, request lengths and tensor-parallel degree; the first that holds wins.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BatchWaits {
+    len: usize,
+    rules: [BatchWaitRule; MAX_BATCH_WAIT_RULES],
+}
+
+/// One `[[launch]]` entry's batch waiting and the runs it is for.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+struct BatchWaitRule {
+    min_concurrency: u32,
+    max_concurrency: u32,
+    input_len: Option<u32>,
+    output_len: Option<u32>,
+    max_tp: u32,
+    wait: crate::spec::engine::BatchWait,
+}
+
+impl BatchWaits {
+    /// No launch setting: the engine description's batch waiting holds.
+    pub const NONE: BatchWaits = BatchWaits {
+        len: 0,
+        rules: [BatchWaitRule {
+            min_concurrency: 0,
+            max_concurrency: 0,
+            input_len: None,
+            output_len: None,
+            max_tp: 0,
+            wait: crate::spec::engine::BatchWait {
+                timeout_iters: 0,
+                max_tokens_ratio: 0.0,
+            },
+        }; MAX_BATCH_WAIT_RULES],
+    };
+
+    /// The batch waiting the harness set at concurrency `c`, for requests of `input` and
+    /// `output` tokens on `tp` tensor-parallel GPUs (None: the engine's own).
+    pub fn at(
+        &self,
+        c: u32,
+        input: u32,
+        output: u32,
+        tp: u32,
+    ) -> Option<crate::spec::engine::BatchWait> {
+        self.rules[..self.len]
+            .iter()
+            .find(|r| {
+                (r.min_concurrency..=r.max_concurrency).contains(&c)
+                    && r.input_len.is_none_or(|l| l == input)
+                    && r.output_len.is_none_or(|l| l == output)
+                    && tp <= r.max_tp
+            })
+            .map(|r| r.wait)
     }
 }
 
@@ -229,6 +306,9 @@ pub struct ClientModel {
     /// The per-step token budget the launch scripts set, as a multiple of the input length
     /// (None: the engine's `max_num_batched_tokens`).
     pub budget_per_input: Option<u32>,
+    /// The batch waiting the launch scripts set for this engine and model (none: the
+    /// engine description's).
+    pub batch_waits: BatchWaits,
 }
 
 impl ClientModel {
@@ -244,6 +324,7 @@ impl ClientModel {
         per_chunk: 0.0,
         recv_intervals: RecvIntervals::NONE,
         budget_per_input: None,
+        batch_waits: BatchWaits::NONE,
     };
 
     /// Requests in a run at concurrency `c` (None: unbounded, each client looping).
@@ -310,6 +391,31 @@ impl ClientSpec {
                 format!("at most {MAX_LAUNCH_RULES} [[launch]] entries"),
             ));
         }
+        for (field, n, max) in [
+            (
+                "scheduler_recv_interval",
+                self.launch
+                    .iter()
+                    .filter(|l| l.scheduler_recv_interval.is_some())
+                    .count(),
+                MAX_RECV_RULES,
+            ),
+            (
+                "batch_wait",
+                self.launch
+                    .iter()
+                    .filter(|l| l.batch_wait.is_some())
+                    .count(),
+                MAX_BATCH_WAIT_RULES,
+            ),
+        ] {
+            if n > max {
+                return Err((
+                    "launch".into(),
+                    format!("at most {max} [[launch]] entries that set {field}"),
+                ));
+            }
+        }
         for (i, l) in self.launch.iter().enumerate() {
             let max = crate::spec::engine::MAX_RECV_INTERVAL;
             if l.scheduler_recv_interval
@@ -326,13 +432,39 @@ impl ClientSpec {
                 && l.attention_dp_balance.is_none()
                 && l.max_num_batched_tokens_per_input.is_none()
                 && l.max_num_batched_tokens.is_none()
+                && l.batch_wait.is_none()
             {
                 return Err((
                     format!("launch[{i}]"),
                     "a setting: scheduler_recv_interval, moe_library, kv_cache, \
-                     attention_dp_balance, max_num_batched_tokens or \
-                     max_num_batched_tokens_per_input"
+                     attention_dp_balance, max_num_batched_tokens, \
+                     max_num_batched_tokens_per_input or batch_wait"
                         .into(),
+                ));
+            }
+            let shaped = l.input_len.is_some() || l.output_len.is_some() || l.max_tp.is_some();
+            let others = l.scheduler_recv_interval.is_some()
+                || !l.moe_library.is_empty()
+                || l.kv_cache.is_some()
+                || l.attention_dp_balance.is_some()
+                || l.max_num_batched_tokens_per_input.is_some()
+                || l.max_num_batched_tokens.is_some();
+            if shaped && (l.batch_wait.is_none() || others) {
+                return Err((
+                    format!("launch[{i}]"),
+                    "input_len, output_len and max_tp only with batch_wait alone (the other \
+                     settings are made before a run's lengths and layout are known): one \
+                     entry for batch_wait, another for the rest"
+                        .into(),
+                ));
+            }
+            if let Some(b) = &l.batch_wait {
+                b.check(&format!("launch[{i}].batch_wait"))?;
+            }
+            if l.max_tp == Some(0) || l.input_len == Some(0) || l.output_len == Some(0) {
+                return Err((
+                    format!("launch[{i}]"),
+                    "input_len, output_len and max_tp of at least 1".into(),
                 ));
             }
             if l.max_num_batched_tokens
@@ -405,11 +537,25 @@ impl ClientSpec {
         let mut m = self.model();
         for l in self.launches(system, model) {
             m.budget_per_input = l.max_num_batched_tokens_per_input.or(m.budget_per_input);
+            if let Some(wait) = l.batch_wait {
+                let b = &mut m.batch_waits;
+                if b.len < MAX_BATCH_WAIT_RULES {
+                    b.rules[b.len] = BatchWaitRule {
+                        min_concurrency: l.min_concurrency,
+                        max_concurrency: l.max_concurrency.unwrap_or(u32::MAX),
+                        input_len: l.input_len,
+                        output_len: l.output_len,
+                        max_tp: l.max_tp.unwrap_or(u32::MAX),
+                        wait,
+                    };
+                    b.len += 1;
+                }
+            }
             let Some(interval) = l.scheduler_recv_interval else {
                 continue;
             };
             let r = &mut m.recv_intervals;
-            if r.len < MAX_LAUNCH_RULES {
+            if r.len < MAX_RECV_RULES {
                 r.rules[r.len] = (
                     l.min_concurrency,
                     l.max_concurrency.unwrap_or(u32::MAX),
@@ -477,6 +623,7 @@ impl ClientSpec {
             per_chunk: self.per_chunk_cpu.0,
             recv_intervals: RecvIntervals::NONE,
             budget_per_input: None,
+            batch_waits: BatchWaits::NONE,
         }
     }
 }

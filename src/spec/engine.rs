@@ -127,6 +127,45 @@ pub struct EngineSpec {
     /// only when attention is data-parallel.
     #[serde(default)]
     pub attention_dp_balance: Option<AttentionDpBalance>,
+    /// Prompts held back to batch them with later ones while the engine decodes
+    /// (TensorRT-LLM's `batch_wait_timeout_iters` with `batch_wait_max_tokens_ratio`;
+    /// `None`: never held). Applies only when attention is not data-parallel.
+    #[serde(default)]
+    pub batch_wait: Option<BatchWait>,
+}
+
+/// TensorRT-LLM's batch waiting (`batch_wait_timeout_iters`, `batch_wait_max_tokens_ratio`;
+/// `py_executor.py` `_schedule` and `_waiting_requests`): in an iteration that would prefill
+/// prompts while other requests decode, and without data-parallel attention, the prompts run
+/// only when the tokens the iteration would schedule (the prompts' whole lengths and one per
+/// decoding request) reach `max_tokens_ratio` of the token budget, or when an iteration
+/// counter has reached `timeout_iters`; otherwise the iteration only decodes and the counter
+/// advances. The counter starts again at 0 when the prompts run. With nothing decoding the
+/// prompts run at once.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BatchWait {
+    /// Decode-only iterations the prompts may be held (`batch_wait_timeout_iters`).
+    pub timeout_iters: u32,
+    /// The share of the token budget that releases them at once
+    /// (`batch_wait_max_tokens_ratio`, 0 to 1).
+    pub max_tokens_ratio: f64,
+}
+
+impl BatchWait {
+    /// A timeout of at most [`MAX_BALANCE_ITERS`] iterations and a ratio in [0, 1]; `field`
+    /// names where it was given.
+    pub fn check(&self, field: &str) -> Result<(), (String, String)> {
+        iterations(field, "timeout_iters", self.timeout_iters)?;
+        let r = self.max_tokens_ratio;
+        if !(r.is_finite() && (0.0..=1.0).contains(&r)) {
+            return Err((
+                format!("{field}.max_tokens_ratio"),
+                "a share of the token budget, 0 to 1".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// TensorRT-LLM's attention-DP context balancing (`attention_dp_config`,
@@ -161,20 +200,20 @@ impl AttentionDpBalance {
     /// A timeout and a wait of at most [`MAX_BALANCE_ITERS`] iterations each (0: none);
     /// `field` names where it was given.
     pub fn check(&self, field: &str) -> Result<(), (String, String)> {
-        if self.timeout_iters > MAX_BALANCE_ITERS {
-            return Err((
-                format!("{field}.timeout_iters"),
-                format!("0 to {MAX_BALANCE_ITERS} iterations"),
-            ));
-        }
-        if self.batching_wait_iters > MAX_BALANCE_ITERS {
-            return Err((
-                format!("{field}.batching_wait_iters"),
-                format!("0 to {MAX_BALANCE_ITERS} iterations"),
-            ));
-        }
-        Ok(())
+        iterations(field, "timeout_iters", self.timeout_iters)?;
+        iterations(field, "batching_wait_iters", self.batching_wait_iters)
     }
+}
+
+/// An iteration count of at most [`MAX_BALANCE_ITERS`], `key` of `field`.
+fn iterations(field: &str, key: &str, n: u32) -> Result<(), (String, String)> {
+    if n > MAX_BALANCE_ITERS {
+        return Err((
+            format!("{field}.{key}"),
+            format!("0 to {MAX_BALANCE_ITERS} iterations"),
+        ));
+    }
+    Ok(())
 }
 
 fn every_step() -> u32 {
@@ -713,6 +752,9 @@ pub struct EngineFile {
     /// Context balancing over data-parallel attention ranks (absent: none).
     #[serde(default)]
     pub attention_dp_balance: Option<AttentionDpBalance>,
+    /// Batch waiting before prefills (absent: none).
+    #[serde(default)]
+    pub batch_wait: Option<BatchWait>,
     pub sources: BTreeMap<String, String>,
 }
 
@@ -846,6 +888,7 @@ impl EngineFile {
             scheduler_recv_interval: self.scheduler_recv_interval,
             max_num_seqs_when_speculating: self.max_num_seqs_when_speculating,
             attention_dp_balance: self.attention_dp_balance,
+            batch_wait: self.batch_wait,
         };
         e.validate()?;
         Ok(e)
@@ -935,6 +978,9 @@ impl EngineSpec {
         }
         if let Some(b) = &self.attention_dp_balance {
             b.check("engine.attention_dp_balance")?;
+        }
+        if let Some(b) = &self.batch_wait {
+            b.check("engine.batch_wait")?;
         }
         let u = self.gpu_memory_utilization.0;
         if !(1e-3..=1.0).contains(&u) {

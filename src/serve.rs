@@ -688,9 +688,12 @@ impl<'s, 'a> Server<'s, 'a> {
             .batch_waits
             .at(c, w.input_len, w.output_len, s.parallel.tp)
             .or(s.system.engine.batch_wait)?;
-        (rule.timeout_iters > 0).then_some(BatchHold {
+        // An iteration that could hold schedules a prompt token and a decode at least: a
+        // threshold of two tokens or fewer (or no timeout) never holds anything.
+        let tokens = rule.max_tokens_ratio * self.costs.budget;
+        (rule.timeout_iters > 0 && tokens > 2.0).then_some(BatchHold {
             timeout: rule.timeout_iters,
-            tokens: rule.max_tokens_ratio * self.costs.budget,
+            tokens,
         })
     }
 
@@ -996,8 +999,10 @@ impl<'s, 'a> Server<'s, 'a> {
         // Batch waiting holds it, while the others decode, until the prompts about reach the
         // token threshold or the counter the timeout: a window opened by the first prompt
         // lasts `T` steps, the timeout or the time the next `k − 1` prompts take to come at
-        // `p` a step, and the prompts that come in it wait out its rest (the first all of
-        // it): `T (1 + p T / 2) / (1 + p T)` steps on average.
+        // `p` a step, and never past the others' last decode (with `n` others `n / (n + 1)`
+        // of the `output − 1` steps on average, their remaining steps spread evenly), when
+        // nothing decodes and the prompts run. The prompts that come in a window wait out its
+        // rest (the first all of it): `T (1 + p T / 2) / (1 + p T)` steps on average.
         let batch_wait = match self.batch_wait(c) {
             Some(b) if st.decoding > 1.0 && running > 1.0 => {
                 let others = st.decoding - 1.0;
@@ -1005,12 +1010,11 @@ impl<'s, 'a> Server<'s, 'a> {
                 if needed <= 1.0 {
                     0.0
                 } else {
-                    let timeout = b.timeout as f64;
-                    let window = if p > 0.0 {
-                        timeout.min((needed - 1.0) / p)
-                    } else {
-                        timeout
-                    };
+                    let last_decode = (output - 1.0).max(0.0) * others / (others + 1.0);
+                    let mut window = (b.timeout as f64).min(last_decode);
+                    if p > 0.0 {
+                        window = window.min((needed - 1.0) / p);
+                    }
                     window * (1.0 + 0.5 * p * window) / (1.0 + p * window) * step
                 }
             }

@@ -956,8 +956,9 @@ fn a_harness_launch_script_turns_on_batch_waiting_for_its_shapes_and_layouts() {
 
 /// The engine's own batch waiting (an engine TOML's `[batch_wait]`) holds a steady closed
 /// loop's prompts too: the TTFT rises, by no more than the timeout's steps (by all of them
-/// at C = 2, where a prompt rarely has company); a timeout of 0 holds nothing. (The wait may
-/// shorten as the load rises: more prompts reach the token threshold sooner.)
+/// at C = 2, where a prompt rarely has company), and never past the others' last decode; a
+/// timeout of 0 holds nothing. (The wait may shorten as the load rises: more prompts reach
+/// the token threshold sooner.)
 #[test]
 fn an_engines_batch_waiting_holds_a_closed_loops_prompts() {
     let m = model("llama-3.1-8b");
@@ -999,6 +1000,14 @@ fn an_engines_batch_waiting_holds_a_closed_loops_prompts() {
         (27.0..=30.0 * 1.01).contains(&steps),
         "C=2: {steps:.1} steps held"
     );
+    // A timeout longer than a request holds a prompt only until the others stop decoding:
+    // never more than their `output − 1` steps, and the throughput stays above one request's.
+    let long = run(&with(10_000));
+    for (f, h) in free.points.iter().zip(&long.points) {
+        let steps = (h.ttft_ms - f.ttft_ms) / h.tpot_ms;
+        assert!(steps <= 511.0, "C={}: {steps:.0} steps held", f.concurrency);
+    }
+    assert!(long.points[0].throughput_tok_s > free.points[0].throughput_tok_s * 0.6);
 }
 
 /// A launch entry's batch waiting is checked: a ratio above the whole budget is refused

@@ -42,9 +42,14 @@ pub fn split_systems(s: &str) -> Vec<String> {
     out
 }
 
-/// Load `name[key=value;key=value]` with the global `--set` overrides, then its own. A
-/// `label=...` entry in the brackets names the variant in reports.
-pub fn load_variant(spec: &str, global: &[Override]) -> Result<(String, System)> {
+/// Load `name[key=value;key=value]` with the global `--set` overrides, then its own, running
+/// `engine` in place of the system's own where one is given (`--engine`). A `label=...`
+/// entry in the brackets names the variant in reports.
+pub fn load_variant(
+    spec: &str,
+    engine: Option<&str>,
+    global: &[Override],
+) -> Result<(String, System)> {
     let (name, entries) = match spec.split_once('[') {
         Some((n, rest)) => {
             let inner = rest
@@ -71,7 +76,7 @@ pub fn load_variant(spec: &str, global: &[Override]) -> Result<(String, System)>
     }
     let mut all = global.to_vec();
     all.extend(parse_all(&sets)?);
-    Ok((label, System::load_with(name, &all)?))
+    Ok((label, System::load_with_engine(name, engine, &all)?))
 }
 
 /// One row of a comparison.

@@ -1734,7 +1734,9 @@ fn cli_values(long: bool) {
             check(!sys.0.is_empty(), || format!("{s:?}: no systems"))?;
             for v in &sys.0 {
                 // Loading a variant either works or says why; never a panic.
-                let r = no_panic("load_variant", || rooftop::whatif::load_variant(v, &[]))?;
+                let r = no_panic("load_variant", || {
+                    rooftop::whatif::load_variant(v, None, &[])
+                })?;
                 if let Err(e) = r {
                     check(!e.to_string().is_empty(), || "empty error".into())?;
                 }

@@ -446,3 +446,49 @@ fn a_target_already_met_is_read_as_slack() {
     );
     assert!(!text.contains("cannot alone"), "{text}");
 }
+
+/// `compare --engine` runs every system with that engine, as `sweep --engine` does: the
+/// system's own engine named gives the row it gives unnamed, and TensorRT-LLM another row.
+#[test]
+fn compare_runs_the_engine_it_is_given() {
+    let row = |engine: Option<&str>| {
+        let mut args = vec![
+            "compare",
+            "--model",
+            "llama-3.1-8b",
+            "--systems",
+            "8x-h100-nvlink",
+            "--parallel",
+            "tp8",
+            "--concurrency",
+            "2",
+            "--format",
+            "json",
+        ];
+        if let Some(e) = engine {
+            args.extend(["--engine", e]);
+        }
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["rows"][0]["tpot_ms"][0][1].as_f64().unwrap()
+    };
+    let own = System::load("8x-h100-nvlink").unwrap().engine.name;
+    assert_eq!(row(Some(&own)), row(None), "{own} named");
+    // TensorRT-LLM fuses the all-reduce with the norm: another decode step (vLLM's and
+    // SGLang's priors are the same numbers, so they give the same row here).
+    assert_ne!(own, "trtllm");
+    assert_ne!(
+        row(Some("trtllm")),
+        row(None),
+        "trtllm: the engine changed nothing"
+    );
+}

@@ -229,7 +229,7 @@ pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
     conc.dedup();
     let mut rows = Vec::new();
     for n in &c.systems.0 {
-        let (label, sys) = crate::whatif::load_variant(n, &sets)?;
+        let (label, sys) = crate::whatif::load_variant(n, args.engine.as_deref(), &sets)?;
         let r = evaluate(&model, &sys, &d, &conc, w);
         rows.push(DisaggCompareRow {
             system: label,

@@ -152,7 +152,8 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
                     let l = load(scenario)?;
                     let mut bars = Vec::new();
                     for n in names {
-                        let (label, sys) = crate::whatif::load_variant(n, &sets)?;
+                        let (label, sys) =
+                            crate::whatif::load_variant(n, scenario.engine.as_deref(), &sets)?;
                         let s = Scenario::new(&l.model, &sys, Parallel::tp(sys.spec.gpu_count))?;
                         let p = predict_fitting(&s, *batch, *context)
                             .map_err(|e| Error::Scenario(format!("{label}: {e}")))?;

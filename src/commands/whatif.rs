@@ -57,7 +57,7 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         .transpose()?;
     let mut rows = Vec::new();
     for n in names {
-        let (label, sys) = load_variant(n, &sets)?;
+        let (label, sys) = load_variant(n, args.engine.as_deref(), &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
             let fitted_here = calibration.as_ref().filter(|c| c.system == sys.spec.name);
@@ -530,7 +530,7 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
     };
     let mut syss = Vec::new();
     for n in &names {
-        syss.push(load_variant(n, &sets)?);
+        syss.push(load_variant(n, args.engine.as_deref(), &sets)?);
     }
     // An objective some system has no figure for is refused before anything runs.
     if let Some(o) = *objective {

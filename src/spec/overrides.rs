@@ -182,9 +182,10 @@ fn set(
         }
         if !table.contains_key(p) {
             let known = table.keys().cloned().collect::<Vec<_>>().join(", ");
+            let here = path[..=i].join(".");
             return Err(format!(
-                "no table \"{}\" (known: {known})",
-                path[..=i].join(".")
+                "no table \"{here}\" (known: {known}); a table the description leaves out \
+                 is set whole, with its keys inline: '...{here}={{key = value, ...}}'"
             ));
         }
         cur = table

@@ -188,9 +188,9 @@ pub struct ServingArgs {
     #[command(flatten)]
     pub request: RequestArgs,
     /// TPOT definition to report: itl (decode only, as vLLM's benchmark) or e2e (E2E / tokens,
-    /// prefill included).
-    #[arg(long, value_enum, default_value_t)]
-    pub tpot_def: crate::serve::TpotDef,
+    /// prefill included). Default: the --client's own definition (its `tpot`), else itl.
+    #[arg(long, value_enum)]
+    pub tpot_def: Option<crate::serve::TpotDef>,
     /// Benchmark client (see `rooftop list clients`: vllm-bench-serve, bench-serve-sweep,
     /// aiohttp-default, team-macro, closed-loop, poisson) or a client TOML; default an ideal
     /// closed loop.

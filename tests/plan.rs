@@ -240,3 +240,40 @@ fn the_front_ends_where_the_target_binds() {
     let t = |i: usize| sweep["points"][i]["tpot_ms"].as_f64().unwrap();
     assert!(t(0) <= 50.0 && t(1) > 50.0, "{} then {}", t(0), t(1));
 }
+
+/// `plan --client` takes the client as `sweep --client` does, its launch scripts' server
+/// settings included (InferenceMAX's SGLang DeepSeek-R1 scripts poll for requests every 30
+/// steps from C = 16 and set an FP8 KV cache): a front point is the sweep's point of its
+/// layout and concurrency, TTFT and TPOT alike.
+#[test]
+fn plan_prices_a_client_as_sweep_does() {
+    let common = [
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "8x-h200-nvlink",
+        "--engine",
+        "sglang",
+        "--client",
+        "inferencemax",
+        "--format",
+        "json",
+    ];
+    let mut plan = vec!["plan", "--aggregated-only"];
+    plan.extend_from_slice(&common);
+    let front = common::json_of(&plan);
+    let p = front["front"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["deployment"] == "tp8ep8" && p["concurrency"] == 64)
+        .expect("tp8ep8 at C = 64 on the front")
+        .clone();
+    let mut sweep = vec!["sweep", "--tp", "8", "--ep", "8", "--concurrency", "64"];
+    sweep.extend_from_slice(&common);
+    let s = common::json_of(&sweep)["points"][0].clone();
+    for (a, b) in [("tpot_ms", "tpot_ms"), ("ttft_ms", "ttft_ms")] {
+        let (x, y) = (p[a].as_f64().unwrap(), s[b].as_f64().unwrap());
+        assert!((x - y).abs() <= 1e-6 * y, "{a}: plan {x}, sweep {y}");
+    }
+}

@@ -227,3 +227,45 @@ fn the_e2e_bound_holds_the_prompts_prefill() {
         assert!(a.sol_tpot_ms <= a.tpot_ms);
     }
 }
+
+/// A client that measures TPOT as E2E / output (the team's macro: `tpot = "e2e"`) is swept
+/// with its own definition unless --tpot-def says otherwise: `tpot_ms` is the E2E figure,
+/// and `--tpot-def itl` reports the inter-token time again.
+#[test]
+fn a_clients_tpot_definition_is_the_sweeps_default() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-h100-nvlink",
+            "--tp",
+            "1",
+            "--concurrency",
+            "8",
+            "--client",
+            "team-macro",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["points"][0].clone()
+    };
+    let own = run(&[]);
+    assert_eq!(own["tpot_ms"], own["tpot_e2e_ms"]);
+    assert!(own["tpot_e2e_ms"].as_f64() > own["tpot_itl_ms"].as_f64());
+    let itl = run(&["--tpot-def", "itl"]);
+    assert_eq!(itl["tpot_ms"], itl["tpot_itl_ms"]);
+}

@@ -38,7 +38,7 @@ pub fn deployment(a: &DeploymentArgs) -> Result<Deployment> {
 /// The layout options describe one pool; with a deployment each pool has its own.
 fn refuse_layout_flags(args: &ScenarioArgs) -> Result<()> {
     if let Some(flag) = crate::commands::chosen_layout_flag(args) {
-        return Err(Error::Scenario(format!(
+        return Err(Error::Usage(format!(
             "{flag} does not apply to a disaggregated deployment: each pool gives its own layout in --prefill / --decode (calibrations describe one aggregated pool)"
         )));
     }
@@ -66,11 +66,25 @@ fn evaluate(
 pub fn run_sweep(a: &SweepArgs) -> Result<Vec<u8>> {
     let args = &a.scenario;
     refuse_layout_flags(args)?;
+    if crate::commands::sweep::tpot_def(&a.serving)? == crate::serve::TpotDef::E2e {
+        return Err(Error::Usage(
+            "TPOT as E2E / output (--tpot-def e2e, or a --client whose tpot is e2e) does \
+             not apply to a disaggregated deployment: its TPOT is the decode pool's \
+             inter-token time (pass --tpot-def itl), and its TTFT is reported beside it"
+                .into(),
+        ));
+    }
     let d = deployment(&a.deployment)?;
-    let model = crate::commands::load_model(args)?;
+    let mut model = crate::commands::load_model(args)?;
     let sets = crate::spec::overrides::parse_all(&args.set)?;
-    let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
-    let w = crate::commands::sweep::workload(&a.serving)?;
+    let mut system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
+    let mut w = crate::commands::sweep::workload(&a.serving)?;
+    // The client as it ran against this server, as `sweep --client` takes it.
+    w.client = crate::commands::sweep::client_launching(
+        a.serving.client.as_deref(),
+        &mut system,
+        &mut model,
+    )?;
     let mut conc = a.serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();

@@ -55,16 +55,19 @@ pub fn run(a: &PlanArgs) -> Result<Vec<u8>> {
             "{flag} does not apply to plan: it tries every layout of the budget itself"
         )));
     }
-    let model = crate::commands::load_model(args)?;
+    let mut model = crate::commands::load_model(args)?;
     let sets = crate::spec::overrides::parse_all(&args.set)?;
-    let system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
+    let mut system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
     let mut w = crate::commands::sweep::request_shape(
         a.request.input_len,
         a.request.output_len,
         crate::serve::TpotDef::Itl,
         false,
     )?;
-    w.client = crate::commands::sweep::client_model(a.client.as_deref())?;
+    // The client as it ran against this server: its launch scripts' settings included, as
+    // `sweep --client` takes them.
+    w.client =
+        crate::commands::sweep::client_launching(a.client.as_deref(), &mut system, &mut model)?;
     let r = PlanRequest {
         gpus: a.gpus.unwrap_or(system.spec.gpu_count),
         workload: w,

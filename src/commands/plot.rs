@@ -101,12 +101,12 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
             metric,
             out,
         }) => {
-            let l = load(scenario)?;
+            let (l, w) = load_serving(scenario, serving)?;
             let set = sweep_set(
                 &l,
                 l.calibration.as_ref(),
                 &concurrency(serving),
-                workload(serving)?,
+                w,
                 measured,
             )?;
             plot::curves(
@@ -132,12 +132,8 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
         }) => {
             let bars = match by {
                 BreakdownBy::Concurrency => {
-                    let l = load(scenario)?;
-                    sweep_breakdown(&sweep(
-                        &l.scenario()?,
-                        &concurrency(serving),
-                        workload(serving)?,
-                    )?)
+                    let (l, w) = load_serving(scenario, serving)?;
+                    sweep_breakdown(&sweep(&l.scenario()?, &concurrency(serving), w)?)
                 }
                 BreakdownBy::Layer => {
                     let l = load(scenario)?;
@@ -351,4 +347,13 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
     plot::heatmap(&specdec_heatmap(&runs, 1), &path)?;
     written.push(path);
     Ok(written)
+}
+
+/// The scenario and the serving workload as `sweep` takes them: the client's launch
+/// scripts' server settings set on the loaded system and model.
+fn load_serving(scenario: &ScenarioArgs, serving: &ServingArgs) -> Result<(Loaded, Workload)> {
+    let mut l = load(scenario)?;
+    let mut w = workload(serving)?;
+    w.client = crate::commands::sweep::client_for(serving.client.as_deref(), &mut l)?;
+    Ok((l, w))
 }

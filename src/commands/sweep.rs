@@ -53,16 +53,36 @@ pub fn client_for(
     name: Option<&str>,
     l: &mut crate::commands::Loaded,
 ) -> Result<crate::serve::ClientModel> {
+    client_launching(name, &mut l.system, &mut l.model)
+}
+
+/// As [`client_for`], on a system and model loaded apart: the launch scripts' server
+/// settings set on `system` and `model` in place.
+pub fn client_launching(
+    name: Option<&str>,
+    system: &mut crate::spec::System,
+    model: &mut crate::spec::ModelSpec,
+) -> Result<crate::serve::ClientModel> {
     Ok(match name {
         Some(n) => {
             let spec = crate::spec::registry::load_client(n)?;
-            if let Some(s) = spec.launched(&l.system, &l.model) {
-                l.system = s;
+            if let Some(s) = spec.launched(system, model) {
+                *system = s;
             }
-            spec.launch_model(&l.system, &mut l.model);
-            spec.model_for(&l.system, &l.model)
+            spec.launch_model(system, model);
+            spec.model_for(system, model)
         }
         None => crate::serve::ClientModel::IDEAL,
+    })
+}
+
+/// The TPOT definition a sweep reports: --tpot-def, else the --client's own (a client
+/// description's `tpot`: what its measurements mean by TPOT), else inter-token time.
+pub fn tpot_def(a: &ServingArgs) -> Result<crate::serve::TpotDef> {
+    Ok(match (a.tpot_def, a.client.as_deref()) {
+        (Some(d), _) => d,
+        (None, Some(n)) => crate::spec::registry::load_client(n)?.tpot,
+        (None, None) => crate::serve::TpotDef::Itl,
     })
 }
 
@@ -72,7 +92,12 @@ pub fn workload(a: &ServingArgs) -> Result<Workload> {
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    let mut w = request_shape(a.request.input_len, a.request.output_len, a.tpot_def, true)?;
+    let mut w = request_shape(
+        a.request.input_len,
+        a.request.output_len,
+        tpot_def(a)?,
+        true,
+    )?;
     w.client = client_model(a.client.as_deref())?;
     Ok(w)
 }

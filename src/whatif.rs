@@ -373,19 +373,28 @@ pub fn compare_row(
         Ok(())
     };
     if let Err(e) = run() {
-        // A row that cannot run carries its reason and no performance numbers.
-        row.tpot_ms.clear();
-        row.tpot_ci95_ms.clear();
-        row.throughput_tok_s.clear();
-        row.sol_tpot_ms.clear();
-        row.dominant.clear();
-        row.does_not_fit.clear();
-        row.usd_per_million_tokens = None;
-        row.at_target = None;
-        row.curve.clear();
-        row.error = Some(e.to_string());
+        row.refuse(e.to_string());
     }
     row
+}
+
+impl CompareRow {
+    /// A row that cannot run: its reason and no performance numbers.
+    pub fn refuse(&mut self, why: String) {
+        self.tpot_ms.clear();
+        self.tpot_ci95_ms.clear();
+        self.throughput_tok_s.clear();
+        self.sol_tpot_ms.clear();
+        self.dominant.clear();
+        self.does_not_fit.clear();
+        self.usd_per_million_tokens = None;
+        self.at_target = None;
+        self.target_unmet = None;
+        self.plateau_tok_s = None;
+        self.plateau_concurrency = None;
+        self.curve.clear();
+        self.error = Some(why);
+    }
 }
 
 /// One system of the buyer's table (`compare --objective`), flat for CSV.

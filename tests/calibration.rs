@@ -381,6 +381,34 @@ fn compare_uses_a_calibration_only_for_its_own_system() {
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows[0]["provenance"], "calibrated");
     assert_eq!(rows[1]["provenance"], "default");
+    // Another model on the system it was fitted on: that row carries predict's refusal and
+    // no numbers (it was applied and labelled calibrated); the other system's row runs.
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .args([
+            "compare",
+            "--model",
+            "qwen3-30b-a3b",
+            "--calibration",
+            p.to_str().unwrap(),
+            "--systems",
+            "8x-rtx-pro-6000-pcie,8x-h200-nvlink",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let why = rows[0]["error"]
+        .as_str()
+        .expect("the fitted system's row refused");
+    assert!(why.contains("fitted on model kimi-k2.5-int4"), "{why}");
+    assert_eq!(rows[0]["tpot_ms"], serde_json::json!([]));
+    assert!(rows[1]["error"].is_null() && rows[1]["provenance"] == "default");
 }
 
 /// Records built on a calibrated scenario come complete: predict, sweep and specdec carry

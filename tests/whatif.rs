@@ -492,3 +492,32 @@ fn compare_runs_the_engine_it_is_given() {
         "trtllm: the engine changed nothing"
     );
 }
+
+/// `compare` takes each row's layout from --parallel: a layout flag it would drop is a usage
+/// error (exit 2) naming --parallel, as `explore` and `plan` refuse theirs.
+#[test]
+fn compare_refuses_a_layout_flag_it_would_drop() {
+    for flag in [["--tp", "4"], ["--pp", "2"], ["--redundant-experts", "3"]] {
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args([
+                "compare",
+                "--model",
+                "llama-3.1-8b",
+                "--systems",
+                "8x-h100-nvlink",
+                "--concurrency",
+                "8",
+                flag[0],
+                flag[1],
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag[0]) && err.contains("--parallel"),
+            "{flag:?}: {err}"
+        );
+    }
+}

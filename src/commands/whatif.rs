@@ -31,6 +31,14 @@ fn workload(i: u32, o: u32) -> Result<Workload> {
 /// The comparison record for `--systems` × `--parallel`.
 #[allow(clippy::too_many_arguments)]
 pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Comparison> {
+    // Each row's layout is one of --parallel's: a layout flag would be silently dropped.
+    if let Some(flag) = crate::commands::chosen_layout_flag(args).filter(|f| *f != "--calibration")
+    {
+        return Err(Error::Usage(format!(
+            "{flag} does not apply to compare: each row's layout comes from --parallel \
+             (e.g. --parallel tp8,tp4pp2,tp1ep8dp8)"
+        )));
+    }
     let (systems, parallel, concurrency, context) =
         (&c.systems, &c.parallel[..], &c.concurrency[..], c.context);
     let (input_len, output_len) = (c.request.input_len, c.request.output_len);
@@ -48,31 +56,70 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
     };
     let lays = layouts(parallel);
     let names = &systems.0;
-    // A calibration describes the system it was fitted on: rows of that system use it,
-    // the others keep their own defaults.
+    // A calibration describes the run it was fitted on (model, system, engine, layout):
+    // rows of that system use it where the rest matches too, as `predict` would, and carry
+    // `predict`'s refusal where it does not; the other systems' rows keep their defaults.
+    // With --transfer-calibration every row takes what transfers (`Calibration::for_run`).
     let calibration = args
         .calibration
         .as_deref()
-        .map(crate::calibrate::Calibration::load)
+        .map(|f| crate::calibrate::Calibration::load(f).map(|c| (f, c)))
         .transpose()?;
     let mut rows = Vec::new();
+    let mut used = false;
     for n in names {
         let (label, sys) = load_variant(n, args.engine.as_deref(), &sets)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
-            let fitted_here = calibration.as_ref().filter(|c| c.system == sys.spec.name);
-            rows.push(compare_row(
-                &model,
-                &label,
-                &sys,
-                par,
-                fitted_here,
-                concurrency,
-                w,
-                context,
-                targets,
-            ));
+            let fitted = match &calibration {
+                Some((file, c)) if args.transfer_calibration || c.system == sys.spec.name => {
+                    Some(c.for_run(
+                        &model.name,
+                        &sys,
+                        &par.to_string(),
+                        args.transfer_calibration,
+                        file,
+                    ))
+                }
+                _ => None,
+            };
+            used |= fitted.is_some();
+            let row = |c: Option<&crate::calibrate::Calibration>| {
+                compare_row(
+                    &model,
+                    &label,
+                    &sys,
+                    par,
+                    c,
+                    concurrency,
+                    w,
+                    context,
+                    targets,
+                )
+            };
+            let row = match fitted {
+                Some(Err(e)) => {
+                    let mut r = row(None);
+                    r.refuse(format!("--calibration: {e}"));
+                    r
+                }
+                Some(Ok((c, note))) => {
+                    if let Some(n) = note {
+                        crate::cli::stderr_line(&format!("note: {label} {par}: {n}"));
+                    }
+                    row(Some(&c))
+                }
+                None => row(None),
+            };
+            rows.push(row);
         }
+    }
+    if let (Some((file, c)), false) = (&calibration, used) {
+        crate::cli::stderr_line(&format!(
+            "note: {file} was fitted on {}; no row is of that system, so every row keeps its \
+             defaults (--transfer-calibration carries what transfers to other systems)",
+            c.system
+        ));
     }
     // Rows that cannot run say why beside the others; a comparison where none can is no
     // comparison.

@@ -521,3 +521,39 @@ fn compare_refuses_a_layout_flag_it_would_drop() {
         );
     }
 }
+
+/// Two engines named for one system (--engine and a `system.engine` override, globally or
+/// in a --systems variant) are a usage error, not one of them winning without a word.
+#[test]
+fn two_engines_for_one_system_are_refused() {
+    for args in [
+        vec![
+            "predict",
+            "--set",
+            "system.engine=trtllm",
+            "--engine",
+            "sglang",
+        ],
+        vec![
+            "compare",
+            "--model",
+            "llama-3.1-8b",
+            "--systems",
+            "8x-h100-nvlink[system.engine=trtllm]",
+            "--engine",
+            "sglang",
+        ],
+    ] {
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("system.engine=trtllm") && err.contains("sglang"),
+            "{err}"
+        );
+    }
+}

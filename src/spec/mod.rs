@@ -111,6 +111,18 @@ impl System {
         sets: &[overrides::Override],
     ) -> Result<System> {
         use overrides::{apply, Target};
+        // Two engines named for one system: one would win without a word.
+        if let (Some(e), Some(o)) = (
+            engine,
+            sets.iter()
+                .find(|o| o.target == Target::System && o.path == ["engine"]),
+        ) {
+            return Err(crate::error::Error::Usage(format!(
+                "{name}: engine {e} is given (--engine, or the run's mapping) and {} names \
+                 another: give one",
+                o.raw
+            )));
+        }
         let mut file = registry::load_system_spec(name)?;
         // A relative path inside a system file names a file beside it, not one in whatever
         // folder rooftop runs in (`--set system.gpu=...` stays relative to the shell's).

@@ -158,9 +158,10 @@ pub struct DraftArgs {
     /// largest that divides the draft's heads).
     #[arg(value_parser = crate::options::positive_u32, long)]
     pub draft_tp: Option<u32>,
-    /// CPU time per step of n-gram lookup, microseconds (a prior; measure yours).
-    #[arg(long, default_value = "50")]
-    pub ngram_cpu_us: CpuMicros,
+    /// CPU time per step of n-gram lookup, microseconds (a prior; measure yours). Default 50;
+    /// only with --draft ngram.
+    #[arg(long)]
+    pub ngram_cpu_us: Option<CpuMicros>,
 }
 
 /// Request lengths of a serving workload (shared by sweep, compare, sensitivity, plots).

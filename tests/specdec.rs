@@ -935,3 +935,43 @@ fn a_missing_draft_names_only_the_drafts_the_model_has() {
         );
     }
 }
+
+/// A specdec flag for another draft or another acceptance statistic is a usage error (exit
+/// 2), as --draft-tp without a draft model is: --ngram-cpu-us with a GPU draft, and
+/// --acceptance-k with per-position rates (a figure per position needs no draft length).
+#[test]
+fn specdec_refuses_flags_for_another_draft_or_statistic() {
+    for args in [
+        vec![
+            "specdec",
+            "--draft",
+            "mtp",
+            "--model",
+            "deepseek-v3-fp8",
+            "--system",
+            "8x-h200-nvlink",
+            "--ngram-cpu-us",
+            "5000",
+            "--k",
+            "2",
+        ],
+        vec![
+            "specdec",
+            "--acceptance",
+            "0.8,0.6",
+            "--acceptance-k",
+            "5",
+            "--k",
+            "1..3",
+        ],
+    ] {
+        let out = common::output_of(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(args[args.len() - 4]) || err.contains("--acceptance-k"),
+            "{err}"
+        );
+    }
+}

@@ -468,11 +468,7 @@ fn compare_runs_the_engine_it_is_given() {
         if let Some(e) = engine {
             args.extend(["--engine", e]);
         }
-        let out = assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = common::output_of(&args);
         assert!(
             out.status.success(),
             "{}",
@@ -544,11 +540,7 @@ fn two_engines_for_one_system_are_refused() {
             "sglang",
         ],
     ] {
-        let out = assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = common::output_of(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(

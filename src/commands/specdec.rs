@@ -10,10 +10,21 @@ use crate::spec::registry;
 use crate::specdec::{specdec, Acceptance, Draft, SpecDec};
 use std::fmt::Write as _;
 
+/// n-gram lookup's CPU time per step when --ngram-cpu-us names none, microseconds: a prior
+/// [U], measure yours.
+const NGRAM_CPU_US_DEFAULT: f64 = 50.0;
+
 /// The acceptance of figures given on the command line, converted from the statistic
 /// `--acceptance-stat` names (a single figure at `--acceptance-k`, or the one `--k`). `None`
 /// for a file, read later.
 pub fn given_acceptance(a: &SpecdecArgs) -> Option<Result<Acceptance>> {
+    if let (Some(k), false) = (a.acceptance_k, a.acceptance_stat.is_scalar()) {
+        return Some(Err(Error::Usage(format!(
+            "--acceptance-k {k} applies to a single figure (a length or a rate, \
+             --acceptance-stat vllm-mean-length and the like); {} rates are per position",
+            a.acceptance_stat.name()
+        ))));
+    }
     match &a.acceptance {
         AcceptanceArg::Values(v) => {
             let k = a
@@ -84,12 +95,19 @@ pub fn draft(d: &DraftArgs, l: &crate::commands::Loaded) -> Result<Draft> {
              runs inside the target at its TP ({target_tp}) or on the CPU"
         )));
     }
+    if let (Some(us), false) = (d.ngram_cpu_us, matches!(d.draft, DraftKind::Ngram)) {
+        return Err(Error::Usage(format!(
+            "--ngram-cpu-us {} applies to n-gram lookup (--draft ngram); this draft runs on \
+             the GPU",
+            us.0
+        )));
+    }
     Ok(match &d.draft {
         DraftKind::Mtp => Draft::Mtp,
         DraftKind::Eagle => Draft::Eagle,
         DraftKind::Eagle3 => Draft::Eagle3,
         DraftKind::Ngram => Draft::Ngram {
-            cpu_seconds: d.ngram_cpu_us.0 * 1e-6,
+            cpu_seconds: d.ngram_cpu_us.map_or(NGRAM_CPU_US_DEFAULT, |u| u.0) * 1e-6,
         },
         DraftKind::Model(name) => {
             let spec = registry::load_model(name)?;

@@ -354,3 +354,35 @@ fn odd_values_are_left_out_with_a_note() {
     let svg = heatmap::render_svg_string(&h).unwrap();
     assert!(svg.contains("1 cell without a value"));
 }
+
+/// `plot breakdown --by system` draws each system's whole box at tensor parallelism with its
+/// defaults: a layout flag or a calibration it would drop is a usage error (exit 2).
+#[test]
+fn breakdown_by_system_refuses_what_it_would_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("b.svg");
+    for flag in [["--tp", "4"], ["--pp", "2"]] {
+        let args = [
+            "plot",
+            "breakdown",
+            "--by",
+            "system",
+            "--systems",
+            "8x-h100-nvlink,8x-b200-nvlink",
+            "--model",
+            "llama-3.1-8b",
+            flag[0],
+            flag[1],
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let o = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(flag[0]));
+        assert!(!out.exists(), "no chart is drawn");
+    }
+}

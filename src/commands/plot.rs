@@ -140,6 +140,14 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
                     StackedBars::per_layer(&predict_fitting(&l.scenario()?, *batch, *context)?)
                 }
                 BreakdownBy::System => {
+                    // Each system's bar is its whole box at tensor parallelism, uncalibrated:
+                    // a layout or a calibration given would be dropped.
+                    if let Some(flag) = crate::commands::chosen_layout_flag(scenario) {
+                        return Err(Error::Usage(format!(
+                            "{flag} does not apply to plot breakdown --by system: each bar is \
+                             a system's whole box at tensor parallelism, with its defaults"
+                        )));
+                    }
                     let names = &systems
                         .as_ref()
                         .ok_or_else(|| Error::Scenario("--by system needs --systems".into()))?

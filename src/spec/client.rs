@@ -426,14 +426,14 @@ impl ClientSpec {
                     format!("1 to {max} decode steps between polls"),
                 ));
             }
-            if l.scheduler_recv_interval.is_none()
-                && l.moe_library.is_empty()
-                && l.kv_cache.is_none()
-                && l.attention_dp_balance.is_none()
-                && l.max_num_batched_tokens_per_input.is_none()
-                && l.max_num_batched_tokens.is_none()
-                && l.batch_wait.is_none()
-            {
+            // The settings made before a run's lengths and layout are known.
+            let others = l.scheduler_recv_interval.is_some()
+                || !l.moe_library.is_empty()
+                || l.kv_cache.is_some()
+                || l.attention_dp_balance.is_some()
+                || l.max_num_batched_tokens_per_input.is_some()
+                || l.max_num_batched_tokens.is_some();
+            if !others && l.batch_wait.is_none() {
                 return Err((
                     format!("launch[{i}]"),
                     "a setting: scheduler_recv_interval, moe_library, kv_cache, \
@@ -443,12 +443,6 @@ impl ClientSpec {
                 ));
             }
             let shaped = l.input_len.is_some() || l.output_len.is_some() || l.max_tp.is_some();
-            let others = l.scheduler_recv_interval.is_some()
-                || !l.moe_library.is_empty()
-                || l.kv_cache.is_some()
-                || l.attention_dp_balance.is_some()
-                || l.max_num_batched_tokens_per_input.is_some()
-                || l.max_num_batched_tokens.is_some();
             if shaped && (l.batch_wait.is_none() || others) {
                 return Err((
                     format!("launch[{i}]"),

@@ -66,7 +66,13 @@ fn evaluate(
 pub fn run_sweep(a: &SweepArgs) -> Result<Vec<u8>> {
     let args = &a.scenario;
     refuse_layout_flags(args)?;
-    if crate::commands::sweep::tpot_def(&a.serving)? == crate::serve::TpotDef::E2e {
+    let d = deployment(&a.deployment)?;
+    let mut model = crate::commands::load_model(args)?;
+    let sets = crate::spec::overrides::parse_all(&args.set)?;
+    let mut system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
+    // The client as it ran against this server, as `sweep --client` takes it.
+    let w = crate::commands::sweep::workload(&a.serving, &mut system, &mut model)?;
+    if w.tpot_def == crate::serve::TpotDef::E2e {
         return Err(Error::Usage(
             "TPOT as E2E / output (--tpot-def e2e, or a --client whose tpot is e2e) does \
              not apply to a disaggregated deployment: its TPOT is the decode pool's \
@@ -74,17 +80,6 @@ pub fn run_sweep(a: &SweepArgs) -> Result<Vec<u8>> {
                 .into(),
         ));
     }
-    let d = deployment(&a.deployment)?;
-    let mut model = crate::commands::load_model(args)?;
-    let sets = crate::spec::overrides::parse_all(&args.set)?;
-    let mut system = System::load_with_engine(&args.system, args.engine.as_deref(), &sets)?;
-    let mut w = crate::commands::sweep::workload(&a.serving)?;
-    // The client as it ran against this server, as `sweep --client` takes it.
-    w.client = crate::commands::sweep::client_launching(
-        a.serving.client.as_deref(),
-        &mut system,
-        &mut model,
-    )?;
     let mut conc = a.serving.concurrency.clone();
     conc.sort_unstable();
     conc.dedup();

@@ -361,7 +361,6 @@ pub fn default_plots(dir: &Path) -> Result<Vec<PathBuf>> {
 /// scripts' server settings set on the loaded system and model.
 fn load_serving(scenario: &ScenarioArgs, serving: &ServingArgs) -> Result<(Loaded, Workload)> {
     let mut l = load(scenario)?;
-    let mut w = workload(serving)?;
-    w.client = crate::commands::sweep::client_for(serving.client.as_deref(), &mut l)?;
+    let w = workload(serving, &mut l.system, &mut l.model)?;
     Ok((l, w))
 }

@@ -46,59 +46,61 @@ pub fn client_model(name: Option<&str>) -> Result<crate::serve::ClientModel> {
     })
 }
 
-/// `--client` as it ran against the loaded scenario's engine and model: the settings its
-/// launch scripts give that server included (`[[launch]]` in the client's description), the
-/// kernel libraries they select set on the loaded system's engine.
-pub fn client_for(
-    name: Option<&str>,
-    l: &mut crate::commands::Loaded,
-) -> Result<crate::serve::ClientModel> {
-    client_launching(name, &mut l.system, &mut l.model)
-}
-
-/// As [`client_for`], on a system and model loaded apart: the launch scripts' server
-/// settings set on `system` and `model` in place.
+/// `--client` as it ran against `system`'s engine serving `model`: the settings its launch
+/// scripts give that server included (`[[launch]]` in the client's description), set on
+/// `system` and `model` in place (kernel libraries, KV-cache type, token budget).
 pub fn client_launching(
     name: Option<&str>,
     system: &mut crate::spec::System,
     model: &mut crate::spec::ModelSpec,
 ) -> Result<crate::serve::ClientModel> {
     Ok(match name {
-        Some(n) => {
-            let spec = crate::spec::registry::load_client(n)?;
-            if let Some(s) = spec.launched(system, model) {
-                *system = s;
-            }
-            spec.launch_model(system, model);
-            spec.model_for(system, model)
-        }
+        Some(n) => launched(&crate::spec::registry::load_client(n)?, system, model),
         None => crate::serve::ClientModel::IDEAL,
     })
 }
 
-/// The TPOT definition a sweep reports: --tpot-def, else the --client's own (a client
-/// description's `tpot`: what its measurements mean by TPOT), else inter-token time.
-pub fn tpot_def(a: &ServingArgs) -> Result<crate::serve::TpotDef> {
-    Ok(match (a.tpot_def, a.client.as_deref()) {
-        (Some(d), _) => d,
-        (None, Some(n)) => crate::spec::registry::load_client(n)?.tpot,
-        (None, None) => crate::serve::TpotDef::Itl,
-    })
+/// The client `spec` as it ran against `system` serving `model`, its launch settings set on
+/// both ([`client_launching`] for a client given by name).
+fn launched(
+    spec: &crate::spec::client::ClientSpec,
+    system: &mut crate::spec::System,
+    model: &mut crate::spec::ModelSpec,
+) -> crate::serve::ClientModel {
+    if let Some(s) = spec.launched(system, model) {
+        *system = s;
+    }
+    spec.launch_model(system, model);
+    spec.model_for(system, model)
 }
 
-pub fn workload(a: &ServingArgs) -> Result<Workload> {
+/// The serving workload of `a` against `system` serving `model`: the request shape, the
+/// TPOT definition (--tpot-def, else the --client's own, a client description's `tpot`:
+/// what its measurements mean by TPOT, else inter-token time) and the client as it ran
+/// against that server ([`client_launching`]), its description read once.
+pub fn workload(
+    a: &ServingArgs,
+    system: &mut crate::spec::System,
+    model: &mut crate::spec::ModelSpec,
+) -> Result<Workload> {
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
         return Err(Error::Scenario(
             "--concurrency needs positive integers, e.g. 1,2,4,8".into(),
         ));
     }
-    let mut w = request_shape(
-        a.request.input_len,
-        a.request.output_len,
-        tpot_def(a)?,
-        true,
-    )?;
-    w.client = client_model(a.client.as_deref())?;
+    let spec = a
+        .client
+        .as_deref()
+        .map(crate::spec::registry::load_client)
+        .transpose()?;
+    let tpot_def = a
+        .tpot_def
+        .or(spec.as_ref().map(|c| c.tpot))
+        .unwrap_or(crate::serve::TpotDef::Itl);
+    let mut w = request_shape(a.request.input_len, a.request.output_len, tpot_def, true)?;
+    if let Some(c) = &spec {
+        w.client = launched(c, system, model);
+    }
     Ok(w)
 }
 
@@ -108,8 +110,7 @@ pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
     }
     let (args, serving, format) = (&a.scenario, &a.serving, a.format);
     let mut l = load(args)?;
-    let mut w = workload(serving)?;
-    w.client = client_for(serving.client.as_deref(), &mut l)?;
+    let w = workload(serving, &mut l.system, &mut l.model)?;
     let s = l.scenario()?;
     let mut conc = serving.concurrency.clone();
     conc.sort_unstable();

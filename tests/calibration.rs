@@ -361,47 +361,27 @@ fn compare_uses_a_calibration_only_for_its_own_system() {
         .args(["calibrate", "--out", p.to_str().unwrap()])
         .assert()
         .success();
-    let out = assert_cmd::Command::cargo_bin("rooftop")
-        .unwrap()
-        .args([
+    let cal = p.to_str().unwrap();
+    let compare = |model: &str| {
+        common::json_of(&[
             "compare",
+            "--model",
+            model,
             "--calibration",
-            p.to_str().unwrap(),
+            cal,
             "--systems",
             "8x-rtx-pro-6000-pcie,8x-h200-nvlink",
             "--format",
             "json",
         ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    };
+    let v = compare("kimi-k2.5-int4");
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows[0]["provenance"], "calibrated");
     assert_eq!(rows[1]["provenance"], "default");
     // Another model on the system it was fitted on: that row carries predict's refusal and
     // no numbers (it was applied and labelled calibrated); the other system's row runs.
-    let out = assert_cmd::Command::cargo_bin("rooftop")
-        .unwrap()
-        .args([
-            "compare",
-            "--model",
-            "qwen3-30b-a3b",
-            "--calibration",
-            p.to_str().unwrap(),
-            "--systems",
-            "8x-rtx-pro-6000-pcie,8x-h200-nvlink",
-            "--format",
-            "json",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let v = compare("qwen3-30b-a3b");
     let rows = v["rows"].as_array().unwrap();
     let why = rows[0]["error"]
         .as_str()

@@ -447,25 +447,21 @@ fn validate_reads_the_disaggregated_file_and_reports_per_backend() {
 /// that name.
 #[test]
 fn a_disaggregated_sweep_refuses_the_e2e_tpot_it_does_not_report() {
-    let out = assert_cmd::Command::cargo_bin("rooftop")
-        .unwrap()
-        .args([
-            "sweep",
-            "--model",
-            "llama-3.1-70b-fp8",
-            "--system",
-            "8x-h100-nvlink",
-            "--prefill",
-            "workers=1,tp=4",
-            "--decode",
-            "workers=1,tp=4",
-            "--output-len",
-            "4",
-            "--tpot-def",
-            "e2e",
-        ])
-        .output()
-        .unwrap();
+    let out = common::output_of(&[
+        "sweep",
+        "--model",
+        "llama-3.1-70b-fp8",
+        "--system",
+        "8x-h100-nvlink",
+        "--prefill",
+        "workers=1,tp=4",
+        "--decode",
+        "workers=1,tp=4",
+        "--output-len",
+        "4",
+        "--tpot-def",
+        "e2e",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tpot-def e2e"));

@@ -2,6 +2,8 @@
 //! are added up to the KV limit, TPOT never shrinks, the plateau agrees with the marginal
 //! cost it reports, and a TPOT that includes prefill is never below one that does not.
 
+mod common;
+
 use rooftop::cost::Parallel;
 use rooftop::predict::Scenario;
 use rooftop::serve::{sweep, TpotDef, Workload};
@@ -250,18 +252,7 @@ fn a_clients_tpot_definition_is_the_sweeps_default() {
             "json",
         ];
         args.extend_from_slice(extra);
-        let out = assert_cmd::Command::cargo_bin("rooftop")
-            .unwrap()
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["points"][0].clone()
+        common::json_of(&args)["points"][0].clone()
     };
     let own = run(&[]);
     assert_eq!(own["tpot_ms"], own["tpot_e2e_ms"]);

@@ -468,14 +468,9 @@ fn compare_runs_the_engine_it_is_given() {
         if let Some(e) = engine {
             args.extend(["--engine", e]);
         }
-        let out = common::output_of(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["rows"][0]["tpot_ms"][0][1].as_f64().unwrap()
+        common::json_of(&args)["rows"][0]["tpot_ms"][0][1]
+            .as_f64()
+            .unwrap()
     };
     let own = System::load("8x-h100-nvlink").unwrap().engine.name;
     assert_eq!(row(Some(&own)), row(None), "{own} named");

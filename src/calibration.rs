@@ -86,6 +86,48 @@ impl ParamKind {
         }
     }
 
+    /// The parameters a `--set` of a description field feeds: the fields the default
+    /// parameters are read from ([`CostParams::default_for`]: the system's `efficiency`
+    /// table, the engine's `kernel_gap`, `kernel_launch`, `step_overhead` and
+    /// `cpu.api_per_token`). A calibration's value of one of them replaces the field.
+    pub fn fed_by(o: &crate::spec::overrides::Override) -> Vec<ParamKind> {
+        use crate::spec::overrides::Target;
+        let path: Vec<&str> = o.path.iter().map(String::as_str).collect();
+        let all_gemm = || {
+            FormatKind::ALL
+                .iter()
+                .map(|&f| ParamKind::GemmEfficiency(f))
+        };
+        match (o.target, path.as_slice()) {
+            (Target::System, ["efficiency"]) => [
+                ParamKind::MemoryEfficiency,
+                ParamKind::AttentionEfficiency,
+                ParamKind::LinkEfficiency,
+            ]
+            .into_iter()
+            .chain(all_gemm())
+            .collect(),
+            (Target::System, ["efficiency", "memory", ..]) => vec![ParamKind::MemoryEfficiency],
+            (Target::System, ["efficiency", "attention", ..]) => {
+                vec![ParamKind::AttentionEfficiency]
+            }
+            (Target::System, ["efficiency", "link", ..]) => vec![ParamKind::LinkEfficiency],
+            (Target::System, ["efficiency", "gemm"]) => all_gemm().collect(),
+            (Target::System, ["efficiency", "gemm", format, ..]) => FormatKind::ALL
+                .iter()
+                .filter(|f| f.name() == *format)
+                .map(|&f| ParamKind::GemmEfficiency(f))
+                .collect(),
+            (Target::Engine, ["kernel_gap", ..]) => vec![ParamKind::KernelGap],
+            (Target::Engine, ["kernel_launch", ..]) => vec![ParamKind::KernelLaunch],
+            (Target::Engine, ["step_overhead", ..]) => vec![ParamKind::StepOverhead],
+            (Target::Engine, ["cpu"]) | (Target::Engine, ["cpu", "api_per_token", ..]) => {
+                vec![ParamKind::ApiPerToken]
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether a fit of it on one system says something about another: the engine's fixed
     /// costs (GPU idle between graph kernels, CPU launch and step time) carry over; the
     /// fractions of one GPU's memory, tensor or link peak do not describe another GPU.
@@ -446,6 +488,36 @@ impl Calibration {
         Ok(c)
     }
 
+    /// Refuses a `--set` of a field this calibration's parameters replace
+    /// ([`ParamKind::fed_by`]): the run would predict with the fitted value and drop the
+    /// user's without a word.
+    pub fn refuse_overridden(
+        &self,
+        sets: &[crate::spec::overrides::Override],
+        file: &str,
+    ) -> Result<()> {
+        for o in sets {
+            for k in ParamKind::fed_by(o) {
+                if let Some(f) = self.parameters.iter().find(|f| f.kind == k) {
+                    return Err(Error::Usage(format!(
+                        "--set {}: the calibration {file} sets {} ({} {}), which takes the \
+                         place of that field, so the --set would change nothing; drop the \
+                         --set, or leave out --calibration to predict from the descriptions",
+                        o.raw,
+                        f.name,
+                        if f.informed_by_data {
+                            "fitted at"
+                        } else {
+                            "held at its prior"
+                        },
+                        format_significant(f.value)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// This calibration for a run of `model` on `system` with layout `parallel`: itself when
     /// it was fitted there; otherwise an error naming both, unless `transfer`, which keeps
     /// only the parameters that carry over to other hardware ([`ParamKind::transfers`]) and
@@ -636,4 +708,13 @@ impl Calibration {
         }
         (y0, var.max(0.0).sqrt())
     }
+}
+
+/// A fitted value in four significant figures, as the calibration tables print it.
+fn format_significant(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    format!("{v:.digits$}")
 }

@@ -603,6 +603,39 @@ fn a_calibration_is_refused_when_set_swaps_the_gpu_or_the_link() {
     }
 }
 
+/// A `--set` of a field a calibration's parameter takes the place of is refused: with
+/// `--calibration`, `--set efficiency.memory=0.5` printed the calibrated TPOT unchanged. A
+/// field no parameter replaces (the GPU's bandwidth) still moves the prediction.
+#[test]
+fn a_set_that_a_calibration_would_override_is_refused() {
+    let cal = team_calibration();
+    let tpot = |extra: &[&str]| -> f64 {
+        let mut args = vec!["predict", "--calibration", &cal];
+        args.extend_from_slice(extra);
+        json_of(&args)["tpot_ms"].as_f64().unwrap()
+    };
+    let base = tpot(&[]);
+    assert!(tpot(&["--set", "gpu.memory_bandwidth=1.0 TB/s"]) > base);
+    for (set, parameter) in [
+        ("efficiency.memory=0.5", "memory_efficiency"),
+        ("system.efficiency.gemm.int4=0.3", "gemm_efficiency_int4"),
+        ("engine.kernel_gap=5 us", "kernel_gap_us"),
+        ("system.step_overhead=900 us", "step_overhead_us"),
+    ] {
+        exits_with(
+            2,
+            &["predict", "--calibration", &cal, "--set", set],
+            &[set, parameter, "would change nothing"],
+        );
+    }
+    // Without the calibration the same --set moves the number.
+    let default = json_of(&["predict"])["tpot_ms"].as_f64().unwrap();
+    let slower = json_of(&["predict", "--set", "efficiency.memory=0.5"])["tpot_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(slower > default, "{slower} vs {default}");
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -106,6 +106,9 @@ pub fn validation(
         .as_deref()
         .map(Calibration::load)
         .transpose()?;
+    if let (Some(c), Some(file)) = (&calibration, args.calibration.as_deref()) {
+        c.refuse_overridden(&sets, file)?;
+    }
     let mut infos = Vec::new();
     let mut rows = Vec::new();
     for p in tables {

@@ -105,6 +105,7 @@ pub fn load(args: &ScenarioArgs) -> Result<Loaded> {
             if let Some(n) = note {
                 crate::cli::stderr_line(&format!("note: {n}"));
             }
+            c.refuse_overridden(&sets, file)?;
             Some(c)
         }
         None => None,

@@ -104,6 +104,9 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
                     r
                 }
                 Some(Ok((c, note))) => {
+                    if let Some((file, _)) = &calibration {
+                        c.refuse_overridden(&sets, file)?;
+                    }
                     if let Some(n) = note {
                         crate::cli::stderr_line(&format!("note: {label} {par}: {n}"));
                     }

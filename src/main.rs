@@ -85,6 +85,14 @@ fn main() -> ExitCode {
         }
         Ok(out)
     });
+    if result.is_ok() {
+        for (path, generation) in rooftop::cost::generation::unread_kernel_files() {
+            rooftop::cli::stderr_line(&format!(
+                "note: --kernels {path} replaces the {generation} kernel constants, but this run \
+                 priced no GPU of that generation: it changed no number"
+            ));
+        }
+    }
     match result {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();

@@ -462,9 +462,19 @@ fn kernels_file_replaces_a_generations_constants() {
     assert_eq!(code, Some(0));
     let same = dir.path().join("same.toml");
     std::fs::write(&same, &text).unwrap();
-    let (code, out, _) = op(Some(&same));
+    let (code, out, err) = op(Some(&same));
     assert_eq!(code, Some(0));
     assert_eq!(time(&out), time(&base));
+    assert!(!err.contains("changed no number"), "{err}");
+    // A file for a generation the run never prices says so (it was read without a word).
+    let ada = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/kernels/ada.toml");
+    let (code, out, err) = op(Some(std::path::Path::new(ada)));
+    assert_eq!(code, Some(0));
+    assert_eq!(time(&out), time(&base));
+    assert!(
+        err.contains("ada.toml") && err.contains("changed no number"),
+        "{err}"
+    );
     // BF16 weights streamed at half the fraction take about twice as long.
     let i = text.find("[gemm.bf16]").unwrap();
     let slow = text[..i].to_string()

@@ -102,9 +102,10 @@ impl Generation {
     pub fn kernels(self) -> &'static KernelConstants {
         if let Some(k) = OVERRIDES
             .get()
-            .and_then(|o| o.iter().find(|(g, _)| *g == self))
+            .and_then(|o| o.iter().find(|k| k.generation == self))
         {
-            return k.1;
+            k.read.store(true, std::sync::atomic::Ordering::Relaxed);
+            return k.constants;
         }
         static CELLS: [OnceLock<KernelConstants>; ALL_GENERATIONS.len()] =
             [const { OnceLock::new() }; ALL_GENERATIONS.len()];
@@ -147,7 +148,30 @@ pub const ALL_GENERATIONS: [Generation; 7] = [
 ];
 
 /// Kernel-constants files given in place of the embedded ones, once per process.
-static OVERRIDES: OnceLock<Vec<(Generation, &'static KernelConstants)>> = OnceLock::new();
+static OVERRIDES: OnceLock<Vec<InstalledKernels>> = OnceLock::new();
+
+/// One `--kernels` file: the generation it replaces, its constants, and whether anything
+/// in the run read them.
+struct InstalledKernels {
+    generation: Generation,
+    constants: &'static KernelConstants,
+    path: String,
+    read: std::sync::atomic::AtomicBool,
+}
+
+/// The `--kernels` files nothing in the run read (path, generation): the run priced no GPU
+/// of their generation, so they changed no number, which the user should hear.
+pub fn unread_kernel_files() -> Vec<(String, &'static str)> {
+    OVERRIDES
+        .get()
+        .map(|o| {
+            o.iter()
+                .filter(|k| !k.read.load(std::sync::atomic::Ordering::Relaxed))
+                .map(|k| (k.path.clone(), k.generation.file().0))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// Use the kernel constants in `files` (path, text) in place of the embedded
 /// `configs/kernels/<generation>.toml` of the generation each names, for the rest of the
@@ -156,7 +180,7 @@ static OVERRIDES: OnceLock<Vec<(Generation, &'static KernelConstants)>> = OnceLo
 /// (unknown keys and wrong units are errors naming the file) and must name a known
 /// `generation`, at most once. Call it before anything is priced; a second call is an error.
 pub fn install_kernel_files(files: &[(String, String)]) -> Result<()> {
-    let mut out: Vec<(Generation, &'static KernelConstants)> = Vec::new();
+    let mut out: Vec<InstalledKernels> = Vec::new();
     for (path, text) in files {
         let k: KernelConstants = crate::spec::registry::parse_toml(text, path)?;
         k.validate().map_err(|(field, expected)| Error::Invalid {
@@ -171,7 +195,7 @@ pub fn install_kernel_files(files: &[(String, String)]) -> Result<()> {
             field: "generation".into(),
             expected: format!("one of {}", ALL_GENERATIONS.map(|g| g.file().0).join(", ")),
         })?;
-        if out.iter().any(|(h, _)| *h == g) {
+        if out.iter().any(|h| h.generation == g) {
             return Err(Error::Invalid {
                 file: path.clone(),
                 line: crate::error::line_of_field(text, "generation"),
@@ -182,7 +206,12 @@ pub fn install_kernel_files(files: &[(String, String)]) -> Result<()> {
                 ),
             });
         }
-        out.push((g, Box::leak(Box::new(k))));
+        out.push(InstalledKernels {
+            generation: g,
+            constants: Box::leak(Box::new(k)),
+            path: path.clone(),
+            read: std::sync::atomic::AtomicBool::new(false),
+        });
     }
     OVERRIDES.set(out).map_err(|_| {
         Error::Scenario("kernel-constants files can be installed only once per run".into())

@@ -646,6 +646,42 @@ fn a_set_that_a_calibration_would_override_is_refused() {
     assert!(slower > default, "{slower} vs {default}");
 }
 
+/// The README's deployment example is a file `--deployment` reads: its `kv_link` sat after
+/// `[decode]`, where TOML makes it `decode.kv_link`, and the example failed to load. It prices
+/// as the same pools given by flags.
+#[test]
+fn the_readme_deployment_example_loads_and_matches_the_flags() {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("kv_link = \"cx7-8x400g\"  # or a path")
+        .expect("README deployment example");
+    let end = start + readme[start..].find("```").expect("block closes");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("deploy.toml");
+    std::fs::write(&file, &readme[start..end]).unwrap();
+    let common = [
+        "sweep",
+        "--model",
+        "deepseek-v3-fp8",
+        "--system",
+        "8x-h200-nvlink",
+        "--concurrency",
+        "64",
+    ];
+    let mut from_file = common.to_vec();
+    from_file.extend(["--deployment", file.to_str().unwrap()]);
+    let mut from_flags = common.to_vec();
+    from_flags.extend([
+        "--prefill",
+        "workers=1,tp=8,ep=8",
+        "--decode",
+        "workers=2,dp=8,ep=8,batch=64",
+        "--kv-link",
+        "cx7-8x400g",
+    ]);
+    assert_eq!(json_of(&from_file), json_of(&from_flags));
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

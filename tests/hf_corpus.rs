@@ -79,6 +79,24 @@ fn every_corpus_config_imports_and_predicts_on_8x_b200() {
     }
 }
 
+/// What `import-hf` writes is what it predicts with: every corpus config's TOML reads back
+/// (through the same strict reader as `--model FILE`) to the very model it imported. Gemma-4's
+/// was written with its config.json's `top_k_experts`, a key the reader refused, so the saved
+/// file could not be used.
+#[test]
+fn every_imported_toml_reads_back_to_the_model_it_describes() {
+    for d in corpora() {
+        for dir in folders(&d) {
+            let imported = read_hf(&dir.join("config.json"), None, None)
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let back: ModelSpec =
+                rooftop::spec::registry::parse_toml(&imported.toml, "imported.toml")
+                    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            assert_eq!(back, imported.model, "{}", dir.display());
+        }
+    }
+}
+
 /// A size as publishers write it ("397B", "31.6B", "1.03T") and the tolerance it allows:
 /// 2 %, or half a unit of its last digit when that is wider (a name's "A3B" stands for
 /// anything that rounds to 3 B, e.g. Qwen3-30B-A3B's 3.3 B).

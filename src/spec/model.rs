@@ -15,10 +15,11 @@ use std::str::FromStr;
 /// The other names `[config]` reads a field under (serde aliases of [`ModelConfig`], as the
 /// Hugging Face configs of other families spell them) and the field each stands for: a
 /// `--set model.config.<alias>=…` sets that field, not a second key beside it.
-pub const CONFIG_ALIASES: [(&str, &str); 3] = [
+pub const CONFIG_ALIASES: [(&str, &str); 4] = [
     ("num_experts", "n_routed_experts"),
     ("num_local_experts", "n_routed_experts"),
     ("experts_per_token", "num_experts_per_tok"),
+    ("top_k_experts", "num_experts_per_tok"),
 ];
 
 /// Architecture fields, named as in the model's `config.json`.
@@ -57,7 +58,7 @@ pub struct ModelConfig {
     #[serde(default, alias = "num_experts", alias = "num_local_experts")]
     pub n_routed_experts: Option<u32>,
     /// Experts each token is routed to (`experts_per_token` in gpt-oss).
-    #[serde(default, alias = "experts_per_token")]
+    #[serde(default, alias = "experts_per_token", alias = "top_k_experts")]
     pub num_experts_per_tok: Option<u32>,
     #[serde(default)]
     pub n_shared_experts: Option<u32>,

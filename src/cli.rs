@@ -235,6 +235,20 @@ impl DeploymentArgs {
     pub fn given(&self) -> bool {
         self.prefill.is_some() || self.decode.is_some() || self.deployment.is_some()
     }
+
+    /// Whether a disaggregated deployment was asked for, refusing `--kv-link` without one:
+    /// an aggregated run moves no KV cache between pools, and the link was accepted
+    /// unread (even a name that is no link).
+    pub fn asked(&self) -> crate::error::Result<bool> {
+        if !self.given() && self.kv_link.is_some() {
+            return Err(crate::error::Error::Usage(
+                "--kv-link applies to a disaggregated deployment only: give --prefill and \
+                 --decode (or --deployment FILE) with it, or drop it"
+                    .into(),
+            ));
+        }
+        Ok(self.given())
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -682,6 +682,31 @@ fn the_readme_deployment_example_loads_and_matches_the_flags() {
     assert_eq!(json_of(&from_file), json_of(&from_flags));
 }
 
+/// `--kv-link` without a disaggregated deployment is a usage error: an aggregated sweep or
+/// comparison accepted it, even a name that is no link, and printed its usual numbers.
+#[test]
+fn a_kv_link_without_a_deployment_is_refused() {
+    for args in [
+        &["sweep", "--concurrency", "1", "--kv-link", "nonexist"][..],
+        &["sweep", "--concurrency", "1", "--kv-link", "cx7-8x400g"][..],
+        &[
+            "compare",
+            "--systems",
+            "8x-h200-nvlink",
+            "--concurrency",
+            "1",
+            "--kv-link",
+            "cx7-8x400g",
+        ][..],
+    ] {
+        exits_with(
+            2,
+            args,
+            &["--kv-link applies to a disaggregated deployment only"],
+        );
+    }
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

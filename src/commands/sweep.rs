@@ -105,7 +105,7 @@ pub fn workload(
 }
 
 pub fn run(a: &SweepArgs) -> Result<Vec<u8>> {
-    if a.deployment.given() {
+    if a.deployment.asked()? {
         return crate::commands::deploy::run_sweep(a);
     }
     let (args, serving, format) = (&a.scenario, &a.serving, a.format);

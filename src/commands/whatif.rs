@@ -156,7 +156,7 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
 
 #[allow(clippy::too_many_arguments)]
 pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
-    if a.deployment.given() {
+    if a.deployment.asked()? {
         return crate::commands::deploy::run_compare(a);
     }
     let r = build_comparison(&a.scenario, &a.comparison)?;

@@ -707,6 +707,44 @@ fn a_kv_link_without_a_deployment_is_refused() {
     }
 }
 
+/// A kernel table with a second time column, or a row with more fields than its header, is
+/// refused naming the line: `validate` read `latency_ms` and ignored a `time_us` beside it
+/// (500 us against 20 us), where `calibrate` refused the same file, and it took a row whose
+/// values no longer sit under their titles.
+#[test]
+fn a_kernel_table_with_two_times_or_a_ragged_row_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, needle) in [
+        (
+            "gemm_two.csv",
+            "m,n,k,dtype,latency_ms,time_us\n16,7168,2048,bf16,0.02,500\n",
+            "gemm_two.csv:1: two latency columns, `latency_ms` and `time_us`",
+        ),
+        (
+            "gemm_ragged.csv",
+            "m,n,k,dtype,latency_ms\n16,7168,2048,bf16,0.02\n16,7168,2048,bf16,0.02,extra\n",
+            "gemm_ragged.csv:3: 6 fields where the header has 5 columns",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        for command in ["validate", "calibrate"] {
+            fails_with(
+                &[
+                    command,
+                    "--system",
+                    "8x-h100-nvlink",
+                    "--model",
+                    "llama-3.1-8b",
+                    "--measured",
+                    path.to_str().unwrap(),
+                ],
+                &[needle],
+            );
+        }
+    }
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -57,16 +57,6 @@ pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
         .iter()
         .filter_map(|c| titles.iter().position(|t| t == c.0).map(|i| (i, *c)))
         .collect();
-    if let [a, b, ..] = latencies.as_slice() {
-        return Err(measured_error(
-            file,
-            Some(header_line),
-            format!(
-                "two latency columns, `{}` and `{}`: which holds the time is not known; keep one",
-                a.1 .0, b.1 .0
-            ),
-        ));
-    }
     let (latency, (latency_name, scale)) = latencies.first().copied().ok_or_else(|| {
         measured_error(
             file,
@@ -163,10 +153,41 @@ pub(crate) fn csv_text<'a>(
     if let Some(t) = super::duplicate_title(titles.iter().map(String::as_str)) {
         return Err(super::duplicate_title_error(file, header_line, t));
     }
+    // Two time columns of different units: which one the reader should take is not known
+    // (a kernel table read `latency_ms` and ignored a `time_us` beside it).
+    let times: Vec<&str> = LATENCY_COLUMNS
+        .iter()
+        .map(|c| c.0)
+        .filter(|c| titles.iter().any(|t| t == c))
+        .collect();
+    if let [a, b, ..] = times.as_slice() {
+        return Err(measured_error(
+            file,
+            Some(header_line),
+            format!(
+                "two latency columns, `{a}` and `{b}`: which holds the time is not known; keep one"
+            ),
+        ));
+    }
+    // A row with more fields than the header has: its values no longer sit under their
+    // titles (an unquoted comma, a column added to the rows only), so none can be trusted.
+    let lines: Vec<(usize, &str)> = lines.collect();
+    if let Some((line, row)) = lines.iter().find(|(_, l)| split(l).count() > titles.len()) {
+        return Err(measured_error(
+            file,
+            Some(*line),
+            format!(
+                "{} fields where the header has {} columns ({}): each row gives one value per column",
+                split(row).count(),
+                titles.len(),
+                titles.join(",")
+            ),
+        ));
+    }
     Ok(CsvText {
         header_line,
         titles,
-        lines,
+        lines: lines.into_iter(),
     })
 }
 

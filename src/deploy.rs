@@ -331,13 +331,16 @@ pub fn check_box(role: &str, pool: &Pool, system: &crate::spec::System) -> Resul
 pub struct DisaggPoint {
     /// The client's concurrent requests.
     pub concurrency: u32,
+    /// Of them, the requests the client holds in flight (its connection cap, the prompts
+    /// it sends); the rest wait for a connection, counted in `queue_ms`.
+    pub in_flight: u32,
     /// Mean TTFT as the client measures it (first wave weighted in), ms: the sum of
     /// `prefill_ms`, `queue_ms`, `kv_transfer_ms` and `first_step_ms`.
     pub ttft_ms: f64,
     /// The pass that prefills the request, ms.
     pub prefill_ms: f64,
-    /// Waiting: for a prefill pass (first wave and steady state) and, past the smallest
-    /// capacity, in the binding pool's queue, ms.
+    /// Waiting: for a prefill pass (first wave and steady state), past the smallest
+    /// capacity in the binding pool's queue, and past the client's cap for a connection, ms.
     pub queue_ms: f64,
     /// Moving the request's KV cache to its decode worker, ms.
     pub kv_transfer_ms: f64,
@@ -527,7 +530,10 @@ impl Pools<'_, '_> {
     }
 
     fn point(&self, c: u32) -> DisaggPoint {
-        let cf = c.max(1) as f64;
+        // The loop runs the requests the client holds in flight (its connection cap, the
+        // prompts it sends); the rest of its C wait for a connection, in their TTFT.
+        let clients = self.client.senders(c.max(1)) as f64;
+        let cf = self.client.in_flight(c.max(1)) as f64;
         let mu_p = self.prefill_capacity();
         let mu_d = self.decode_capacity();
         let mu_l = self.link_capacity();
@@ -594,11 +600,21 @@ impl Pools<'_, '_> {
         let queue =
             share * ((finish - first_pass).max(0.0) + extra) + (1.0 - share) * (wait + extra);
         let transfer = share * first_tx + (1.0 - share) * tx;
+        // Requests past the client's cap wait for a connection: (C − in flight) / λ each
+        // (Little), as the aggregated loop counts them.
+        let held = if lambda > 0.0 {
+            (clients - cf).max(0.0) / lambda
+        } else {
+            0.0
+        };
+        let queue = queue + held;
+        let steady = steady + held;
         let ttft = prefill + queue + transfer + step;
         let gpus = self.d.gpus().max(1) as f64;
         let throughput = lambda * self.output;
         DisaggPoint {
             concurrency: c,
+            in_flight: cf as u32,
             ttft_ms: ttft * 1e3,
             prefill_ms: prefill * 1e3,
             queue_ms: queue * 1e3,

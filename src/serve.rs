@@ -831,7 +831,9 @@ impl<'s, 'a> Server<'s, 'a> {
         let (s, w, costs) = (self.s, self.w, &self.costs);
         let (output, ctx) = (self.output, self.ctx);
         let cpu = &s.system.engine.cpu;
-        let c = c.max(1);
+        let concurrency = c.max(1);
+        // A run of fewer prompts than clients has only as many requests: the rest never send.
+        let c = w.client.senders(concurrency);
         let running = self.running(c);
         let (st, mut t) = self.closed_loop(c, running);
         let simulated = self.harness_means(c, running);
@@ -903,7 +905,7 @@ impl<'s, 'a> Server<'s, 'a> {
                 )
             });
         let point = ServePoint {
-            concurrency: c,
+            concurrency,
             running: running as u32,
             decode_batch: st.decoding,
             queued: c.saturating_sub(running as u32),

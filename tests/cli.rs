@@ -745,6 +745,41 @@ fn a_kernel_table_with_two_times_or_a_ragged_row_is_refused() {
     }
 }
 
+/// The client's in-flight limits hold in both loops. A disaggregated deployment ignored the
+/// connection cap (aiohttp's 100: a decode batch of 510 and 12,557 tok/s at C = 512); the
+/// aggregated loop let more requests run or queue than a run of 1,000 prompts sends.
+#[test]
+fn the_clients_in_flight_limits_hold_in_both_loops() {
+    // The first point of `sweep` with `args` at concurrency `c`.
+    let point = |args: &str, c: &str| {
+        let mut a: Vec<&str> = vec!["sweep", "--concurrency", c];
+        a.extend(args.split(' '));
+        json_of(&a)["points"][0].clone()
+    };
+    let disagg = "--model deepseek-v3-fp8 --system 8x-h200-nvlink --prefill workers=1,tp=8,ep=8 \
+                  --decode workers=1,dp=8,ep=8 --client aiohttp-default";
+    let disagg = disagg.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (at_cap, past) = (point(&disagg, "100"), point(&disagg, "512"));
+    assert_eq!(past["in_flight"].as_u64(), Some(100));
+    assert_eq!(past["throughput_tok_s"], at_cap["throughput_tok_s"]);
+    assert_eq!(past["decode_batch"], at_cap["decode_batch"]);
+    // The 412 waiting for a connection wait 412 / rate each, in the queue term.
+    let rate = past["request_rate_req_s"].as_f64().unwrap();
+    let extra = past["queue_ms"].as_f64().unwrap() - at_cap["queue_ms"].as_f64().unwrap();
+    assert!(
+        (extra - 412.0 / rate * 1e3).abs() < 1e-6 * extra,
+        "{extra} ms"
+    );
+    let agg = "--model llama-3.1-8b --system 8x-h100-nvlink --tp 8 --client vllm-bench-serve \
+               --input-len 100 --output-len 100";
+    let agg = agg.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (all, more) = (point(&agg, "1000"), point(&agg, "2000"));
+    assert_eq!(more["running"].as_u64(), Some(1000));
+    assert_eq!(more["queued"].as_u64(), Some(0));
+    assert_eq!(more["concurrency"].as_u64(), Some(2000));
+    assert_eq!(more["ttft_ms"], all["ttft_ms"]);
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

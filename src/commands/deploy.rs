@@ -151,6 +151,14 @@ pub fn sweep_text(r: &DisaggSweep) -> String {
             p.prefill_capacity_req_s, p.decode_capacity_req_s, p.kv_link_capacity_req_s
         );
     }
+    if let Some(p) = r.points.iter().find(|p| p.in_flight < p.concurrency) {
+        let _ = writeln!(
+            o,
+            "the client holds at most {} requests in flight from C = {}: the rest wait for a \
+             connection (in the queue term) or are never sent",
+            p.in_flight, p.concurrency
+        );
+    }
     o
 }
 

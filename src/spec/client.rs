@@ -336,6 +336,21 @@ impl ClientModel {
         }
     }
 
+    /// Clients that send at concurrency `c`: `c`, but never more than the run's prompts (a
+    /// run of 1,000 prompts at C = 2,000 has 1,000 requests, all of them in flight at once).
+    pub fn senders(&self, c: u32) -> u32 {
+        let sent = self
+            .prompts(c)
+            .map_or(u32::MAX, |n| n.min(u32::MAX as u64) as u32);
+        c.min(sent).max(1)
+    }
+
+    /// Requests the client has in flight at most at concurrency `c`: its senders, held to
+    /// its connection cap (the others wait for a connection, in their TTFT).
+    pub fn in_flight(&self, c: u32) -> u32 {
+        self.senders(c).min(self.cap.unwrap_or(u32::MAX)).max(1)
+    }
+
     /// The mean of a length `l` as the client draws it: `l` when fixed, the middle of the
     /// whole-token range `[floor(range_ratio · l), l]` when drawn.
     pub fn mean_length(&self, l: f64) -> f64 {

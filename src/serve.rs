@@ -954,8 +954,18 @@ impl<'s, 'a> Server<'s, 'a> {
             // left of the prompt (as the harness simulation splits it), not equal parts.
             let others = (st.decoding - 1.0).max(0.0);
             let room = (costs.budget - others).max(1.0);
-            let chunks = (input / room).ceil();
-            let full = room.min(input);
+            // Without chunked prefill a prompt runs whole in one step, however large (as
+            // the harness simulation takes it).
+            let chunks = if costs.chunked {
+                (input / room).ceil()
+            } else {
+                1.0
+            };
+            let full = if costs.chunked {
+                room.min(input)
+            } else {
+                input
+            };
             let last = input - (chunks - 1.0) * full;
             // The step that carries a chunk is, under pipeline parallelism, at least the
             // chunk beside one decode: the evaluator splits a step's tokens evenly over its

@@ -780,6 +780,43 @@ fn the_clients_in_flight_limits_hold_in_both_loops() {
     assert_eq!(more["ttft_ms"], all["ttft_ms"]);
 }
 
+/// `engine.chunked_prefill = false` reaches the closed loop of an engine that mixes prefill
+/// into decode steps: a prompt past the token budget runs whole in one step instead of in
+/// budget-sized chunks (the flag changed nothing before), and a prompt within the budget is
+/// priced the same either way.
+#[test]
+fn chunked_prefill_off_prices_a_long_prompt_whole() {
+    let ttft = |engine: &str, input: &str, chunked: &str| {
+        let args = [
+            "sweep",
+            "--engine",
+            engine,
+            "--concurrency",
+            "1",
+            "--input-len",
+            input,
+            "--output-len",
+            "200",
+            "--set",
+            chunked,
+        ];
+        json_of(&args)["points"][0]["ttft_ms"].as_f64().unwrap()
+    };
+    for engine in ["vllm-v1", "trtllm"] {
+        let (on, off) = (
+            ttft(engine, "20000", "engine.chunked_prefill=true"),
+            ttft(engine, "20000", "engine.chunked_prefill=false"),
+        );
+        // Three steps of chunks against one whole step: fewer steps' fixed costs.
+        assert!(off < on && off > 0.9 * on, "{engine}: {off} vs {on} ms");
+        assert_eq!(
+            ttft(engine, "2000", "engine.chunked_prefill=true"),
+            ttft(engine, "2000", "engine.chunked_prefill=false"),
+            "{engine}"
+        );
+    }
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

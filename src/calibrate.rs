@@ -544,6 +544,12 @@ pub fn calibrate(
         rms_error,
         loo_rms_error,
         serving_limit,
+        assumed_lengths: Some(set.observations.iter().fold((false, false), |acc, o| {
+            match o.quantity.stated_lengths() {
+                Some((i, out)) => (acc.0 || i.is_none(), acc.1 || out.is_none()),
+                None => acc,
+            }
+        })),
     })
 }
 

@@ -337,6 +337,11 @@ pub struct Calibration {
     /// has throughput at two concurrencies or more.
     #[serde(default)]
     pub serving_limit: Option<ServingLimit>,
+    /// Whether some serving point of the fit left the prompt, and the output, length to the
+    /// assumptions: `calibrate` says which lengths it assumed only where one was. Known for a
+    /// fit made in this run (`None` for a file read back: not recorded in it).
+    #[serde(skip)]
+    pub assumed_lengths: Option<(bool, bool)>,
 }
 
 /// Where the fields `Calibration::from_text` checks sit in the file, for its errors: read

@@ -817,6 +817,43 @@ fn chunked_prefill_off_prices_a_long_prompt_whole() {
     }
 }
 
+/// What a refusal and a calibration say about request lengths is what they used: a row
+/// that states 1,024 in / 256 out was refused "at prompt 32 / output 32 where the file does
+/// not say", and calibrate printed "assumed: prompt 32, output 32" when every point gave its
+/// lengths.
+#[test]
+fn messages_name_the_request_lengths_they_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let vllm = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/measured/vllm_c8.json"
+    ))
+    .unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&vllm).unwrap();
+    v["max_concurrency"] = serde_json::Value::Null;
+    let path = dir.path().join("vllm_null.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let err = common::failure_of(&["validate", "--measured", path.to_str().unwrap()]);
+    assert!(
+        err.contains("prompt 1024 / output 256 tokens") && !err.contains("assume"),
+        "{err}"
+    );
+    let toml = "system = \"8x-rtx-pro-6000-pcie\"\nmodel = \"kimi-k2.5-int4\"\n\
+                source = \"synthetic\"\ntpot_definition = \"itl\"\n\n\
+                [[points]]\nconcurrency = 1\ninput_len = 8000\noutput_len = 100\n\
+                tpot = \"14 ms\"\n\n[[points]]\nconcurrency = 8\ninput_len = 8000\n\
+                output_len = 100\ntpot = \"70 ms\"\nthroughput = \"110 tok/s\"\n";
+    let stated = dir.path().join("stated.toml");
+    std::fs::write(&stated, toml).unwrap();
+    let out = common::stdout_of(&["calibrate", "--measured", stated.to_str().unwrap()]);
+    assert!(
+        out.contains("every serving point gives its request lengths") && !out.contains("assumed"),
+        "{out}"
+    );
+    // The team's own measurement leaves lengths to the assumptions, and says so.
+    assert!(common::stdout_of(&["calibrate"]).contains("assumed where the data is silent"));
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -282,13 +282,33 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
                 format!("{bound:.0} tok/s")
             };
             return Err(refuse(format!(
-                "beyond the speed-of-light bound of {} on {} ({b}, prompt {} / output {} tokens \
-                 where the file does not say); check the value, its unit, or --assume-input-len",
-                s.model.name, s.system.spec.name, a.input_len, a.output_len
+                "beyond the speed-of-light bound of {} on {} ({b}, {}); check the value{}",
+                s.model.name,
+                s.system.spec.name,
+                lengths_used(&o.quantity, a),
+                match o.quantity.stated_lengths() {
+                    Some((Some(_), Some(_))) | None => " or its unit",
+                    _ => ", its unit, or --assume-input-len / --assume-output-len",
+                }
             )));
         }
     }
     Ok(())
+}
+
+/// The request lengths a serving row is predicted at, each marked where the file is silent
+/// and it is the assumed one.
+fn lengths_used(q: &Quantity, a: &Assumptions) -> String {
+    let (i, out) = q.stated_lengths().unwrap_or((None, None));
+    let mark = |stated: Option<u32>, assumed: u32| match stated {
+        Some(n) => format!("{n}"),
+        None => format!("{assumed} (assumed: the file does not say)"),
+    };
+    format!(
+        "prompt {} / output {} tokens",
+        mark(i, a.input_len),
+        mark(out, a.output_len)
+    )
 }
 
 pub fn run_calibrate(a: &CalibrateArgs) -> Result<Vec<u8>> {
@@ -339,11 +359,16 @@ pub fn calibration_text(c: &Calibration) -> String {
         c.parallel,
         c.sources.join(", ")
     );
-    let _ = writeln!(
-        o,
-        "assumed where the data is silent: prompt {} tokens, output {} tokens",
-        c.assumptions.input_len, c.assumptions.output_len
-    );
+    let (i, out) = (c.assumptions.input_len, c.assumptions.output_len);
+    let _ = match c.assumed_lengths {
+        Some((false, false)) => writeln!(o, "every serving point gives its request lengths"),
+        Some((true, false)) => writeln!(o, "assumed where the data is silent: prompt {i} tokens"),
+        Some((false, true)) => writeln!(o, "assumed where the data is silent: output {out} tokens"),
+        _ => writeln!(
+            o,
+            "assumed where the data is silent: prompt {i} tokens, output {out} tokens"
+        ),
+    };
     let _ = writeln!(o);
     let rows: Vec<Vec<String>> = c
         .parameters

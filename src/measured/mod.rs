@@ -144,6 +144,27 @@ pub enum Quantity {
 }
 
 impl Quantity {
+    /// The request lengths a serving row states, `(input, output)`, each `None` where the
+    /// file is silent and its prediction takes the assumed one; `None` for kernel rows, which
+    /// need none.
+    pub fn stated_lengths(&self) -> Option<(Option<u32>, Option<u32>)> {
+        match *self {
+            Quantity::Tpot {
+                input_len,
+                output_len,
+                ..
+            } => Some((input_len, Some(output_len))),
+            Quantity::Ttft { input_len, .. } => Some((input_len, None)),
+            Quantity::Throughput {
+                input_len,
+                output_len,
+                ..
+            } => Some((input_len, output_len)),
+            Quantity::CategoryShare { .. } => Some((None, None)),
+            Quantity::AllReduce { .. } | Quantity::Gemm { .. } => None,
+        }
+    }
+
     /// The kind's name, as files and reports write it (`tpot`, `ttft`, ...).
     pub fn kind_name(&self) -> &'static str {
         match self {

@@ -798,7 +798,8 @@ fn calibration_intervals_cover_small_fits_and_keep_silent_priors() {
     );
 }
 
-/// A fit that misses many points (150 BF16 GEMMs, 44 % rms) widens what the data informs,
+/// A fit that misses many points (150 BF16 GEMMs, some 15 % rms against their 5 % σ) widens
+/// what the data informs,
 /// not the parameters it never touched: those keep their prior's spread, and the fit is a
 /// usable calibration (before, the misfit scaled them too, to a standard error of 4 on a
 /// 0.05-1 range, and `--out` refused to write it).
@@ -837,7 +838,7 @@ fn a_misfit_leaves_the_parameters_the_data_never_touched_at_their_prior() {
     );
     let c =
         Calibration::from_text(&std::fs::read_to_string(&out_file).unwrap(), "cal.toml").unwrap();
-    assert!(c.rms_error > 0.2, "the fit misses: {}", c.rms_error);
+    assert!(c.rms_error > 0.1, "the fit misses: {}", c.rms_error);
     for p in c.parameters.iter().filter(|p| !p.informed_by_data) {
         let prior_sigma = p.kind.prior_sigma(p.prior);
         assert!(

@@ -854,6 +854,31 @@ fn messages_name_the_request_lengths_they_used() {
     assert!(common::stdout_of(&["calibrate"]).contains("assumed where the data is silent"));
 }
 
+/// A GEMM micro-benchmark is priced as `op gemm` prices the call, its kernels' fixed cost
+/// included: a `time_us` file's default was 3 us below `op gemm` and the kernel-table reader
+/// on the same shape (11.07 against 14.07 us).
+#[test]
+fn a_gemm_micro_benchmark_is_priced_as_op_gemm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gemm_us.csv");
+    std::fs::write(&file, "m,n,k,dtype,time_us\n16,7168,2048,bf16,20\n").unwrap();
+    let run = |line: &str| json_of(&line.split(' ').collect::<Vec<_>>());
+    let on_h100 = "--system 8x-h100-nvlink";
+    let v = run(&format!(
+        "validate {on_h100} --model llama-3.1-8b --measured {}",
+        file.display()
+    ));
+    let op = run(&format!(
+        "op gemm --gpu h100-sxm {on_h100} --m 16 --n 7168 --k 2048"
+    ));
+    let default_us = v["rows"][0]["default"].as_f64().unwrap() * 1e6;
+    let op_us = op["time_us"].as_f64().unwrap();
+    assert!(
+        (default_us - op_us).abs() < 1e-9 * op_us,
+        "{default_us} vs {op_us}"
+    );
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

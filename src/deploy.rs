@@ -705,7 +705,11 @@ pub fn sweep(
             p.concurrency
         )));
     }
-    let replica = (d.decode.parallel.tp * d.decode.parallel.pp) as f64;
+    // A replica's whole cache per token: every stage's layers (the busiest stage's share
+    // times the stages overcounted an uneven split), on each of its TP ranks.
+    let replica_bytes = crate::cost::memory::Residency::new(decode.model, &d.decode.parallel)
+        .kv_bytes_per_token_all_stages()
+        * d.decode.parallel.tp as f64;
     Ok(DisaggSweep {
         model: decode.model.name.clone(),
         system: decode.system.spec.name.clone(),
@@ -715,7 +719,7 @@ pub fn sweep(
         gpus: d.gpus(),
         input_len: w.input_len,
         output_len: w.output_len,
-        kv_bytes_per_token: dec_mem.kv_bytes_per_token_per_gpu * replica,
+        kv_bytes_per_token: replica_bytes,
         kv_transfer_alone_ms: pools.transfer(1.0) * 1e3,
         points,
     })

@@ -879,6 +879,24 @@ fn a_gemm_micro_benchmark_is_priced_as_op_gemm() {
     );
 }
 
+/// A disaggregated sweep's KV bytes per token of a decode replica are its whole cache,
+/// whatever its pipeline split: DeepSeek-V3's 61 layers over two stages were reported as the
+/// larger stage's 31 twice (71,424 where 61 x 1,152 = 70,272 B).
+#[test]
+fn a_decode_replicas_kv_bytes_do_not_depend_on_its_pipeline_split() {
+    let bytes = |decode: &str| {
+        let line = format!(
+            "sweep --model deepseek-v3-fp8 --system 8x-h200-nvlink --prefill workers=1,tp=8 \
+             --decode {decode} --concurrency 4"
+        );
+        json_of(&line.split_whitespace().collect::<Vec<_>>())["kv_bytes_per_token"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(bytes("workers=1,tp=1,dp=8,ep=8"), 61.0 * 1152.0);
+    assert_eq!(bytes("workers=1,tp=1,dp=4,pp=2"), 61.0 * 1152.0);
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

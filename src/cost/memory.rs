@@ -140,6 +140,12 @@ impl Residency {
             .fold(0.0, f64::max)
     }
 
+    /// KV-cache bytes one token occupies on one GPU of each pipeline stage, summed over the
+    /// stages: what one tensor-parallel rank's share of a replica holds for the whole model.
+    pub fn kv_bytes_per_token_all_stages(&self) -> f64 {
+        self.0.iter().map(|s| s.1.bytes_per_token).sum()
+    }
+
     /// The cache one GPU holds per sequence (the stage holding the most at `positions`).
     pub fn cache_footprint(&self, positions: f64) -> CacheFootprint {
         self.0

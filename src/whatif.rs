@@ -220,7 +220,13 @@ pub fn best_at_target(
         .points
         .iter()
         .filter(|p| targets.missed(p).is_none())
-        .max_by(|a, b| a.throughput_tok_s.total_cmp(&b.throughput_tok_s));
+        // Of points of equal throughput (a plateau held by a cap: the extra requests only
+        // queue), the lowest concurrency, whose TTFT holds no queue.
+        .max_by(|a, b| {
+            a.throughput_tok_s
+                .total_cmp(&b.throughput_tok_s)
+                .then(b.concurrency.cmp(&a.concurrency))
+        });
     let Some(best) = best else {
         let first = sw.points.first();
         return Err(match first {

@@ -897,6 +897,45 @@ fn a_decode_replicas_kv_bytes_do_not_depend_on_its_pipeline_split() {
     assert_eq!(bytes("workers=1,tp=1,dp=4,pp=2"), 61.0 * 1152.0);
 }
 
+/// `compare` with a latency target says where each row meets it, in every format: the text
+/// and CSV printed only the plateau's cost (the RTX box's at a 575 ms TPOT under a 50 ms
+/// target, ranking it cheaper); a plateau held by a cap is read at its lowest concurrency,
+/// not at the largest one that only queues; and an `explore` whose every point misses the
+/// target exits 1 instead of 0 with no rows.
+#[test]
+fn targets_are_read_where_they_are_met() {
+    let run = |line: &str| -> Vec<String> { line.split(' ').map(String::from).collect() };
+    let compare = "compare --model llama-3.1-70b --systems 8x-h100-nvlink,8x-rtx-pro-6000-pcie";
+    let args = run(&format!("{compare} --tpot-target 50ms"));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let text = common::stdout_of(&a);
+    assert!(text.contains("at target $/M tok"), "{text}");
+    let v = json_of(&a);
+    for row in v["rows"].as_array().unwrap() {
+        let t = &row["at_target"];
+        assert!(t["tpot_ms"].as_f64().unwrap() <= 50.0, "{row}");
+    }
+    let args = run("compare --model llama-3.1-70b --systems 8x-a100-nvlink --objective throughput");
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let best = &json_of(&a)["rows"][0];
+    let args = run("sweep --model llama-3.1-70b --system 8x-a100-nvlink --concurrency 256");
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let at_256 = &json_of(&a)["points"][0];
+    assert!(best["concurrency"].as_u64().unwrap() <= 256, "{best}");
+    assert_eq!(best["throughput_tok_s"], at_256["throughput_tok_s"]);
+    // (The streamed CSV header is out before the grid is priced, as where nothing fits.)
+    let args = run(
+        "explore --model llama-3.1-70b --system 8x-h100-nvlink --batch 1..16:x2 --tpot-target 1ms",
+    );
+    let out = common::output_of(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no point of the grid meets the TPOT target"),
+        "{err}"
+    );
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -286,6 +286,12 @@ fn compare_text(r: &Comparison) -> String {
         header.push(format!("C={c} largest"));
     }
     header.extend(["plateau tok/s", "weights GB/GPU", "KV tokens", "$/M tok"].map(String::from));
+    // With a latency target, where each row meets it best: the plateau's cost may be at a
+    // TPOT far past the target.
+    let targeted = r.targets.tpot_ms.is_some() || r.targets.ttft_ms.is_some();
+    if targeted {
+        header.extend(["at target C", "at target tok/s", "at target $/M tok"].map(String::from));
+    }
     let rows: Vec<Vec<String>> = r
         .rows
         .iter()
@@ -336,11 +342,41 @@ fn compare_text(r: &Comparison) -> String {
                     .map(|u| format!("{u:.2}"))
                     .unwrap_or_else(|| "-".into()),
             );
+            if targeted {
+                match &x.at_target {
+                    Some(t) => v.extend([
+                        t.concurrency.to_string(),
+                        format!("{:.0}", t.throughput_tok_s),
+                        t.usd_per_million_output_tokens
+                            .map(|u| format!("{u:.2}"))
+                            .unwrap_or_else(|| "-".into()),
+                    ]),
+                    None => {
+                        let why = x.target_unmet.as_deref().unwrap_or("no point meets it");
+                        let _ = writeln!(notes, "{} {}: {why}", x.system, x.parallel);
+                        v.extend(["unmet".into(), String::new(), String::new()]);
+                    }
+                }
+            }
             v
         })
         .collect();
     let h: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
     o.push_str(&table(&h, &rows));
+    if targeted {
+        let _ = writeln!(
+            o,
+            "at target: the swept point of highest throughput within{}{}; $/M tok beside the plateau is at the plateau, whatever its latency",
+            r.targets
+                .tpot_ms
+                .map(|t| format!(" TPOT {t:.1} ms"))
+                .unwrap_or_default(),
+            r.targets
+                .ttft_ms
+                .map(|t| format!(" TTFT {t:.0} ms"))
+                .unwrap_or_default()
+        );
+    }
     o.push_str(&notes);
     o
 }
@@ -715,6 +751,21 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
             "not shown: {} of {} points over the TPOT target",
             summary.points_over_target, summary.points_evaluated
         ));
+    }
+    if summary.points_over_target > 0
+        && summary.points_over_target + summary.points_not_fitting == summary.points_evaluated
+    {
+        // Nothing meets the target: exit 1 with why, never 0 with no rows.
+        return Err(Error::Scenario(format!(
+            "no point of the grid meets the TPOT target: {} of {} are over it{}",
+            summary.points_over_target,
+            summary.points_evaluated,
+            if summary.points_not_fitting > 0 {
+                format!(" and {} do not fit", summary.points_not_fitting)
+            } else {
+                String::new()
+            }
+        )));
     }
     if summary.points_not_fitting > 0 && summary.points_not_fitting == summary.points_evaluated {
         // Nothing of the grid can run: exit 1 with why, never 0 with no rows.

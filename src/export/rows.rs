@@ -249,6 +249,12 @@ pub struct CompareRowTail<'a> {
     pub fits: bool,
     /// Cost per million output tokens at the plateau, where the system has a price.
     pub usd_per_million_tokens: Option<f64>,
+    /// The point of highest throughput that meets the targets (the plateau's without
+    /// them): its concurrency, tok/s and cost per million output tokens; empty where none
+    /// meets them.
+    pub at_target_concurrency: Option<u32>,
+    pub at_target_throughput_tok_s: Option<f64>,
+    pub at_target_usd_per_million_tokens: Option<f64>,
     /// Why the layout cannot run, if it cannot.
     pub error: Option<&'a str>,
 }
@@ -278,6 +284,9 @@ pub fn compare_csv(r: &Comparison) -> crate::error::Result<Vec<u8>> {
             "max_kv_tokens",
             "fits",
             "usd_per_million_tokens",
+            "at_target_concurrency",
+            "at_target_throughput_tok_s",
+            "at_target_usd_per_million_tokens",
             "error",
         ]
         .map(String::from),
@@ -310,6 +319,16 @@ pub fn compare_csv(r: &Comparison) -> crate::error::Result<Vec<u8>> {
                     max_kv_tokens: round(x.max_kv_tokens, 0),
                     fits: x.fits,
                     usd_per_million_tokens: x.usd_per_million_tokens.map(|u| round(u, 4)),
+                    at_target_concurrency: x.at_target.as_ref().map(|t| t.concurrency),
+                    at_target_throughput_tok_s: x
+                        .at_target
+                        .as_ref()
+                        .map(|t| round(t.throughput_tok_s, 2)),
+                    at_target_usd_per_million_tokens: x
+                        .at_target
+                        .as_ref()
+                        .and_then(|t| t.usd_per_million_output_tokens)
+                        .map(|u| round(u, 4)),
                     error: x.error.as_deref(),
                 },
             )

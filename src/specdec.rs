@@ -820,6 +820,13 @@ pub fn specdec_shaped(
     // The engine's cap while speculating binds drafts that run a model (SGLang lowers it
     // for EAGLE, MTP and draft models, not for n-gram lookup).
     let drafts_a_model = !matches!(draft, Draft::Ngram { .. });
+    // A calibration's in-flight cap (the client's connections or max_num_seqs, as a
+    // measurement's flat curve implies) holds speculating and plain decoding alike, as it
+    // holds `sweep` (there as a mean count; here the nearest whole one).
+    let fitted_cap = s
+        .params
+        .inflight_cap
+        .map_or(u32::MAX, |f| f.round().clamp(1.0, u32::MAX as f64) as u32);
     // Per draft length: the positions it holds and its cap, or why one sequence cannot
     // hold them.
     let spec_caps: Vec<(f64, std::result::Result<u32, String>)> = shapes
@@ -832,6 +839,7 @@ pub fn specdec_shaped(
                         .running_cap(drafts_a_model)
                         .min(n)
                         .min(verify_budget_cap(engine, *d))
+                        .min(fitted_cap)
                 })
                 .map_err(|e| e.to_string());
             (held, cap)
@@ -840,7 +848,8 @@ pub fn specdec_shaped(
     let plain_cap = engine
         .running_cap(false)
         .min(kv_seqs(ctx, DraftResidency::NONE)?)
-        .min(verify_budget_cap(engine, DraftShape::chain(0)));
+        .min(verify_budget_cap(engine, DraftShape::chain(0)))
+        .min(fitted_cap);
     for &c in concurrency {
         let plain_running = c.max(1).min(plain_cap);
         let pf = plain_running as f64;

@@ -936,6 +936,60 @@ fn targets_are_read_where_they_are_met() {
     );
 }
 
+/// A calibration's in-flight cap holds `specdec` as it holds `sweep`: a fit to a flat
+/// throughput curve (about 7 requests in flight) gave `sweep` 6 running at C = 64 and
+/// `specdec` 64, against an uncapped baseline.
+#[test]
+fn specdec_runs_no_more_than_a_calibrations_in_flight_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut toml = String::from(
+        "system = \"8x-rtx-pro-6000-pcie\"\nmodel = \"kimi-k2.5-int4\"\nsource = \"synthetic\"\n\
+         tpot_definition = \"itl\"\n",
+    );
+    for (c, what) in [
+        (1, "tpot = \"12.5 ms\""),
+        (8, "tpot = \"25 ms\""),
+        (16, "throughput = \"400 tok/s\""),
+        (32, "throughput = \"400 tok/s\""),
+        (64, "throughput = \"400 tok/s\""),
+    ] {
+        toml.push_str(&format!(
+            "\n[[points]]\nconcurrency = {c}\ninput_len = 1000\noutput_len = 1000\n{what}\n"
+        ));
+    }
+    let measured = dir.path().join("flat.toml");
+    std::fs::write(&measured, toml).unwrap();
+    let cal = dir.path().join("cal.toml");
+    let (m, c) = (measured.to_str().unwrap(), cal.to_str().unwrap());
+    common::stdout_of(&["calibrate", "--measured", m, "--out", c]);
+    use rooftop::calibration::Calibration;
+    let sys = rooftop::spec::System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let cap = Calibration::from_text(&std::fs::read_to_string(&cal).unwrap(), c)
+        .unwrap()
+        .params(&rooftop::cost::CostParams::default_for(&sys))
+        .inflight_cap
+        .expect("the flat curve fits an in-flight cap");
+    assert!(cap < 32.0, "{cap}");
+    let v = json_of(&[
+        "specdec",
+        "--calibration",
+        c,
+        "--draft",
+        "eagle3",
+        "--k",
+        "1",
+        "--acceptance",
+        "0.7",
+        "--concurrency",
+        "64",
+    ]);
+    let p = &v["points"][0];
+    for side in ["running", "plain_running"] {
+        let n = p[side].as_u64().unwrap() as f64;
+        assert!((n - cap).abs() <= 1.0, "{side} {n} against the cap {cap}");
+    }
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

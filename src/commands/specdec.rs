@@ -235,10 +235,10 @@ pub fn text(r: &SpecDec) -> String {
         let held = match (running < c, plain_running < c) {
             (false, false) => String::new(),
             _ if running == plain_running => format!(
-                " ({running} running, the rest wait: max_num_seqs or the KV cache)"
+                " ({running} running, the rest wait: max_num_seqs, the KV cache or a calibration's in-flight cap)"
             ),
             _ => format!(
-                " ({running} running with speculation, {plain_running} without, the rest wait: the engine's cap, the KV cache or the token budget)"
+                " ({running} running with speculation, {plain_running} without, the rest wait: the engine's cap, the KV cache, the token budget or a calibration's in-flight cap)"
             ),
         };
         let _ = writeln!(o, "C = {c}{held}: plain decode {base:.2} ms/token");

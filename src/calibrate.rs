@@ -85,8 +85,9 @@ pub fn predict_observation(
         Quantity::Ttft {
             concurrency,
             input_len,
+            output_len,
             ..
-        } => serve_point(*concurrency, *input_len, None, TpotDef::Itl)?.ttft_ms / 1e3,
+        } => serve_point(*concurrency, *input_len, *output_len, TpotDef::Itl)?.ttft_ms / 1e3,
         Quantity::Throughput {
             concurrency,
             input_len,

@@ -623,6 +623,7 @@ fn a_latency_outside_the_engine_loop_is_fitted_from_measured_ttfts_only() {
         obs(Quantity::Ttft {
             concurrency: c,
             input_len: Some(1024),
+            output_len: Some(256),
             seconds,
         })
     };

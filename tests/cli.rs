@@ -990,6 +990,49 @@ fn specdec_runs_no_more_than_a_calibrations_in_flight_cap() {
     }
 }
 
+/// A measured TTFT is priced at its point's own output length: the reader dropped it and the
+/// fit priced the TTFT at the assumed 32 tokens while the same point's TPOT used 1,000 (the
+/// output length sets how many of the loop's requests decode while a prompt waits).
+#[test]
+fn a_measured_ttft_is_priced_at_its_own_output_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ttft.toml");
+    std::fs::write(
+        &file,
+        "system = \"8x-rtx-pro-6000-pcie\"\nmodel = \"kimi-k2.5-int4\"\nsource = \"synthetic\"\n\
+         tpot_definition = \"itl\"\n\n[[points]]\nconcurrency = 8\ninput_len = 1000\n\
+         output_len = 1000\ntpot = \"25 ms\"\nttft = \"900 ms\"\n",
+    )
+    .unwrap();
+    let v = json_of(&["validate", "--measured", file.to_str().unwrap()]);
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["point"] == "TTFT C=8")
+        .expect("the TTFT row")
+        .clone();
+    let sweep = |out: &str| {
+        json_of(&[
+            "sweep",
+            "--input-len",
+            "1000",
+            "--output-len",
+            out,
+            "--concurrency",
+            "8",
+        ])["points"][0]["ttft_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    let priced = row["default"].as_f64().unwrap() * 1e3;
+    assert!(
+        (priced - sweep("1000")).abs() < 1e-6 * priced,
+        "{priced} ms"
+    );
+    assert!((priced - sweep("32")).abs() > 1e-3 * priced, "{priced} ms");
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -847,9 +847,13 @@ fn check_measured(set: &MeasuredSet, label: &str, text: &str) -> Result<(), Test
             Quantity::Ttft {
                 concurrency,
                 input_len,
+                output_len,
                 seconds,
             } => {
-                check(*concurrency >= 1 && len_ok(*input_len), || q.clone())?;
+                check(
+                    *concurrency >= 1 && len_ok(*input_len) && len_ok(*output_len),
+                    || q.clone(),
+                )?;
                 time(&q, *seconds)?;
             }
             Quantity::Throughput {

@@ -131,7 +131,7 @@ fn vllm_single_object() {
     assert!(set
         .observations
         .iter()
-        .any(|o| matches!(o.quantity, Quantity::Ttft { concurrency: 8, input_len: Some(1024), seconds } if (seconds - 0.3015).abs() < 1e-12)));
+        .any(|o| matches!(o.quantity, Quantity::Ttft { concurrency: 8, input_len: Some(1024), output_len: Some(256), seconds } if (seconds - 0.3015).abs() < 1e-12)));
 }
 
 #[test]

@@ -112,10 +112,12 @@ pub enum Quantity {
         definition: TpotDef,
         seconds: f64,
     },
-    /// Time to first token, seconds.
+    /// Time to first token, seconds. The output length matters too: it sets how many of
+    /// the closed loop's requests decode while a prompt waits.
     Ttft {
         concurrency: u32,
         input_len: Option<u32>,
+        output_len: Option<u32>,
         seconds: f64,
     },
     /// Output tokens per second of the whole server.
@@ -154,7 +156,11 @@ impl Quantity {
                 output_len,
                 ..
             } => Some((input_len, Some(output_len))),
-            Quantity::Ttft { input_len, .. } => Some((input_len, None)),
+            Quantity::Ttft {
+                input_len,
+                output_len,
+                ..
+            } => Some((input_len, output_len)),
             Quantity::Throughput {
                 input_len,
                 output_len,
@@ -525,12 +531,13 @@ fn check_observation(o: &Observation) -> Result<()> {
         Quantity::Ttft {
             concurrency,
             input_len,
+            output_len,
             seconds,
         } => {
             if !time_ok(*seconds) {
                 return fail(format!("TTFT of {seconds} s"));
             }
-            if !(count_ok(Some(*concurrency)) && count_ok(*input_len)) {
+            if !(count_ok(Some(*concurrency)) && count_ok(*input_len) && count_ok(*output_len)) {
                 return fail("TTFT at concurrency or length 0".into());
             }
         }

@@ -258,6 +258,7 @@ pub fn parse_toml(text: &str, file: &str) -> Result<MeasuredSet> {
                 Quantity::Ttft {
                     concurrency: p.concurrency,
                     input_len: p.input_len,
+                    output_len: p.output_len,
                     seconds: ttft.get(),
                 },
                 quote.clone(),

@@ -206,6 +206,7 @@ fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
             Quantity::Ttft {
                 concurrency,
                 input_len,
+                output_len: Some(output_len).filter(|&l| l > 0),
                 seconds: ttft_ms * 1e-3,
             },
             run.file,

@@ -408,15 +408,23 @@ impl Calibration {
         // A covariance a fit can produce: each standard error within its parameter's physical
         // range, each correlation within ±1. Anything larger is no information, and would
         // overflow the prediction intervals.
+        // Every variance first: a bad one makes the correlations of every row with it look
+        // wrong, and the error must name the parameter whose variance it is.
+        let var = |j: usize| c.covariance[j][j];
+        let variance_ok = |i: usize| {
+            let (lo, hi) = c.parameters[i].kind.bounds();
+            var(i) >= 0.0 && var(i).sqrt() <= hi - lo
+        };
+        let bad_variance = (0..c.parameters.len()).find(|&i| !variance_ok(i));
         for (i, f) in c.parameters.iter().enumerate() {
             let (lo, hi) = f.kind.bounds();
-            let var = |j: usize| c.covariance[j][j];
-            let ok = var(i) >= 0.0
-                && var(i).sqrt() <= hi - lo
-                && (0..c.parameters.len()).all(|j| {
+            let ok = match bad_variance {
+                Some(b) => i != b,
+                None => (0..c.parameters.len()).all(|j| {
                     c.covariance[i][j].abs()
                         <= (var(i) * var(j).max(0.0)).sqrt() * (1.0 + 1e-6) + 1e-300
-                });
+                }),
+            };
             if !ok {
                 return Err(Error::Invalid {
                     file: path.into(),

@@ -1033,6 +1033,32 @@ fn a_measured_ttft_is_priced_at_its_own_output_length() {
     assert!((priced - sweep("32")).abs() > 1e-3 * priced, "{priced} ms");
 }
 
+/// A calibration whose covariance holds a negative variance is refused naming that
+/// parameter: the correlations were checked row by row first, so a bad variance in the last
+/// row (step overhead) was reported against the first (memory efficiency).
+#[test]
+fn a_negative_variance_is_refused_naming_its_own_parameter() {
+    let text = std::fs::read_to_string(team_calibration()).unwrap();
+    let mut doc: toml::Table = toml::from_str(&text).unwrap();
+    let names: Vec<String> = doc["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    let last = names.len() - 1;
+    let cov = doc.get_mut("covariance").unwrap().as_array_mut().unwrap();
+    cov[last].as_array_mut().unwrap()[last] = toml::Value::Float(-1.0);
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("negative-variance.toml");
+    std::fs::write(&bad, toml::to_string(&doc).unwrap()).unwrap();
+    let needle = format!("covariance (row {}, {})", last + 1, names[last]);
+    fails_with(
+        &["predict", "--calibration", bad.to_str().unwrap()],
+        &[&needle],
+    );
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -1059,6 +1059,20 @@ fn a_negative_variance_is_refused_naming_its_own_parameter() {
     );
 }
 
+/// A collective's message is a whole number of bytes that fits in its GPU: `--bytes 7.5`
+/// and `--bytes 1e30` (7.5e25 us) were priced.
+#[test]
+fn a_collective_message_is_whole_bytes_that_fit_in_a_gpu() {
+    let op = ["op", "allreduce", "--system", "8x-h100-nvlink", "--bytes"];
+    for (bytes, why) in [
+        ("7.5", "in whole bytes"),
+        ("1e30", "larger than one h100-sxm's memory"),
+    ] {
+        fails_with(&[&op[..], &[bytes]].concat(), &[why]);
+    }
+    rooftop().args(op).arg("1.5 KB").assert().success();
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

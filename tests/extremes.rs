@@ -447,14 +447,26 @@ fn extreme_sizes_in_the_op_commands() {
         ],
         &["at least 1 byte"],
     );
+    // The largest buffer an H200 holds is priced; one past its memory is no collective.
     json(&[
         "op",
         "allreduce",
         "--system",
         "8x-h200-nvlink",
         "--bytes",
-        "1 TB",
+        "100 GB",
     ]);
+    refused(
+        &[
+            "op",
+            "allreduce",
+            "--system",
+            "8x-h200-nvlink",
+            "--bytes",
+            "1 TB",
+        ],
+        &["larger than one h200's memory"],
+    );
     refused(
         &[
             "op",

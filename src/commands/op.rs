@@ -159,9 +159,10 @@ fn parse_bytes(s: &str) -> Result<f64> {
             .map(|b| b.0)
             .map_err(|e| Error::Scenario(format!("--bytes: {e}")))?,
     };
-    if !(v.is_finite() && v >= 1.0) {
+    if !(v.is_finite() && v >= 1.0 && v.fract() == 0.0) {
         return Err(Error::Scenario(format!(
-            "--bytes {s}: expected a message of at least 1 byte, e.g. 14336 or \"14 KB\""
+            "--bytes {s}: expected a message of at least 1 byte, in whole bytes, e.g. 14336 \
+             or \"14 KB\""
         )));
     }
     Ok(v)
@@ -254,6 +255,17 @@ fn collective_op(
     let sets = crate::spec::overrides::parse_all(&a.set)?;
     let sys = System::load_with(&a.system, &sets)?;
     let b = parse_bytes(&a.bytes)?;
+    // No collective's buffer is larger than the memory of the GPU that holds it.
+    let memory = sys.gpu.memory_capacity.0;
+    if b > memory {
+        return Err(Error::Scenario(format!(
+            "--bytes {}: larger than one {}'s memory ({}): no collective moves a buffer its GPU \
+             cannot hold",
+            a.bytes,
+            sys.gpu.name,
+            Bytes(memory)
+        )));
+    }
     let n = a.gpus.unwrap_or(sys.spec.gpu_count);
     if n == 0 || n > sys.spec.gpu_count {
         return Err(Error::Scenario(format!(

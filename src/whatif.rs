@@ -66,17 +66,43 @@ pub fn load_variant(
         }
         None => (spec.trim(), Vec::new()),
     };
-    let mut label = spec.to_string();
+    let mut label: Option<String> = None;
     let mut sets = Vec::new();
     for e in entries {
         match e.strip_prefix("label=") {
-            Some(l) => label = l.trim().to_string(),
+            Some(l) => {
+                let l = l.trim();
+                if l.is_empty() {
+                    return Err(Error::Usage(format!(
+                        "system \"{spec}\": an empty label=; give the row a name, or drop it \
+                         to be labelled by the system and its overrides"
+                    )));
+                }
+                if let Some(first) = &label {
+                    return Err(Error::Usage(format!(
+                        "system \"{spec}\": two labels (label={first}, label={l}); give one"
+                    )));
+                }
+                label = Some(l.to_string());
+            }
             None => sets.push(e),
         }
     }
+    let label = label.unwrap_or_else(|| spec.to_string());
     let mut all = global.to_vec();
     all.extend(parse_all(&sets)?);
     Ok((label, System::load_with_engine(name, engine, &all)?))
+}
+
+/// Refuses a label a comparison's rows already have: two rows of one name cannot be told
+/// apart in its table, chart or JSON.
+pub fn unique_label(seen: &mut std::collections::BTreeSet<String>, label: &str) -> Result<()> {
+    if !seen.insert(label.to_string()) {
+        return Err(Error::Usage(format!(
+            "two systems are labelled \"{label}\": give each its own label="
+        )));
+    }
+    Ok(())
 }
 
 /// One row of a comparison.

@@ -1073,6 +1073,37 @@ fn a_collective_message_is_whole_bytes_that_fit_in_a_gpu() {
     rooftop().args(op).arg("1.5 KB").assert().success();
 }
 
+/// Rows of a comparison are told apart by their labels: an empty `label=`, two labels for
+/// one system and one label for two systems are usage errors (a blank row name, the second
+/// label kept silently, and two rows of one name were printed).
+#[test]
+fn comparison_rows_need_distinct_labels() {
+    for (systems, why) in [
+        ("8x-h100-nvlink[label=]", "an empty label="),
+        (
+            "8x-h100-nvlink[label=a;label=b]",
+            "two labels (label=a, label=b)",
+        ),
+        (
+            "8x-h100-nvlink[label=x],8x-h200-nvlink[label=x]",
+            "two systems are labelled \"x\"",
+        ),
+        ("8x-h100-nvlink,8x-h100-nvlink", "two systems are labelled"),
+    ] {
+        exits_with(2, &["compare", "--systems", systems], &[why]);
+    }
+    rooftop()
+        .args([
+            "compare",
+            "--model",
+            "llama-3.1-8b",
+            "--systems",
+            "8x-h100-nvlink,8x-h100-nvlink[label=nvlink4]",
+        ])
+        .assert()
+        .success();
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

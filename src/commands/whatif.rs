@@ -67,8 +67,10 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         .transpose()?;
     let mut rows = Vec::new();
     let mut used = false;
+    let mut labels = std::collections::BTreeSet::new();
     for n in names {
         let (label, sys) = load_variant(n, args.engine.as_deref(), &sets)?;
+        crate::whatif::unique_label(&mut labels, &label)?;
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
             let fitted = match &calibration {
@@ -615,8 +617,11 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         None => vec![args.system.clone()],
     };
     let mut syss = Vec::new();
+    let mut labels = std::collections::BTreeSet::new();
     for n in &names {
-        syss.push(load_variant(n, args.engine.as_deref(), &sets)?);
+        let (label, sys) = load_variant(n, args.engine.as_deref(), &sets)?;
+        crate::whatif::unique_label(&mut labels, &label)?;
+        syss.push((label, sys));
     }
     // An objective some system has no figure for is refused before anything runs.
     if let Some(o) = *objective {

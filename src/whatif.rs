@@ -563,7 +563,7 @@ impl Knob {
             Knob::KernelGap => "per-kernel fixed cost",
             Knob::StepOverhead => "per-step fixed cost",
             Knob::MemoryEfficiency => "memory-bandwidth efficiency",
-            Knob::GemmEfficiency => "GEMM efficiency",
+            Knob::GemmEfficiency => "GEMM and attention efficiency",
         }
     }
 

@@ -1104,6 +1104,37 @@ fn comparison_rows_need_distinct_labels() {
         .success();
 }
 
+/// Labels say what they change and usage errors exit 2: sensitivity's "GEMM efficiency"
+/// knob scales attention's too, and `compare --plot` without an objective exited 1 listing
+/// three of the four objectives it takes.
+#[test]
+fn knob_names_and_plot_usage_say_what_they_do() {
+    let v = json_of(&["sensitivity"]);
+    let names: Vec<&str> = v["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"GEMM and attention efficiency"),
+        "{names:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("c.svg");
+    exits_with(
+        2,
+        &[
+            "compare",
+            "--systems",
+            "8x-h100-nvlink",
+            "--plot",
+            chart.to_str().unwrap(),
+        ],
+        &["cost|energy|latency|throughput"],
+    );
+}
+
 /// The team box's calibration fixture (fitted on its GPU and link).
 fn team_calibration() -> String {
     format!(

@@ -161,6 +161,13 @@ pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
     if a.deployment.asked()? {
         return crate::commands::deploy::run_compare(a);
     }
+    if a.plot.is_some() && a.objective.is_none() {
+        return Err(Error::Usage(
+            "--plot draws the buyer's cost chart: give --objective cost|energy|latency|throughput \
+             with it"
+                .into(),
+        ));
+    }
     let r = build_comparison(&a.scenario, &a.comparison)?;
     if let Some(objective) = a.objective {
         let b = crate::whatif::buyer_table(&r, objective);
@@ -173,12 +180,6 @@ pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
             Format::Json => export::json(&b),
             Format::Text => Ok(buyer_text(&b).into_bytes()),
         };
-    }
-    if a.plot.is_some() {
-        return Err(Error::Scenario(
-            "--plot draws the buyer's cost chart: give --objective cost|energy|latency with it"
-                .into(),
-        ));
     }
     match a.format {
         Format::Csv => export::rows::compare_csv(&r),

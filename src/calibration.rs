@@ -723,7 +723,8 @@ impl Calibration {
     }
 }
 
-/// A fitted value in four significant figures, as the calibration tables print it.
+/// A fitted value in four significant figures (the calibration table's four decimals would
+/// print a step overhead in µs as 900.0000).
 fn format_significant(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");

@@ -533,7 +533,8 @@ impl Pools<'_, '_> {
         // The loop runs the requests the client holds in flight (its connection cap, the
         // prompts it sends); the rest of its C wait for a connection, in their TTFT.
         let clients = self.client.senders(c.max(1)) as f64;
-        let cf = self.client.in_flight(c.max(1)) as f64;
+        let in_flight = self.client.in_flight(c.max(1));
+        let cf = in_flight as f64;
         let mu_p = self.prefill_capacity();
         let mu_d = self.decode_capacity();
         let mu_l = self.link_capacity();
@@ -614,7 +615,7 @@ impl Pools<'_, '_> {
         let throughput = lambda * self.output;
         DisaggPoint {
             concurrency: c,
-            in_flight: cf as u32,
+            in_flight,
             ttft_ms: ttft * 1e3,
             prefill_ms: prefill * 1e3,
             queue_ms: queue * 1e3,

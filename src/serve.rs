@@ -956,15 +956,10 @@ impl<'s, 'a> Server<'s, 'a> {
             let room = (costs.budget - others).max(1.0);
             // Without chunked prefill a prompt runs whole in one step, however large (as
             // the harness simulation takes it).
-            let chunks = if costs.chunked {
-                (input / room).ceil()
+            let (chunks, full) = if costs.chunked {
+                ((input / room).ceil(), room.min(input))
             } else {
-                1.0
-            };
-            let full = if costs.chunked {
-                room.min(input)
-            } else {
-                input
+                (1.0, input)
             };
             let last = input - (chunks - 1.0) * full;
             // The step that carries a chunk is, under pipeline parallelism, at least the

@@ -94,15 +94,26 @@ pub fn load_variant(
     Ok((label, System::load_with_engine(name, engine, &all)?))
 }
 
-/// Refuses a label a comparison's rows already have: two rows of one name cannot be told
-/// apart in its table, chart or JSON.
-pub fn unique_label(seen: &mut std::collections::BTreeSet<String>, label: &str) -> Result<()> {
-    if !seen.insert(label.to_string()) {
-        return Err(Error::Usage(format!(
-            "two systems are labelled \"{label}\": give each its own label="
-        )));
-    }
-    Ok(())
+/// Every system of `--systems`, each as [`load_variant`] loads it, refusing a label two of
+/// them share: two rows of one name cannot be told apart in a table, chart or JSON.
+pub fn load_variants(
+    specs: &[String],
+    engine: Option<&str>,
+    global: &[Override],
+) -> Result<Vec<(String, System)>> {
+    let mut seen = std::collections::BTreeSet::new();
+    specs
+        .iter()
+        .map(|spec| {
+            let (label, sys) = load_variant(spec, engine, global)?;
+            if !seen.insert(label.clone()) {
+                return Err(Error::Usage(format!(
+                    "two systems are labelled \"{label}\": give each its own label="
+                )));
+            }
+            Ok((label, sys))
+        })
+        .collect()
 }
 
 /// One row of a comparison.

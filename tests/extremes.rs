@@ -435,49 +435,18 @@ fn degrees_and_ranges_that_overflow_32_bits_are_refused() {
 
 #[test]
 fn extreme_sizes_in_the_op_commands() {
-    // An all-reduce of nothing is no operation (it printed -0.000 us, issue 15).
-    refused(
-        &[
-            "op",
-            "allreduce",
-            "--system",
-            "8x-h200-nvlink",
-            "--bytes",
-            "0",
-        ],
-        &["at least 1 byte"],
-    );
-    // The largest buffer an H200 holds is priced; one past its memory is no collective.
-    json(&[
-        "op",
-        "allreduce",
-        "--system",
-        "8x-h200-nvlink",
-        "--bytes",
-        "100 GB",
-    ]);
-    refused(
-        &[
-            "op",
-            "allreduce",
-            "--system",
-            "8x-h200-nvlink",
-            "--bytes",
-            "1 TB",
-        ],
-        &["larger than one h200's memory"],
-    );
-    refused(
-        &[
-            "op",
-            "allreduce",
-            "--system",
-            "8x-h200-nvlink",
-            "--bytes",
-            "1e300 TB",
-        ],
-        &["--bytes"],
-    );
+    let allreduce = ["op", "allreduce", "--system", "8x-h200-nvlink", "--bytes"];
+    for (bytes, why) in [
+        // An all-reduce of nothing is no operation (it printed -0.000 us, issue 15).
+        ("0", "at least 1 byte"),
+        // One past an H200's memory is no collective.
+        ("1 TB", "larger than one h200's memory"),
+        ("1e300 TB", "--bytes"),
+    ] {
+        refused(&[&allreduce[..], &[bytes]].concat(), &[why]);
+    }
+    // The largest buffer an H200 holds is priced.
+    json(&[&allreduce[..], &["100 GB"]].concat());
     refused(
         &[
             "op",

@@ -245,10 +245,7 @@ pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
     conc.sort_unstable();
     conc.dedup();
     let mut rows = Vec::new();
-    let mut labels = std::collections::BTreeSet::new();
-    for n in &c.systems.0 {
-        let (label, sys) = crate::whatif::load_variant(n, args.engine.as_deref(), &sets)?;
-        crate::whatif::unique_label(&mut labels, &label)?;
+    for (label, sys) in crate::whatif::load_variants(&c.systems.0, args.engine.as_deref(), &sets)? {
         let r = evaluate(&model, &sys, &d, &conc, w);
         rows.push(DisaggCompareRow {
             system: label,

@@ -155,11 +155,9 @@ pub fn run(cmd: &PlotCommand) -> Result<String> {
                     let sets = crate::spec::overrides::parse_all(&scenario.set)?;
                     let l = load(scenario)?;
                     let mut bars = Vec::new();
-                    let mut labels = std::collections::BTreeSet::new();
-                    for n in names {
-                        let (label, sys) =
-                            crate::whatif::load_variant(n, scenario.engine.as_deref(), &sets)?;
-                        crate::whatif::unique_label(&mut labels, &label)?;
+                    for (label, sys) in
+                        crate::whatif::load_variants(names, scenario.engine.as_deref(), &sets)?
+                    {
                         let s = Scenario::new(&l.model, &sys, Parallel::tp(sys.spec.gpu_count))?;
                         let p = predict_fitting(&s, *batch, *context)
                             .map_err(|e| Error::Scenario(format!("{label}: {e}")))?;

@@ -11,9 +11,7 @@ use crate::export::{self, num, table, Format};
 use crate::serve::{TpotDef, Workload};
 use crate::spec::overrides::parse_all;
 use crate::spec::WeightFormat;
-use crate::whatif::{
-    compare_row, load_variant, sensitivity, CompareRow, Comparison, SensitivityReport,
-};
+use crate::whatif::{compare_row, sensitivity, CompareRow, Comparison, SensitivityReport};
 use std::fmt::Write as _;
 
 /// The layouts of `--parallel`, or the system's default (`None`) when none is given.
@@ -67,10 +65,7 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         .transpose()?;
     let mut rows = Vec::new();
     let mut used = false;
-    let mut labels = std::collections::BTreeSet::new();
-    for n in names {
-        let (label, sys) = load_variant(n, args.engine.as_deref(), &sets)?;
-        crate::whatif::unique_label(&mut labels, &label)?;
+    for (label, sys) in crate::whatif::load_variants(names, args.engine.as_deref(), &sets)? {
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
             let fitted = match &calibration {
@@ -617,13 +612,7 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
         Some(s) => s.0.clone(),
         None => vec![args.system.clone()],
     };
-    let mut syss = Vec::new();
-    let mut labels = std::collections::BTreeSet::new();
-    for n in &names {
-        let (label, sys) = load_variant(n, args.engine.as_deref(), &sets)?;
-        crate::whatif::unique_label(&mut labels, &label)?;
-        syss.push((label, sys));
-    }
+    let syss = crate::whatif::load_variants(&names, args.engine.as_deref(), &sets)?;
     // An objective some system has no figure for is refused before anything runs.
     if let Some(o) = *objective {
         if let Some(why) = syss

@@ -587,3 +587,38 @@ fn an_engine_that_does_not_say_mixes_prefill_as_it_chunks_it() {
     let sglang = System::load_with_engine("8x-h100-nvlink", Some("sglang"), &[]).unwrap();
     assert!(sglang.engine.chunked_prefill && !sglang.engine.mixes_prefill_with_decode());
 }
+
+/// SGLang's host time per eagerly launched kernel (`configs/engines/sglang.toml`) comes from
+/// one log: a DeepSeek-V3 prefill of one new token, 82.6 ms as an eager forward, and prefills
+/// below 100 tokens taking about as long (sgl-project/sglang PR 12160). rooftop's eager
+/// forward of that pass must stay host-bound at that figure, flat in the tokens, so that the
+/// derivation holds while the operator list changes.
+#[test]
+fn sglang_eager_forward_is_host_bound_at_the_log_its_launch_cost_comes_from() {
+    use rooftop::cost::{CostParams, Evaluator, Parallel, Pass};
+    use rooftop::spec::registry::load_model;
+    let m = load_model("deepseek-v3-fp8").unwrap();
+    let off =
+        rooftop::spec::overrides::parse_all(&["system.cuda_graphs=false".to_string()]).unwrap();
+    let eager = System::load_with_engine("8x-h200-nvlink", Some("sglang"), &off).unwrap();
+    let graphed = System::load_with_engine("8x-h200-nvlink", Some("sglang"), &[]).unwrap();
+    let time = |s: &System, tokens: f64| {
+        Evaluator::new(&m, s, Parallel::tp(8), CostParams::default_for(s))
+            .unwrap()
+            .step_time(&Pass::prefill(1.0, tokens, 1.0))
+    };
+    let one = time(&eager, 1.0);
+    assert!(
+        (one / 82.6e-3 - 1.0).abs() < 0.1,
+        "eager one-token forward {:.1} ms, the log 82.6 ms",
+        one * 1e3
+    );
+    let hundred = time(&eager, 96.0);
+    assert!(
+        hundred >= one && hundred < 1.2 * one,
+        "96 tokens {:.1} ms against one token's {:.1} ms: not host-bound",
+        hundred * 1e3,
+        one * 1e3
+    );
+    assert!(time(&graphed, 1.0) < 0.5 * one);
+}

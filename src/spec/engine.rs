@@ -46,7 +46,9 @@ pub struct EngineSpec {
     pub symm_mem_max: Option<Bytes>,
     /// GPU idle time between consecutive kernels inside a CUDA graph.
     pub kernel_gap: Seconds,
-    /// CPU launch cost per kernel when CUDA graphs are off.
+    /// Host time per kernel of a pass launched eagerly (CUDA graphs off, or a batch beyond
+    /// the captured ones): the CUDA launch, and for a framework that runs its modules as
+    /// eager Python, the module code and small operators around each kernel rooftop counts.
     pub kernel_launch: Seconds,
     /// Fixed cost of one decode step outside the GPU's kernels: scheduling, sampling,
     /// output processing.

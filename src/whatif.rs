@@ -50,6 +50,21 @@ pub fn load_variant(
     engine: Option<&str>,
     global: &[Override],
 ) -> Result<(String, System)> {
+    let (name, label, own) = split_variant(spec)?;
+    let mut all = global.to_vec();
+    all.extend(own);
+    Ok((label, System::load_with_engine(name, engine, &all)?))
+}
+
+/// The overrides a `name[key=value;...]` variant sets on its own (not the global `--set`
+/// ones), as [`load_variant`] applies them: what a caller holds against a calibration.
+pub fn variant_overrides(spec: &str) -> Result<Vec<Override>> {
+    Ok(split_variant(spec)?.2)
+}
+
+/// A variant's system name, its label (the spec itself where it names none) and its own
+/// overrides.
+fn split_variant(spec: &str) -> Result<(&str, String, Vec<Override>)> {
     let (name, entries) = match spec.split_once('[') {
         Some((n, rest)) => {
             let inner = rest
@@ -89,9 +104,7 @@ pub fn load_variant(
         }
     }
     let label = label.unwrap_or_else(|| spec.to_string());
-    let mut all = global.to_vec();
-    all.extend(parse_all(&sets)?);
-    Ok((label, System::load_with_engine(name, engine, &all)?))
+    Ok((name, label, parse_all(&sets)?))
 }
 
 /// Every system of `--systems`, each as [`load_variant`] loads it, refusing a label two of

@@ -646,6 +646,45 @@ fn a_set_that_a_calibration_would_override_is_refused() {
     assert!(slower > default, "{slower} vs {default}");
 }
 
+/// A `compare` row's own `[key=value]` overrides are `--set`s of that row: one a calibrated
+/// row's parameter replaces is refused as the flag is, one it does not still moves the row.
+#[test]
+fn a_compare_row_override_that_a_calibration_would_override_is_refused() {
+    let cal = team_calibration();
+    exits_with(
+        2,
+        &[
+            "compare",
+            "--calibration",
+            &cal,
+            "--systems",
+            "8x-rtx-pro-6000-pcie[efficiency.memory=0.5]",
+            "--concurrency",
+            "1",
+        ],
+        &[
+            "efficiency.memory=0.5",
+            "memory_efficiency",
+            "would change nothing",
+        ],
+    );
+    let tpot = |system: &str| -> f64 {
+        json_of(&[
+            "compare",
+            "--calibration",
+            &cal,
+            "--systems",
+            system,
+            "--concurrency",
+            "1",
+        ])["rows"][0]["tpot_ms"][0][1]
+            .as_f64()
+            .unwrap()
+    };
+    let base = tpot("8x-rtx-pro-6000-pcie");
+    assert!(tpot("8x-rtx-pro-6000-pcie[gpu.memory_bandwidth=1.0 TB/s]") > base);
+}
+
 /// The README's deployment example is a file `--deployment` reads: its `kv_link` sat after
 /// `[decode]`, where TOML makes it `decode.kv_link`, and the example failed to load. It prices
 /// as the same pools given by flags.

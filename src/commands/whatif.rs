@@ -65,7 +65,8 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         .transpose()?;
     let mut rows = Vec::new();
     let mut used = false;
-    for (label, sys) in crate::whatif::load_variants(names, args.engine.as_deref(), &sets)? {
+    let variants = crate::whatif::load_variants(names, args.engine.as_deref(), &sets)?;
+    for ((label, sys), spec) in variants.into_iter().zip(names) {
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
             let fitted = match &calibration {
@@ -102,7 +103,10 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
                 }
                 Some(Ok((c, note))) => {
                     if let Some((file, _)) = &calibration {
-                        c.refuse_overridden(&sets, file)?;
+                        // The row's own `[key=value]` overrides count as its `--set`.
+                        let mut row_sets = sets.clone();
+                        row_sets.extend(crate::whatif::variant_overrides(spec)?);
+                        c.refuse_overridden(&row_sets, file)?;
                     }
                     if let Some(n) = note {
                         crate::cli::stderr_line(&format!("note: {label} {par}: {n}"));

@@ -671,3 +671,30 @@ fn unknown_activations_empty_names_and_missing_fields_are_refused_or_said() {
         );
     }
 }
+
+/// A config whose MLA head parts or shared experts overflow 32-bit arithmetic is refused,
+/// naming the field, where it panicked ("attempt to add with overflow", found by the reader
+/// fuzzer on a DeepSeek-V3 config edited to qk_rope_head_dim = 4294967295).
+#[test]
+fn dimensions_past_their_plausible_range_are_refused_not_overflowed() {
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_config("deepseek-v3-fp8")).unwrap())
+            .unwrap();
+    for (field, value) in [
+        ("qk_rope_head_dim", u32::MAX as u64),
+        ("n_shared_experts", u32::MAX as u64),
+        ("kv_lora_rank", 1 << 30),
+    ] {
+        let mut cfg = base.clone();
+        cfg[field] = serde_json::json!(value);
+        if field == "qk_rope_head_dim" {
+            cfg["qk_head_dim"] = serde_json::json!(192);
+        }
+        let text = cfg.to_string();
+        let err = match import(&text, "edited/config.json", None, Some("edited")) {
+            Ok(_) => panic!("{field} = {value} was imported"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}

@@ -983,11 +983,11 @@ fn read_mla(cx: &Ctx, family: Family, t: &mut Obj, warnings: &mut Vec<String>) -
         rope = Some(t.req_u32(cx, "qk_rope_head_dim", "the MLA rotary head dimension")?);
         v_dim = Some(t.req_u32(cx, "v_head_dim", "the MLA value head dimension")?);
         if let (Some(qk), Some(n), Some(r)) = (t.u32(cx, "qk_head_dim")?, nope, rope) {
-            if qk != n + r {
+            let parts = u64::from(n) + u64::from(r);
+            if u64::from(qk) != parts {
                 warnings.push(format!(
-                    "{}qk_head_dim = {qk} is not qk_nope_head_dim + qk_rope_head_dim = {}; used the two parts",
+                    "{}qk_head_dim = {qk} is not qk_nope_head_dim + qk_rope_head_dim = {parts}; used the two parts",
                     t.path,
-                    n + r
                 ));
             }
         }

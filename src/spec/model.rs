@@ -525,6 +525,20 @@ pub fn plausible_range(field: &str) -> Option<(u32, u32, &'static str)> {
             "published models have at most a few hundred heads",
         ),
         "head_dim" => (1, 1 << 16, "published head sizes are at most 512"),
+        "qk_nope_head_dim" | "qk_rope_head_dim" | "v_head_dim" => {
+            (0, 1 << 16, "published MLA head parts are at most 192 wide")
+        }
+        "q_lora_rank" | "kv_lora_rank" => (
+            0,
+            1 << 20,
+            "published latent ranks are at most a few thousand",
+        ),
+        "n_shared_experts" => (
+            0,
+            1 << 10,
+            "published models have at most a few shared experts",
+        ),
+        "shared_expert_intermediate_size" => (0, 1 << 22, "published MLPs are under 100,000 wide"),
         "vocab_size" => (
             1,
             1 << 24,
@@ -880,9 +894,12 @@ impl ModelSpec {
     /// Width of the always-on shared expert path of an MoE layer (0: none).
     pub fn shared_expert_width(&self) -> u32 {
         let c = &self.config;
+        // In u64 and saturated: a description is checked against `plausible_range` only
+        // after the importer has read it through this.
         c.shared_expert_intermediate_size.unwrap_or_else(|| {
-            c.n_shared_experts.unwrap_or(0)
-                * c.moe_intermediate_size.or(c.intermediate_size).unwrap_or(0)
+            let w = u64::from(c.n_shared_experts.unwrap_or(0))
+                * u64::from(c.moe_intermediate_size.or(c.intermediate_size).unwrap_or(0));
+            u32::try_from(w).unwrap_or(u32::MAX)
         })
     }
 
@@ -1031,6 +1048,16 @@ impl ModelSpec {
             (c.num_key_value_heads, "num_key_value_heads"),
             (c.head_dim, "head_dim"),
             (Some(c.vocab_size), "vocab_size"),
+            (c.qk_nope_head_dim, "qk_nope_head_dim"),
+            (c.qk_rope_head_dim, "qk_rope_head_dim"),
+            (c.v_head_dim, "v_head_dim"),
+            (c.q_lora_rank, "q_lora_rank"),
+            (c.kv_lora_rank, "kv_lora_rank"),
+            (c.n_shared_experts, "n_shared_experts"),
+            (
+                c.shared_expert_intermediate_size,
+                "shared_expert_intermediate_size",
+            ),
         ] {
             let (lo, hi, _) = plausible_range(f).expect("a ranged field");
             if let Some(v) = v.filter(|v| !(lo..=hi).contains(v)) {

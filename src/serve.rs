@@ -830,7 +830,6 @@ impl<'s, 'a> Server<'s, 'a> {
     fn point(&self, c: u32) -> (ServePoint, StepParts) {
         let (s, w, costs) = (self.s, self.w, &self.costs);
         let (output, ctx) = (self.output, self.ctx);
-        let cpu = &s.system.engine.cpu;
         let concurrency = c.max(1);
         // A run of fewer prompts than clients has only as many requests: the rest never send.
         let c = w.client.senders(concurrency);
@@ -867,7 +866,9 @@ impl<'s, 'a> Server<'s, 'a> {
             }
             bm.insert("engine_cpu", (st.cpu_step - st.gpu).max(0.0) * 1e3);
         } else {
-            bm.insert("engine_cpu", cpu.per_seq.0 * running * 1e3);
+            // In series with the kernels: the per-sequence CPU of the sequences the step
+            // schedules, as the step was priced (the fixed part is in `overhead`).
+            bm.insert("engine_cpu", (st.cpu_step - costs.step_overhead) * 1e3);
         }
         bm.insert("token_stream", (step - st.engine) * 1e3);
         let e2e = t.mean + (output - 1.0) * itl;

@@ -260,3 +260,40 @@ fn a_clients_tpot_definition_is_the_sweeps_default() {
     let itl = run(&["--tpot-def", "itl"]);
     assert_eq!(itl["tpot_ms"], itl["tpot_itl_ms"]);
 }
+
+/// An engine whose CPU runs in series with its kernels (no overlap scheduler) books in
+/// `engine_cpu` the per-sequence CPU of the sequences the step schedules, as the step is
+/// priced: the breakdown sums to the TPOT even where prompts take steps of their own and the
+/// step schedules fewer sequences than run (it booked every running one, 14 ms against the
+/// step's 6.1 at 16 running with 30,000-token prompts).
+#[test]
+fn a_serial_engine_cpu_is_booked_as_the_step_prices_it() {
+    let model = load_model("llama-3.1-8b").unwrap();
+    for sets in [&["engine.cpu.per_seq=1 ms"][..], &[][..]] {
+        let sys = common::load_system_with_engine("8x-h100-nvlink", "vllm-v1@0.10", sets);
+        assert!(!sys.engine.cpu.overlap);
+        let sc = Scenario::new(&model, &sys, Parallel::tp(1)).unwrap();
+        for (i, o) in [(30000, 20), (1000, 1000), (8000, 200)] {
+            let r = sweep(
+                &sc,
+                &[1, 16, 64],
+                Workload {
+                    input_len: i,
+                    output_len: o,
+                    tpot_def: TpotDef::Itl,
+                    client: Default::default(),
+                },
+            )
+            .unwrap();
+            for p in &r.points {
+                let sum: f64 = p.breakdown_ms.values().sum();
+                assert!(
+                    (sum - p.tpot_itl_ms).abs() < 1e-9 * p.tpot_itl_ms,
+                    "{sets:?} {i}/{o} C={}: breakdown {sum} ms, TPOT {} ms",
+                    p.concurrency,
+                    p.tpot_itl_ms
+                );
+            }
+        }
+    }
+}

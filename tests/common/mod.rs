@@ -19,6 +19,13 @@ pub fn load_system(name: &str, sets: &[&str]) -> System {
     System::load_with(name, &rooftop::spec::overrides::parse_all(&sets).unwrap()).unwrap()
 }
 
+/// [`load_system`] running `engine` (a built-in name, `NAME@RELEASE` allowed).
+pub fn load_system_with_engine(name: &str, engine: &str, sets: &[&str]) -> System {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sets = rooftop::spec::overrides::parse_all(&sets).unwrap();
+    System::load_with_engine(name, Some(engine), &sets).unwrap()
+}
+
 /// The four collectives the cost model prices, with their names.
 pub const COLLECTIVES: [(&str, Collective); 4] = [
     ("all-reduce", collective::allreduce),

@@ -388,6 +388,27 @@ impl Calibration {
     /// would refuse.
     pub fn from_text(text: &str, path: &str) -> Result<Calibration> {
         let c: Calibration = crate::spec::registry::parse_toml(text, path)?;
+        // What the fit was made on: every file `calibrate` writes names its model, system and
+        // layout, and `for_run` can only hold a run to a calibration that says what it is.
+        // (The engine, GPU and interconnect were not recorded by early files; those may be
+        // absent.)
+        for (field, v) in [
+            ("model", &c.model),
+            ("system", &c.system),
+            ("parallel", &c.parallel),
+        ] {
+            if v.trim().is_empty() {
+                return Err(Error::Invalid {
+                    file: path.into(),
+                    line: None,
+                    field: field.into(),
+                    expected: format!(
+                        "the {field} the calibration was fitted on (every file `rooftop calibrate` \
+                         writes names it); without it the calibration would pass for any run"
+                    ),
+                });
+            }
+        }
         // Parsed, so the text is TOML and this second read of its spans cannot fail.
         let lines: Lines = toml::from_str(text).unwrap_or_default();
         let line = |span: Option<std::ops::Range<usize>>| {
@@ -608,6 +629,37 @@ impl Calibration {
             names(&dropped)
         );
         Ok((c, Some(note)))
+    }
+
+    /// This calibration for kernel tables measured on `gpu`: a table measures one GPU, not a
+    /// model or layout, so only the GPU the fit was made on must match (its `gpu`, or the
+    /// GPU of its `system` in files that record none). Another GPU's efficiencies are
+    /// refused, naming both.
+    pub fn for_gpu(&self, gpu: &str, table: &str, file: &str) -> Result<()> {
+        let fitted = if self.gpu.is_empty() {
+            crate::spec::System::load(&self.system)
+                .map(|s| s.gpu.name.clone())
+                .unwrap_or_default()
+        } else {
+            self.gpu.clone()
+        };
+        if fitted == gpu {
+            return Ok(());
+        }
+        let on = if fitted.is_empty() {
+            format!("system {:?}, whose GPU rooftop does not know", self.system)
+        } else {
+            format!("GPU {fitted}")
+        };
+        Err(Error::Invalid {
+            file: file.into(),
+            line: None,
+            field: "gpu".into(),
+            expected: format!(
+                "a calibration fitted on the GPU {table} measures ({gpu}); it was fitted on {on}. \
+                 Refit with `rooftop calibrate --measured {table}`, or leave out --calibration"
+            ),
+        })
     }
 
     /// 95 % interval of a share `f(params)` in [0, 1]: the delta method on its log-odds,

@@ -1783,3 +1783,74 @@ fn one_gpu_reports_no_allreduce_bytes() {
     assert!(two["allreduces_per_step"].as_u64().unwrap() > 0);
     assert_eq!(two["allreduce_bytes"].as_f64(), Some(8.0 * 4096.0 * 2.0));
 }
+
+/// A kernel table measures one GPU: validating it with a calibration fitted on another GPU
+/// is refused naming both (the team box's RTX PRO 6000 efficiencies priced an H100 GEMM
+/// table without a word), and one fitted on that table's GPU is applied.
+#[test]
+fn a_kernel_table_takes_only_a_calibration_of_its_own_gpu() {
+    let table = common::data("dev/gemm_h100-sxm.csv");
+    let table = table.to_str().unwrap();
+    exits_with(
+        1,
+        &[
+            "validate",
+            "--measured",
+            table,
+            "--calibration",
+            &team_calibration(),
+        ],
+        &["h100-sxm", "rtx-pro-6000", "gpu"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let own = dir.path().join("h100.toml");
+    let own = own.to_str().unwrap();
+    rooftop()
+        .args(["calibrate", "--measured", table, "--out", own])
+        .assert()
+        .success();
+    rooftop()
+        .args(["validate", "--measured", table, "--calibration", own])
+        .assert()
+        .success();
+}
+
+/// A calibration that does not say what it was fitted on would pass for any run: a blank
+/// model, system or layout is refused naming the field (blanked, the team box's fit priced
+/// Llama-3.1-70B on H100 with the RTX PRO 6000's efficiencies).
+#[test]
+fn a_calibration_with_a_blank_identity_is_refused() {
+    let text = std::fs::read_to_string(team_calibration()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for field in ["model", "system", "parallel"] {
+        let blanked: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with(&format!("{field} = ")) {
+                    format!("{field} = \"\"")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_ne!(blanked, text.trim_end(), "{field} line present");
+        let f = dir.path().join(format!("{field}.toml"));
+        std::fs::write(&f, blanked).unwrap();
+        exits_with(
+            1,
+            &[
+                "predict",
+                "--calibration",
+                f.to_str().unwrap(),
+                "--model",
+                "llama-3.1-70b",
+                "--system",
+                "8x-h100-nvlink",
+                "--tp",
+                "4",
+            ],
+            &[&format!("field `{field}`")],
+        );
+    }
+}

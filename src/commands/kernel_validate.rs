@@ -114,6 +114,9 @@ pub fn validation(
     for p in tables {
         let t = read_kernel_table(p)?;
         let sys = system_for_table(&t, &given)?;
+        if let (Some(c), Some(file)) = (&calibration, args.calibration.as_deref()) {
+            c.for_gpu(&sys.gpu.name, &p.display().to_string(), file)?;
+        }
         let cal = calibration
             .as_ref()
             .map(|c| c.params(&CostParams::default_for(&sys)));

@@ -457,6 +457,9 @@ struct Predicted {
     sol_at_batch: f64,
     /// Sequences decoding in a step, mean, as mapped.
     decode_batch: f64,
+    /// The least time any first token of the run takes: the shortest prompt its client
+    /// draws, prefilled alone at the speed of light.
+    ttft_floor: f64,
 }
 
 /// Predicted TPOT and TTFT of one run, with its speed-of-light bounds, on a loaded scenario.
@@ -477,12 +480,47 @@ fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Res
         .sol_evaluator()?
         .evaluate(&crate::cost::Pass::decode(1.0, ctx))
         .total;
+    let ttft_floor = s
+        .sol_evaluator()?
+        .evaluate(&crate::cost::Pass::prefill(
+            1.0,
+            shortest_prompt(run, &client),
+            0.0,
+        ))
+        .total;
     Ok(Predicted {
         tpot: p.tpot_itl_ms * 1e-3,
         ttft: p.ttft_ms * 1e-3,
         floor,
         sol_at_batch: p.sol_tpot_ms * 1e-3,
         decode_batch: p.decode_batch,
+        ttft_floor,
+    })
+}
+
+/// The shortest prompt of `run` its client sends, tokens: the file's input length, or the
+/// least a client drawing lengths from [r L, L] draws.
+pub(crate) fn shortest_prompt(run: &E2eRun, client: &crate::serve::ClientModel) -> f64 {
+    match client.lengths {
+        crate::serve::Lengths::Varied => (client.range_ratio * run.isl as f64).floor(),
+        crate::serve::Lengths::Fixed => run.isl as f64,
+    }
+    .max(1.0)
+}
+
+/// Why a run whose measured TTFT (`ttft`, s) lies below the speed-of-light prefill of the
+/// shortest prompt its client sends (`floor`, s) is not predicted: no first token of that
+/// prompt, on that configuration, comes sooner (a prompt served from a prefix cache the file
+/// does not record, or a wrong value).
+pub(crate) fn ttft_below_sol(ttft: f64, floor: f64, prompt: f64) -> Option<String> {
+    (ttft < floor).then(|| {
+        format!(
+            "measured TTFT below the speed-of-light prefill of the configuration it maps to \
+             ({:.3} ms measured, {:.3} ms to prefill one {prompt:.0}-token prompt at the speed \
+             of light): a prefix cache the file does not record, or a wrong value; not predicted",
+            ttft * 1e3,
+            floor * 1e3
+        )
     })
 }
 
@@ -563,6 +601,13 @@ pub fn evaluate(
             let p = predict(&s, run, resolved.client).map_err(|e| e.to_string())?;
             tally.check_floor(run.line, run.tpot, p.floor, &system.spec.name);
             if let Some(why) = below_sol_at_batch(run.tpot, p.sol_at_batch, p.decode_batch) {
+                return Err(why);
+            }
+            if let Some(why) = ttft_below_sol(
+                run.ttft,
+                p.ttft_floor,
+                shortest_prompt(run, &resolved.client),
+            ) {
                 return Err(why);
             }
             Ok(RunRow::new(

@@ -142,6 +142,17 @@ pub fn evaluate(
             {
                 return Err(why);
             }
+            // No first token comes sooner than the shortest prompt's prefill, alone on one
+            // prefill worker, at the speed of light.
+            let prompt = crate::e2e::shortest_prompt(&dec_run, &run_client);
+            let ttft_floor = pre_s
+                .sol_evaluator()
+                .map_err(|e| e.to_string())?
+                .evaluate(&crate::cost::Pass::prefill(1.0, prompt, 0.0))
+                .total;
+            if let Some(why) = crate::e2e::ttft_below_sol(dec_run.ttft, ttft_floor, prompt) {
+                return Err(why);
+            }
             Ok(RunRow::new(
                 &dec_run,
                 &model.name,

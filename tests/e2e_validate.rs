@@ -316,3 +316,21 @@ fn a_serving_csv_is_recognised_by_its_run_columns() {
     }
     assert!(!png.exists());
 }
+
+/// A run whose measured TTFT is below the speed-of-light prefill of the shortest prompt its
+/// client sends cannot be the configuration it maps to (a prefix cache the file does not
+/// record, or a wrong value): it is set aside with the reason, as a TPOT below the speed of
+/// light is, never scored (a TTFT of 10 µs was scored as a 2,255,939 % error).
+#[test]
+fn a_ttft_faster_than_light_is_set_aside_with_the_reason() {
+    let sample = std::fs::read_to_string("tests/fixtures/measured/e2e_serving_sample.csv").unwrap();
+    let first_run = sample.lines().nth(1).unwrap();
+    let mut fields: Vec<&str> = first_run.split(',').collect();
+    fields[15] = "0.01"; // silicon_ttft_ms
+    let fast = fields.join(",");
+    let v = validate_text(&format!("{sample}{fast}\n"));
+    let set_aside = skipped_for(&v, "measured TTFT below the speed-of-light prefill");
+    assert_eq!(set_aside["runs"], 1);
+    assert_eq!(set_aside["first_line"], 6);
+    assert!(!evaluated_lines(&v).contains(&6));
+}

@@ -41,10 +41,7 @@ pub fn install_kernels(files: &[std::path::PathBuf]) -> crate::error::Result<()>
     }
     let mut texts = Vec::with_capacity(files.len());
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|error| crate::error::Error::Io {
-            path: f.clone(),
-            error,
-        })?;
+        let text = crate::files::read_text(f)?;
         texts.push((f.display().to_string(), text));
     }
     crate::cost::generation::install_kernel_files(&texts)

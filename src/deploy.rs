@@ -176,10 +176,7 @@ impl KvLink {
                 "KV link \"{name}\": neither the built-in {DEFAULT_KV_LINK} nor a file (a TOML in the form of {KV_LINK_LABEL})"
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(|error| Error::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let text = crate::files::read_text(path)?;
         Self::parse(&text, name)
     }
 
@@ -265,6 +262,22 @@ impl Deployment {
     /// Read a deployment TOML (`label` names it in errors); `link` in place of its
     /// `kv_link` where given.
     pub fn parse(text: &str, label: &str, link: Option<&str>) -> Result<Deployment> {
+        Self::parse_in(text, label, link, None)
+    }
+
+    /// [`Deployment::parse`] of the file at `path`: a relative `kv_link` path it names is
+    /// read from the file's own folder, as a system file's `gpu` is (`link`, from the
+    /// command line, stays relative to the working directory).
+    pub fn parse_at(text: &str, path: &std::path::Path, link: Option<&str>) -> Result<Deployment> {
+        Self::parse_in(text, &path.display().to_string(), link, path.parent())
+    }
+
+    fn parse_in(
+        text: &str,
+        label: &str,
+        link: Option<&str>,
+        folder: Option<&std::path::Path>,
+    ) -> Result<Deployment> {
         let f: DeploymentFile = crate::spec::registry::parse_toml(text, label)?;
         let pool = |name: &str, p: &PoolFile| -> Result<Pool> {
             for (field, v) in [
@@ -297,9 +310,20 @@ impl Deployment {
                 batch: p.batch,
             })
         };
+        let in_file = f.kv_link.clone().map(|n| match folder {
+            Some(dir) if n != DEFAULT_KV_LINK && std::path::Path::new(&n).is_relative() => {
+                let beside = dir.join(&n);
+                if beside.is_file() {
+                    beside.display().to_string()
+                } else {
+                    n
+                }
+            }
+            _ => n,
+        });
         let name = link
             .map(String::from)
-            .or(f.kv_link.clone())
+            .or(in_file)
             .unwrap_or_else(|| DEFAULT_KV_LINK.to_string());
         Ok(Deployment {
             prefill: pool("prefill", &f.prefill)?,

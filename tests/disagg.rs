@@ -466,3 +466,74 @@ fn a_disaggregated_sweep_refuses_the_e2e_tpot_it_does_not_report() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tpot-def e2e"));
 }
+
+/// A deployment file's relative `kv_link` is read from the file's own folder, as a system
+/// file's `gpu` is, whatever the working directory; and a deployment, KV-link or kernel
+/// file is read under the same size cap as every other file (a 300 MiB file was read whole).
+#[test]
+fn a_deployment_reads_its_kv_link_beside_it_and_no_file_past_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let link =
+        rooftop::deploy::KV_LINK_TOML.replace("name = \"cx7-8x400g\"", "name = \"beside-it\"");
+    std::fs::write(sub.join("link.toml"), link).unwrap();
+    std::fs::write(
+        sub.join("dep.toml"),
+        "kv_link = \"link.toml\"\n[prefill]\nworkers = 1\ntp = 8\n[decode]\nworkers = 1\ntp = 8\n",
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("rooftop")
+        .unwrap()
+        .current_dir(dir.path())
+        .args([
+            "sweep",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-h100-nvlink",
+            "--deployment",
+            "sub/dep.toml",
+            "--concurrency",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("KV over beside-it"));
+
+    let big = dir.path().join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let big = big.to_str().unwrap();
+    for flags in [
+        vec!["sweep", "--deployment", big],
+        vec![
+            "sweep",
+            "--prefill",
+            "workers=1,tp=8",
+            "--decode",
+            "workers=1,tp=8",
+            "--kv-link",
+            big,
+        ],
+        vec!["--kernels", big, "predict"],
+    ] {
+        let mut args = flags.clone();
+        args.extend(["--system", "8x-h100-nvlink", "--model", "llama-3.1-8b"]);
+        let out = assert_cmd::Command::cargo_bin("rooftop")
+            .unwrap()
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("larger than 256 MiB"), "{flags:?}: {err}");
+    }
+}

@@ -16,11 +16,8 @@ use std::fmt::Write as _;
 pub fn deployment(a: &DeploymentArgs) -> Result<Deployment> {
     let link = a.kv_link.as_deref();
     if let Some(path) = &a.deployment {
-        let text = std::fs::read_to_string(path).map_err(|error| Error::Io {
-            path: path.clone(),
-            error,
-        })?;
-        return Deployment::parse(&text, &path.display().to_string(), link);
+        let text = crate::files::read_text(path)?;
+        return Deployment::parse_at(&text, path, link);
     }
     match (a.prefill, a.decode) {
         (Some(prefill), Some(decode)) => Ok(Deployment {

@@ -297,3 +297,35 @@ fn a_serial_engine_cpu_is_booked_as_the_step_prices_it() {
         }
     }
 }
+
+/// One swept concurrency says nothing of a trend: the text names the point and asks for a
+/// second, never that throughput "still gains" per doubling (it said so at C = 1000, where
+/// the KV cache held 286 and throughput could not grow at all).
+#[test]
+fn one_concurrency_claims_no_trend() {
+    let one = common::stdout_of(&[
+        "sweep",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h100-nvlink",
+        "--tp",
+        "1",
+        "--concurrency",
+        "1000",
+    ]);
+    assert!(!one.contains("still gains"), "{one}");
+    assert!(one.contains("one concurrency swept"), "{one}");
+    let two = common::stdout_of(&[
+        "sweep",
+        "--model",
+        "llama-3.1-8b",
+        "--system",
+        "8x-h100-nvlink",
+        "--tp",
+        "1",
+        "--concurrency",
+        "1,2",
+    ]);
+    assert!(!two.contains("one concurrency swept"), "{two}");
+}

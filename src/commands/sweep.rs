@@ -204,6 +204,14 @@ pub fn text(r: &Sweep) -> String {
             r.plateau_concurrency,
             r.plateau_threshold * 100.0,
         );
+    } else if r.points.len() < 2 {
+        // One concurrency shows no gain or its absence: say what the point is, not a trend.
+        let _ = writeln!(
+            o,
+            "one concurrency swept ({:.0} tok/s at C = {}): a plateau needs at least two (e.g. --concurrency 1,2,4,...); asymptote {asymptote}",
+            r.plateau_tok_s,
+            r.plateau_concurrency,
+        );
     } else {
         let _ = writeln!(
             o,

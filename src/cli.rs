@@ -476,6 +476,9 @@ pub enum Objective {
 }
 
 /// What a comparison runs over (compare and its plot).
+/// `compare`'s `--context` when none is given, tokens.
+pub const DEFAULT_CONTEXT: u32 = 1024;
+
 #[derive(Debug, Args, Clone)]
 pub struct ComparisonArgs {
     /// Systems (built-ins or paths), each optionally with overrides in brackets:
@@ -488,7 +491,7 @@ pub struct ComparisonArgs {
     #[arg(value_parser = crate::options::positive_u32, long, value_delimiter = ',', default_value = "1,128")]
     pub concurrency: Vec<u32>,
     /// Tokens in each sequence's KV cache for the TPOT columns.
-    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = 1024)]
+    #[arg(value_parser = crate::options::tokens_u32, long, default_value_t = DEFAULT_CONTEXT)]
     pub context: u32,
     #[command(flatten)]
     pub request: RequestArgs,

@@ -1854,3 +1854,34 @@ fn a_calibration_with_a_blank_identity_is_refused() {
         );
     }
 }
+
+/// `compare` with `--prefill/--decode` runs each system's sweep of the pools: the flags the
+/// aggregated comparison reads and this one does not (targets, the buyer's objective and
+/// chart, the TPOT columns' context) are refused as usage errors, never dropped, and so is
+/// `--parallel` (it was exit 1 beside `sweep --tp`'s 2).
+#[test]
+fn a_disaggregated_compare_refuses_the_flags_it_cannot_honour() {
+    let base = [
+        "compare",
+        "--model",
+        "llama-3.1-8b",
+        "--systems",
+        "8x-h100-nvlink",
+        "--prefill",
+        "workers=1,tp=1",
+        "--decode",
+        "workers=1,tp=1",
+    ];
+    for extra in [
+        &["--tpot-target", "50ms"][..],
+        &["--ttft-target", "1s"],
+        &["--objective", "cost"],
+        &["--context", "4096"],
+        &["--parallel", "tp2"],
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        exits_with(2, &args, &[extra[0], "does not apply"]);
+    }
+    rooftop().args(base).assert().success();
+}

@@ -225,9 +225,26 @@ pub fn run_compare(a: &CompareArgs) -> Result<Vec<u8>> {
     let (args, c) = (&a.scenario, &a.comparison);
     refuse_layout_flags(args)?;
     if !c.parallel.is_empty() {
-        return Err(Error::Scenario(
+        return Err(Error::Usage(
             "--parallel does not apply to a disaggregated deployment: each pool gives its own layout in --prefill / --decode".into(),
         ));
+    }
+    // What the aggregated comparison reads and this one does not: refused, never dropped.
+    for (given, flag) in [
+        (c.tpot_target.is_some(), "--tpot-target"),
+        (c.ttft_target.is_some(), "--ttft-target"),
+        (a.objective.is_some(), "--objective"),
+        (a.plot.is_some(), "--plot"),
+        (c.context != crate::cli::DEFAULT_CONTEXT, "--context"),
+    ] {
+        if given {
+            return Err(Error::Usage(format!(
+                "{flag} does not apply to a comparison of disaggregated deployments (its rows are \
+                 each system's sweep of the pools; targets and the buyer's table are for \
+                 aggregated layouts): use `rooftop plan` to size a deployment to TTFT and TPOT \
+                 targets, or compare without --prefill/--decode"
+            )));
+        }
     }
     let d = deployment(&a.deployment)?;
     let model = crate::commands::load_model(args)?;

@@ -298,10 +298,15 @@ fn shape_of(t: &str) -> std::result::Result<DraftShape, String> {
             .or_else(|| key("draft_tokens"))
             .or_else(|| key("draft_token_num"))
             .unwrap_or(steps + 1);
+        if tokens < 2 {
+            return Err(format!(
+                "draft settings \"{t}\": {tokens} draft token(s) verified; a speculative step verifies at least 2 (one draft and the bonus token)"
+            ));
+        }
         return Ok(DraftShape {
             k: steps,
             topk,
-            verify_tokens: tokens.max(2),
+            verify_tokens: tokens,
         });
     }
     let chain = |k: u32| DraftShape {
@@ -322,22 +327,39 @@ fn shape_of(t: &str) -> std::result::Result<DraftShape, String> {
     }
 }
 
-/// The measured speedup of a row from its metric, or why there is none.
+/// The measured speedup of a row from its metric, or why there is none. A metric is read as
+/// what its name says it is: a slowdown factor; a percentage gain; a ratio (a speedup,
+/// improvement or `(x)` figure, against the baseline where the row gives one); a time per
+/// token or per request (TPOT, ITL, latency, runtime, or a time unit: the speedup is
+/// baseline / speculative); or a rate (tokens per second, throughput: speculative /
+/// baseline). Anything else gives no speedup, rather than being taken for a rate.
 fn measured_speedup(run: &SpecRun) -> std::result::Result<f64, String> {
     let m = run.metric.to_ascii_lowercase();
     let (b, s) = (run.baseline, run.spec);
+    let any = |keys: &[&str]| keys.iter().any(|k| m.contains(k));
+    let ratio = any(&["speedup", "speed-up", "improvement", "(x)"]);
+    let time = any(&[
+        "tpot", "itl", "latency", "runtime", "time per", "(ms)", "(s)", "(us)", "(µs)",
+    ]);
+    let rate = any(&["tok/s", "token/s", "tokens/s", "toks/s", "throughput"]);
     let v = match (b, s) {
         _ if m.contains("slowdown") => s.map(|s| 1.0 / s),
         _ if m.contains("(%)") => match (b, s) {
             (None, Some(s)) => Some(1.0 + s / 100.0),
             _ => None,
         },
-        (Some(b), Some(s)) if m.contains("tpot") || m.contains("(ms)") => Some(b / s),
-        (Some(b), Some(s)) => Some(s / b),
-        (None, Some(s)) if m.contains("(x)") => Some(s),
+        (Some(b), Some(s)) if ratio => Some(s / b),
+        (None, Some(s)) if ratio => Some(s),
+        (Some(b), Some(s)) if time => Some(b / s),
+        (Some(b), Some(s)) if rate => Some(s / b),
         _ => None,
     };
-    v.ok_or_else(|| format!("metric \"{}\" gives no speedup", run.metric))
+    v.filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| {
+        format!(
+            "metric \"{}\" gives no speedup (rooftop reads a rate, a time, a ratio, a percentage or a slowdown, as its name says)",
+            run.metric
+        )
+    })
 }
 
 fn method_family(m: &str) -> String {
@@ -568,6 +590,27 @@ fn evaluate_row(run: &SpecRun, m: &Mapped, f: &Figure) -> std::result::Result<Sp
     };
     let (p, plain_ms) = predict(m, &acc)?;
     let measured = m.measured;
+    // A step emits at most the tokens it verifies.
+    if p.expected_tokens_per_step > m.shape.verify_tokens as f64 + 1e-9 {
+        return Err(format!(
+            "{REFUSED}acceptance {} ({}) gives {:.2} tokens a step, more than the {} tokens a step of this shape verifies",
+            f.value,
+            f.stat.name(),
+            p.expected_tokens_per_step,
+            m.shape.verify_tokens
+        ));
+    }
+    // At that acceptance the measured speedup would make a speculative step cheaper than a
+    // plain one, which no verify of several tokens per sequence is: the figure and the
+    // speedup do not describe one run.
+    let ratio = measured_step_ratio(&p, measured);
+    if ratio < 1.0 {
+        return Err(format!(
+            "measured speedup {measured:.2} above what {:.2} tokens a step allow (a speculative step of {ratio:.2} plain steps): the acceptance figure ({}) and the speedup are not of one run",
+            p.expected_tokens_per_step * p.running as f64 / p.plain_running as f64,
+            f.from
+        ));
+    }
     Ok(SpecRunRow {
         line: run.line,
         method: m.family.clone(),
@@ -594,7 +637,7 @@ fn evaluate_row(run: &SpecRun, m: &Mapped, f: &Figure) -> std::result::Result<Sp
         predicted_draft_ms: p.draft_ms,
         predicted_verify_ms: p.verify_ms,
         predicted_step_in_plain_steps: p.step_ms / plain_ms,
-        measured_step_in_plain_steps: measured_step_ratio(&p, measured),
+        measured_step_in_plain_steps: ratio,
     })
 }
 

@@ -975,3 +975,51 @@ fn specdec_refuses_flags_for_another_draft_or_statistic() {
         );
     }
 }
+
+/// A runs file's metric is read as its name says: a latency (in s or µs, not only ms) is a
+/// time, so a halved latency is a 2x speedup (it was read as a rate: 0.50); a metric that
+/// is neither a time, a rate, a ratio nor a percentage gives no speedup. A draft shape that
+/// verifies fewer tokens than its acceptance emits is refused, and a speedup above what the
+/// row's acceptance allows (a speculative step cheaper than a plain one) is not evaluated.
+#[test]
+fn specdec_rows_are_read_as_their_metric_says_and_held_to_their_shape() {
+    use rooftop::measured::specdec_csv::parse_specdec_csv;
+    let row = |tokens: &str, metric: &str, base: f64, spec: f64, acc: &str| {
+        format!("https://example.org/run,H100,1,SGLang,meta-llama/Llama-3.1-8B-Instruct,bf16,1,eagle3,{tokens},512,256,1,{metric},{base},{spec},accept_length,{acc}")
+    };
+    let eval = |r: String| {
+        let runs = parse_specdec_csv(&format!("{SPEC_HEAD}\n{r}\n"), "r.csv").unwrap();
+        rooftop::specdec_runs::evaluate(&runs, "r.csv")
+    };
+    for metric in [
+        "mean end-to-end latency (s)",
+        "inter-token latency (us)",
+        "TPOT (ms)",
+    ] {
+        let v = eval(row("3", metric, 10.0, 5.0, "2.5")).unwrap();
+        assert_eq!(v.rows.len(), 1, "{metric}");
+        assert!((v.rows[0].measured_speedup - 2.0).abs() < 1e-12, "{metric}");
+    }
+    let v = eval(row("3", "joules per token", 10.0, 5.0, "2.5")).unwrap();
+    assert!(v.rows.is_empty());
+    assert!(v.not_evaluated[0].reason.contains("gives no speedup"));
+    // 3.9 tokens a step from a verify of 2 tokens
+    let e = eval(row(
+        "steps=3 topk=1 num_draft=2",
+        "throughput (tok/s)",
+        100.0,
+        150.0,
+        "3.9",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("r.csv:2") && e.contains("verifies"), "{e}");
+    // 3x the throughput at 1.86 tokens a step
+    let v = eval(row("3", "throughput (tok/s)", 100.0, 300.0, "1.86")).unwrap();
+    assert!(v.rows.is_empty());
+    assert!(
+        v.not_evaluated[0].reason.contains("not of one run"),
+        "{:?}",
+        v.not_evaluated
+    );
+}

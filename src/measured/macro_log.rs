@@ -49,8 +49,20 @@ pub fn parse_macro_log(text: &str, file: &str) -> Result<MeasuredSet> {
         let n = i + 1;
         let line = raw.trim();
         if let Some(model) = line.strip_prefix("Model:") {
-            if set.model.is_none() && !model.trim().is_empty() {
-                set.model = Some(model.trim().to_string());
+            let model = model.trim();
+            match &set.model {
+                None if !model.is_empty() => set.model = Some(model.to_string()),
+                Some(first) if !model.is_empty() && first != model => {
+                    return Err(measured_error(
+                        file,
+                        Some(n),
+                        format!(
+                            "model \"{model}\", where an earlier header of this log named \
+                             \"{first}\": one log measures one model (split it, one file per model)"
+                        ),
+                    ))
+                }
+                _ => {}
             }
             continue;
         }
@@ -281,6 +293,15 @@ Testing max_tokens=32...
             } => (concurrency, output_len, seconds),
             ref q => panic!("not an E2E TPOT: {q:?}"),
         }
+    }
+
+    /// A second `Model:` header naming another model is refused at its line, where its
+    /// trials were read as the first model's.
+    #[test]
+    fn a_second_model_in_one_log_is_refused() {
+        let two = format!("{LOG}\nModel: /shared/llama-3.1-8b\n  Trial 1: 0.2s, 32 tokens\n");
+        let e = parse_macro_log(&two, "macro.log").unwrap_err().to_string();
+        assert!(e.contains("macro.log:") && e.contains("one model"), "{e}");
     }
 
     #[test]

@@ -178,12 +178,25 @@ fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
     let ttft_ms = run.number("mean_ttft_ms")?;
     let tokens_per_second = run.number("output_throughput")?;
 
-    if set.model.is_none() {
-        set.model = run
-            .obj
-            .get("model_id")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+    // One file measures one model, as two files of two models are refused: a later run of
+    // another model is not read as the first one's.
+    let model = run
+        .obj
+        .get("model_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    match (&set.model, model) {
+        (None, m) => set.model = m,
+        (Some(first), Some(m)) if *first != m => {
+            return Err(run.bad(
+                "model_id",
+                &format!(
+                    "\"{m}\", where an earlier run of this file measured \"{first}\": one file \
+                     measures one model (split it, one file per model)"
+                ),
+            ))
+        }
+        _ => {}
     }
     let line = Some(run.line);
     if tpot_ms > 0.0 && output_len > 0 {
@@ -278,6 +291,24 @@ mod tests {
  "total_output_tokens": 8190, "output_throughput": 512.5, "mean_ttft_ms": 250.0,
  "mean_tpot_ms": 14.5, "mean_itl_ms": 14.4}}"#
         )
+    }
+
+    /// One file measures one model: a later run of another is refused, naming its line,
+    /// where it was read as the first model's.
+    #[test]
+    fn a_second_model_in_one_file_is_refused() {
+        let other = run_json("16").replace("moonshotai/Kimi-K2.5", "meta-llama/Llama-3.1-8B");
+        let text = format!("{}\n{other}\n", run_json("8"));
+        let e = parse_vllm_json(&text, "r.jsonl").unwrap_err().to_string();
+        assert!(e.contains("r.jsonl:5") && e.contains("one model"), "{e}");
+        let same = format!("{}\n{}\n", run_json("8"), run_json("16"));
+        assert_eq!(
+            parse_vllm_json(&same, "r.jsonl")
+                .unwrap()
+                .observations
+                .len(),
+            6
+        );
     }
 
     #[test]

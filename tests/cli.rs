@@ -1885,3 +1885,27 @@ fn a_disaggregated_compare_refuses_the_flags_it_cannot_honour() {
     }
     rooftop().args(base).assert().success();
 }
+
+/// A throughput is a time per token for each of its requests: one that implies more than
+/// ten minutes per token is refused as a TPOT of that length is (0.001 tok/s at C = 1 was
+/// fitted, driving three parameters to their bounds, and reported at +6,913,214 %).
+#[test]
+fn a_throughput_slower_than_any_serving_run_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("slow.toml");
+    std::fs::write(
+        &f,
+        "system = \"8x-rtx-pro-6000-pcie\"\nmodel = \"kimi-k2.5-int4\"\nsource = \"a typo\"\n\
+         tpot_definition = \"e2e\"\n[[points]]\nconcurrency = 1\noutput_len = 32\n\
+         throughput = \"0.001 tok/s\"\n",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    for cmd in ["validate", "calibrate"] {
+        exits_with(
+            1,
+            &[cmd, "--measured", f],
+            &["slow.toml:", "s per token", "600 s"],
+        );
+    }
+}

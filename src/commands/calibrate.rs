@@ -269,6 +269,16 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
                 "longer than {MAX_SERVING_SECONDS} s; not a plausible serving measurement (a unit slip?)"
             )));
         }
+        // A throughput is a time per token for each of its requests: C / rate seconds.
+        if let Quantity::Throughput { concurrency, .. } = o.quantity {
+            let per_token = concurrency as f64 / v;
+            if per_token > MAX_SERVING_SECONDS {
+                return Err(refuse(format!(
+                    "{per_token:.3e} s per token for each of its {concurrency} requests, longer \
+                     than {MAX_SERVING_SECONDS} s; not a plausible serving measurement (a unit slip?)"
+                )));
+            }
+        }
         let bound = predict_observation(s, &sol, o, a)?;
         let beyond = if time {
             v < bound * (1.0 - slack)

@@ -149,7 +149,14 @@ pub fn round(v: f64, digits: i32) -> f64 {
         return v;
     }
     let f = 10f64.powi(digits);
-    (v * f).round() / f
+    let r = (v * f).round() / f;
+    // Past ~1e302 the scaling overflows to infinity: such a value has no digits below the
+    // decimal point to round away.
+    if r.is_finite() {
+        r
+    } else {
+        v
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +167,16 @@ mod tests {
     struct Row {
         label: String,
         value: f64,
+    }
+
+    /// Rounding never turns a finite value infinite (1e305 scaled by 10^6 overflowed, so a
+    /// wide interval read `inf` in CSV beside a finite number in JSON).
+    #[test]
+    fn rounding_keeps_huge_values_finite() {
+        for v in [1e305, -1e305, f64::MAX, 3.96e302] {
+            assert_eq!(round(v, 6), v);
+        }
+        assert_eq!(round(1.23456789, 3), 1.235);
     }
 
     #[test]

@@ -365,3 +365,31 @@ fn a_collective_row_over_more_gpus_than_the_system_is_refused() {
     );
     assert!(run(&["--system", "2x8-h100-ib"]).status.success());
 }
+
+/// A MoE row's speed of light is never below its hardware floor: weights a repeating
+/// harness finds in L2 still cross L2 at its bandwidth (they were free at the speed of
+/// light, 530 dev rows sat below a tenth of their floor, an EP64 H100 row at 0.076 µs
+/// against 1.64 µs).
+#[test]
+fn a_moe_rows_speed_of_light_is_never_below_its_floor() {
+    for gpu in ["h100-sxm", "b200", "l40s"] {
+        let table = common::data(&format!("dev/moe_{gpu}.csv"));
+        let v = common::json_of(&[
+            "validate",
+            "--measured",
+            table.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        let rows = v["rows"].as_array().unwrap();
+        assert!(!rows.is_empty(), "{gpu}");
+        for r in rows {
+            let (sol, floor) = (r["sol"].as_f64().unwrap(), r["floor"].as_f64().unwrap());
+            assert!(
+                sol >= floor * (1.0 - 1e-9),
+                "{gpu} {}: sol {sol} < floor {floor}",
+                r["point"]
+            );
+        }
+    }
+}

@@ -1909,3 +1909,20 @@ fn a_throughput_slower_than_any_serving_run_is_refused() {
         );
     }
 }
+
+/// `op gemm --gpu G --system S` prices G's kernels with S's efficiencies: the engine's
+/// per-architecture GEMM rules resolve for G (an H100 in a B200 system failed on the B200
+/// engine's FP8 family rule, for a BF16 GEMM).
+#[test]
+fn op_gemm_on_another_systems_gpu_resolves_that_gpus_kernels() {
+    let time = |extra: &[&str]| -> f64 {
+        let mut args = vec![
+            "op", "gemm", "--gpu", "h100-sxm", "--m", "16", "--n", "7168", "--k", "2048",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&args)["time_us"].as_f64().unwrap()
+    };
+    let own = time(&[]);
+    let borrowed = time(&["--system", "8x-b200-nvlink"]);
+    assert!(own > 0.0 && borrowed > 0.0);
+}

@@ -140,7 +140,10 @@ fn text(r: &OpReport) -> String {
 /// GPU ([`crate::kernel_check::system_with_gpu`]).
 fn system_for_gpu(gpu: &str, system: Option<&str>) -> Result<System> {
     if let Some(s) = system {
-        return System::load(s);
+        // The GPU set as an override, so the engine's rules (the GEMM family it runs per
+        // architecture) resolve for this GPU, not the system's own.
+        let set = crate::spec::overrides::parse_all(&[format!("system.gpu={gpu}")])?;
+        return System::load_with(s, &set);
     }
     let g = load_gpu(gpu)?;
     crate::kernel_check::system_with_gpu(&g.name)

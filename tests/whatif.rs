@@ -544,3 +544,19 @@ fn two_engines_for_one_system_are_refused() {
         );
     }
 }
+
+/// A layout given twice in --parallel would print two rows no reader can tell apart: it is
+/// a usage error, as two systems of one label are (compare printed duplicate rows).
+#[test]
+fn a_layout_given_twice_is_refused() {
+    for cmd in [
+        &["compare", "--systems", "8x-h100-nvlink"][..],
+        &["explore", "--system", "8x-h100-nvlink"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend(["--model", "llama-3.1-8b", "--parallel", "tp8,tp4,tp8"]);
+        let out = common::output_of(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("tp8 twice"));
+    }
+}

@@ -15,11 +15,20 @@ use crate::whatif::{compare_row, sensitivity, CompareRow, Comparison, Sensitivit
 use std::fmt::Write as _;
 
 /// The layouts of `--parallel`, or the system's default (`None`) when none is given.
-fn layouts(list: &[Parallel]) -> Vec<Option<Parallel>> {
+/// `--parallel` as the layouts to run (none: each system's own), refusing one given twice:
+/// two rows of one layout cannot be told apart, as two systems of one label cannot.
+fn layouts(list: &[Parallel]) -> Result<Vec<Option<Parallel>>> {
     if list.is_empty() {
-        return vec![None];
+        return Ok(vec![None]);
     }
-    list.iter().copied().map(Some).collect()
+    for (i, p) in list.iter().enumerate() {
+        if list[..i].contains(p) {
+            return Err(Error::Usage(format!(
+                "--parallel names {p} twice: give each layout once"
+            )));
+        }
+    }
+    Ok(list.iter().copied().map(Some).collect())
 }
 
 fn workload(i: u32, o: u32) -> Result<Workload> {
@@ -52,7 +61,7 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
         tpot_ms: c.tpot_target.map(|t| t.0.ms()),
         ttft_ms: c.ttft_target.map(|t| t.0.ms()),
     };
-    let lays = layouts(parallel);
+    let lays = layouts(parallel)?;
     let names = &systems.0;
     // A calibration describes the run it was fitted on (model, system, engine, layout):
     // rows of that system use it where the rest matches too, as `predict` would, and carry
@@ -635,7 +644,7 @@ pub fn run_explore(a: &ExploreArgs) -> Result<Vec<u8>> {
             request.output_len,
         ),
     };
-    let lays = layouts(parallel);
+    let lays = layouts(parallel)?;
     let (batches, contexts) = (&batches.0, &contexts.0);
     let quants: Vec<Option<WeightFormat>> = if quant.is_empty() {
         vec![None]

@@ -134,6 +134,8 @@ pub fn text(r: &Sweep) -> String {
         r.provenance
     );
     let _ = writeln!(o);
+    // A calibrated sweep's TPOT carries its 95 % interval, as predict's does.
+    let intervals = r.points.iter().any(|p| p.tpot_ci95_ms.is_some());
     let rows: Vec<Vec<String>> = r
         .points
         .iter()
@@ -146,7 +148,7 @@ pub fn text(r: &Sweep) -> String {
                 .take(3)
                 .map(|(k, v)| format!("{k} {:.0}%", 100.0 * **v / p.tpot_itl_ms))
                 .collect();
-            vec![
+            let mut row = vec![
                 p.concurrency.to_string(),
                 if p.queued > 0 {
                     format!("{} (+{} queued)", p.running, p.queued)
@@ -154,6 +156,14 @@ pub fn text(r: &Sweep) -> String {
                     p.running.to_string()
                 },
                 format!("{:.2}", p.tpot_ms),
+            ];
+            if intervals {
+                row.push(
+                    p.tpot_ci95_ms
+                        .map_or("-".into(), |[lo, hi]| format!("[{lo:.2}, {hi:.2}]")),
+                );
+            }
+            row.extend([
                 format!("{:.2}", p.sol_tpot_ms),
                 format!("{:.0}", p.ttft_ms),
                 format!("{:.0}", p.throughput_tok_s),
@@ -162,24 +172,24 @@ pub fn text(r: &Sweep) -> String {
                 p.usd_per_million_output_tokens
                     .map_or("-".into(), |u| format!("{u:.2}")),
                 top.join(", "),
-            ]
+            ]);
+            row
         })
         .collect();
-    o.push_str(&table(
-        &[
-            "C",
-            "running",
-            "TPOT ms",
-            "SOL ms",
-            "TTFT ms",
-            "tok/s",
-            "W/GPU",
-            "J/tok",
-            "$/Mtok",
-            "largest terms",
-        ],
-        &rows,
-    ));
+    let mut head = vec!["C", "running", "TPOT ms"];
+    if intervals {
+        head.push("95 % ms");
+    }
+    head.extend([
+        "SOL ms",
+        "TTFT ms",
+        "tok/s",
+        "W/GPU",
+        "J/tok",
+        "$/Mtok",
+        "largest terms",
+    ]);
+    o.push_str(&table(&head, &rows));
     let _ = writeln!(o);
     let mut m: Vec<(&&str, &f64)> = r
         .marginal_ms_per_token

@@ -107,6 +107,9 @@ pub struct SweepRow {
     pub throughput_tok_s: f64,
     /// Speed-of-light TPOT, ms.
     pub sol_tpot_ms: f64,
+    /// 95 % interval of `tpot_ms` from a calibration, ms (empty without one).
+    pub tpot_ci95_low_ms: Option<f64>,
+    pub tpot_ci95_high_ms: Option<f64>,
     /// Mean power per GPU, W (empty without a power model).
     pub watts_per_gpu: Option<f64>,
     /// Energy per output token over all GPUs, J.
@@ -139,6 +142,8 @@ impl Tabular for Sweep {
                     ttft_ms: round(p.ttft_ms, 3),
                     throughput_tok_s: round(p.throughput_tok_s, 2),
                     sol_tpot_ms: round(p.sol_tpot_ms, 4),
+                    tpot_ci95_low_ms: round_opt(p.tpot_ci95_ms.map(|c| c[0]), 4),
+                    tpot_ci95_high_ms: round_opt(p.tpot_ci95_ms.map(|c| c[1]), 4),
                     watts_per_gpu: round_opt(p.watts_per_gpu, 1),
                     joules_per_token: round_opt(p.joules_per_token, 6),
                     usd_per_million_output_tokens: round_opt(p.usd_per_million_output_tokens, 4),

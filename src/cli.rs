@@ -475,10 +475,10 @@ pub enum Objective {
     Throughput,
 }
 
-/// What a comparison runs over (compare and its plot).
 /// `compare`'s `--context` when none is given, tokens.
 pub const DEFAULT_CONTEXT: u32 = 1024;
 
+/// What a comparison runs over (compare and its plot).
 #[derive(Debug, Args, Clone)]
 pub struct ComparisonArgs {
     /// Systems (built-ins or paths), each optionally with overrides in brackets:

@@ -457,9 +457,9 @@ struct Predicted {
     sol_at_batch: f64,
     /// Sequences decoding in a step, mean, as mapped.
     decode_batch: f64,
-    /// The least time any first token of the run takes: the shortest prompt its client
-    /// draws, prefilled alone at the speed of light.
-    ttft_floor: f64,
+    /// The least time any first token of the run takes, and the prompt it is of
+    /// ([`first_token_floor`]).
+    first_token_floor: (f64, f64),
 }
 
 /// Predicted TPOT and TTFT of one run, with its speed-of-light bounds, on a loaded scenario.
@@ -476,43 +476,43 @@ fn predict(s: &Scenario, run: &E2eRun, client: crate::serve::ClientModel) -> Res
     // once at full bandwidth. No batching makes a step faster, whatever the run's real
     // in-flight count (which the sweep may map wrongly).
     let ctx = run.isl as f64 + run.osl as f64 / 2.0;
-    let floor = s
-        .sol_evaluator()?
-        .evaluate(&crate::cost::Pass::decode(1.0, ctx))
-        .total;
-    let ttft_floor = s
-        .sol_evaluator()?
-        .evaluate(&crate::cost::Pass::prefill(
-            1.0,
-            shortest_prompt(run, &client),
-            0.0,
-        ))
-        .total;
+    let sol = s.sol_evaluator()?;
+    let floor = sol.evaluate(&crate::cost::Pass::decode(1.0, ctx)).total;
     Ok(Predicted {
         tpot: p.tpot_itl_ms * 1e-3,
         ttft: p.ttft_ms * 1e-3,
         floor,
         sol_at_batch: p.sol_tpot_ms * 1e-3,
         decode_batch: p.decode_batch,
-        ttft_floor,
+        first_token_floor: first_token_floor(&sol, run, &client),
     })
 }
 
-/// The shortest prompt of `run` its client sends, tokens: the file's input length, or the
-/// least a client drawing lengths from [r L, L] draws.
-pub(crate) fn shortest_prompt(run: &E2eRun, client: &crate::serve::ClientModel) -> f64 {
-    match client.lengths {
+/// The least time any first token of `run` takes on the configuration `sol` prices at the
+/// speed of light (the one that prefills it), seconds, and the prompt it is of, tokens: the
+/// shortest prompt its client sends (the file's input length, or the least a client drawing
+/// lengths from [r L, L] draws), prefilled alone.
+pub(crate) fn first_token_floor(
+    sol: &crate::cost::Evaluator,
+    run: &E2eRun,
+    client: &crate::serve::ClientModel,
+) -> (f64, f64) {
+    let prompt = match client.lengths {
         crate::serve::Lengths::Varied => (client.range_ratio * run.isl as f64).floor(),
         crate::serve::Lengths::Fixed => run.isl as f64,
     }
-    .max(1.0)
+    .max(1.0);
+    let floor = sol
+        .evaluate(&crate::cost::Pass::prefill(1.0, prompt, 0.0))
+        .total;
+    (floor, prompt)
 }
 
 /// Why a run whose measured TTFT (`ttft`, s) lies below the speed-of-light prefill of the
-/// shortest prompt its client sends (`floor`, s) is not predicted: no first token of that
-/// prompt, on that configuration, comes sooner (a prompt served from a prefix cache the file
-/// does not record, or a wrong value).
-pub(crate) fn ttft_below_sol(ttft: f64, floor: f64, prompt: f64) -> Option<String> {
+/// shortest prompt its client sends (`floor`, s, of `prompt` tokens: [`first_token_floor`])
+/// is not predicted: no first token of that prompt, on that configuration, comes sooner (a
+/// prompt served from a prefix cache the file does not record, or a wrong value).
+pub(crate) fn ttft_below_sol(ttft: f64, (floor, prompt): (f64, f64)) -> Option<String> {
     (ttft < floor).then(|| {
         format!(
             "measured TTFT below the speed-of-light prefill of the configuration it maps to \
@@ -603,11 +603,7 @@ pub fn evaluate(
             if let Some(why) = below_sol_at_batch(run.tpot, p.sol_at_batch, p.decode_batch) {
                 return Err(why);
             }
-            if let Some(why) = ttft_below_sol(
-                run.ttft,
-                p.ttft_floor,
-                shortest_prompt(run, &resolved.client),
-            ) {
+            if let Some(why) = ttft_below_sol(run.ttft, p.first_token_floor) {
                 return Err(why);
             }
             Ok(RunRow::new(

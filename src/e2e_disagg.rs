@@ -125,16 +125,11 @@ pub fn evaluate(
                 sweep(&pre_s, &dec_s, &d, &[dec_run.concurrency], w).map_err(|e| e.to_string())?;
             let p = &r.points[0];
             let ctx = dec_run.isl as f64 + dec_run.osl as f64 / 2.0;
-            let sol = dec_s
-                .sol_evaluator()
-                .map_err(|e| e.to_string())?
-                .evaluate(&crate::cost::Pass::decode(1.0, ctx))
-                .total;
+            let dec_sol = dec_s.sol_evaluator().map_err(|e| e.to_string())?;
+            let sol = dec_sol.evaluate(&crate::cost::Pass::decode(1.0, ctx)).total;
             tally.check_floor(dec_run.line, dec_run.tpot, sol, &system.spec.name);
             // The decode pool's step at the batch one of its workers runs, as mapped.
-            let sol_at_batch = dec_s
-                .sol_evaluator()
-                .map_err(|e| e.to_string())?
+            let sol_at_batch = dec_sol
                 .evaluate(&crate::cost::Pass::decode(p.decode_batch.max(1.0), ctx))
                 .total;
             if let Some(why) =
@@ -144,13 +139,9 @@ pub fn evaluate(
             }
             // No first token comes sooner than the shortest prompt's prefill, alone on one
             // prefill worker, at the speed of light.
-            let prompt = crate::e2e::shortest_prompt(&dec_run, &run_client);
-            let ttft_floor = pre_s
-                .sol_evaluator()
-                .map_err(|e| e.to_string())?
-                .evaluate(&crate::cost::Pass::prefill(1.0, prompt, 0.0))
-                .total;
-            if let Some(why) = crate::e2e::ttft_below_sol(dec_run.ttft, ttft_floor, prompt) {
+            let pre_sol = pre_s.sol_evaluator().map_err(|e| e.to_string())?;
+            let first = crate::e2e::first_token_floor(&pre_sol, &dec_run, &run_client);
+            if let Some(why) = crate::e2e::ttft_below_sol(dec_run.ttft, first) {
                 return Err(why);
             }
             Ok(RunRow::new(

@@ -6,11 +6,27 @@ mod common;
 
 use rooftop::cost::Parallel;
 use rooftop::predict::Scenario;
-use rooftop::serve::{sweep, TpotDef, Workload};
+use rooftop::serve::{sweep, Sweep, TpotDef, Workload};
 use rooftop::spec::registry::load_model;
 use rooftop::spec::System;
 
 const CONC: [u32; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+
+/// The sweep of `sc` at `conc` for `input` / `output` tokens, TPOT as inter-token latency,
+/// with the default client.
+fn itl_sweep(sc: &Scenario, conc: &[u32], input: u32, output: u32) -> Sweep {
+    sweep(
+        sc,
+        conc,
+        Workload {
+            input_len: input,
+            output_len: output,
+            tpot_def: TpotDef::Itl,
+            client: Default::default(),
+        },
+    )
+    .unwrap()
+}
 
 fn cases() -> Vec<(&'static str, &'static str, u32)> {
     vec![
@@ -29,17 +45,7 @@ fn throughput_rises_and_tpot_grows_with_concurrency() {
         let sys = System::load(s).unwrap();
         let sc = Scenario::new(&model, &sys, Parallel::tp(tp)).unwrap();
         for (i, o) in [(1000, 32), (1000, 1000), (128, 4096), (8000, 200)] {
-            let r = sweep(
-                &sc,
-                &CONC,
-                Workload {
-                    input_len: i,
-                    output_len: o,
-                    tpot_def: TpotDef::Itl,
-                    client: Default::default(),
-                },
-            )
-            .unwrap();
+            let r = itl_sweep(&sc, &CONC, i, o);
             for w in r.points.windows(2) {
                 assert!(
                     w[1].tpot_itl_ms >= w[0].tpot_itl_ms * (1.0 - 1e-9),
@@ -89,17 +95,7 @@ fn plateau_is_consistent_with_the_marginal_cost() {
     let model = load_model("kimi-k2.5-int4").unwrap();
     let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
     let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
-    let r = sweep(
-        &sc,
-        &CONC,
-        Workload {
-            input_len: 100,
-            output_len: 200,
-            tpot_def: TpotDef::Itl,
-            client: Default::default(),
-        },
-    )
-    .unwrap();
+    let r = itl_sweep(&sc, &CONC, 100, 200);
     assert!(
         r.plateau_tok_s <= r.asymptote_tok_s * 1.001,
         "{} > {}",
@@ -129,17 +125,7 @@ fn kv_capacity_caps_concurrency_on_the_team_box() {
     let model = load_model("kimi-k2.5-int4").unwrap();
     let sys = System::load("8x-rtx-pro-6000-pcie").unwrap();
     let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
-    let r = sweep(
-        &sc,
-        &CONC,
-        Workload {
-            input_len: 1000,
-            output_len: 1000,
-            tpot_def: TpotDef::Itl,
-            client: Default::default(),
-        },
-    )
-    .unwrap();
+    let r = itl_sweep(&sc, &CONC, 1000, 1000);
     assert!(
         r.kv_max_concurrency > 40 && r.kv_max_concurrency < 128,
         "{}",
@@ -164,17 +150,7 @@ fn the_closed_loop_never_prefills_faster_than_the_gpu_can() {
     let sys = System::load("8x-l40s-pcie").unwrap();
     let sc = Scenario::new(&model, &sys, Parallel::tp(8)).unwrap();
     let (input, output) = (8000, 200);
-    let r = sweep(
-        &sc,
-        &CONC,
-        Workload {
-            input_len: input,
-            output_len: output,
-            tpot_def: TpotDef::Itl,
-            client: Default::default(),
-        },
-    )
-    .unwrap();
+    let r = itl_sweep(&sc, &CONC, input, output);
     let prefill_alone_s = r.points[0].ttft_ms * 1e-3;
     let bound = output as f64 / prefill_alone_s;
     for p in &r.points {
@@ -274,17 +250,7 @@ fn a_serial_engine_cpu_is_booked_as_the_step_prices_it() {
         assert!(!sys.engine.cpu.overlap);
         let sc = Scenario::new(&model, &sys, Parallel::tp(1)).unwrap();
         for (i, o) in [(30000, 20), (1000, 1000), (8000, 200)] {
-            let r = sweep(
-                &sc,
-                &[1, 16, 64],
-                Workload {
-                    input_len: i,
-                    output_len: o,
-                    tpot_def: TpotDef::Itl,
-                    client: Default::default(),
-                },
-            )
-            .unwrap();
+            let r = itl_sweep(&sc, &[1, 16, 64], i, o);
             for p in &r.points {
                 let sum: f64 = p.breakdown_ms.values().sum();
                 assert!(
@@ -303,29 +269,22 @@ fn a_serial_engine_cpu_is_booked_as_the_step_prices_it() {
 /// the KV cache held 286 and throughput could not grow at all).
 #[test]
 fn one_concurrency_claims_no_trend() {
-    let one = common::stdout_of(&[
-        "sweep",
-        "--model",
-        "llama-3.1-8b",
-        "--system",
-        "8x-h100-nvlink",
-        "--tp",
-        "1",
-        "--concurrency",
-        "1000",
-    ]);
+    let text = |concurrency: &str| {
+        common::stdout_of(&[
+            "sweep",
+            "--model",
+            "llama-3.1-8b",
+            "--system",
+            "8x-h100-nvlink",
+            "--tp",
+            "1",
+            "--concurrency",
+            concurrency,
+        ])
+    };
+    let one = text("1000");
     assert!(!one.contains("still gains"), "{one}");
     assert!(one.contains("one concurrency swept"), "{one}");
-    let two = common::stdout_of(&[
-        "sweep",
-        "--model",
-        "llama-3.1-8b",
-        "--system",
-        "8x-h100-nvlink",
-        "--tp",
-        "1",
-        "--concurrency",
-        "1,2",
-    ]);
+    let two = text("1,2");
     assert!(!two.contains("one concurrency swept"), "{two}");
 }

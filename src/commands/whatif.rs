@@ -76,6 +76,15 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
     let mut used = false;
     let variants = crate::whatif::load_variants(names, args.engine.as_deref(), &sets)?;
     for ((label, sys), spec) in variants.into_iter().zip(names) {
+        // The row's own `[key=value]` overrides count as its `--set` against a calibration.
+        let row_sets = match &calibration {
+            Some(_) => {
+                let mut v = sets.clone();
+                v.extend(crate::whatif::variant_overrides(spec)?);
+                v
+            }
+            None => Vec::new(),
+        };
         for l in &lays {
             let par = l.unwrap_or(Parallel::tp(sys.spec.gpu_count));
             let fitted = match &calibration {
@@ -112,9 +121,6 @@ pub fn build_comparison(args: &ScenarioArgs, c: &ComparisonArgs) -> Result<Compa
                 }
                 Some(Ok((c, note))) => {
                     if let Some((file, _)) = &calibration {
-                        // The row's own `[key=value]` overrides count as its `--set`.
-                        let mut row_sets = sets.clone();
-                        row_sets.extend(crate::whatif::variant_overrides(spec)?);
                         c.refuse_overridden(&row_sets, file)?;
                     }
                     if let Some(n) = note {

@@ -76,6 +76,8 @@ use crate::error::Result;
 use crate::harness::{expected_means, BatchHold, ContextBalance, HarnessRun, RunMeans, StepTime};
 use crate::predict::{breakdown_ms, MemoryReport, Scenario};
 pub use crate::spec::client::{ClientModel, Lengths, Start};
+use crate::spec::engine::CpuCosts;
+use crate::units::Seconds;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -337,8 +339,13 @@ struct Server<'s, 'a> {
     /// An in-flight cap fitted by calibration (client connections or max_num_seqs the
     /// descriptions do not know of), when it binds below `cap`.
     fitted_cap: Option<f64>,
-    /// API-server time per streamed token, s: the engine's, or the calibration's.
+    /// The engine's CPU per running sequence per step, s: none at the speed of light.
+    cpu_per_seq: f64,
+    /// API-server time per streamed token, s: the engine's, or the calibration's; none at
+    /// the speed of light.
     api_per_token: f64,
+    /// The client's time per streamed chunk, s: none at the speed of light.
+    client_per_chunk: f64,
     /// Latency per request outside the engine loop, s (a calibration's; 0 otherwise).
     request_latency: f64,
     prefill_alone: f64,
@@ -594,6 +601,10 @@ impl<'s, 'a> Server<'s, 'a> {
             eng.max_num_seqs
         };
         let cap = kv_max.min(max_num_seqs).min(client_cap);
+        // The speed of light is the hardware's bound: the host's work (the engine's CPU per
+        // sequence, the API server, the client) is none there, as the step's fixed CPU cost
+        // and the launches already are in [`CostParams::speed_of_light`].
+        let host = if s.params.is_sol() { 0.0 } else { 1.0 };
         Ok(Server {
             s,
             w,
@@ -606,7 +617,9 @@ impl<'s, 'a> Server<'s, 'a> {
             client_cap,
             cap,
             fitted_cap: s.params.inflight_cap.filter(|f| *f < cap as f64),
-            api_per_token: s.params.api_per_token.unwrap_or(eng.cpu.api_per_token.0),
+            cpu_per_seq: host * eng.cpu.per_seq.0,
+            api_per_token: host * s.params.api_per_token.unwrap_or(eng.cpu.api_per_token.0),
+            client_per_chunk: host * w.client.per_chunk,
             request_latency: s.params.request_latency,
             prefill_alone,
             sol_prefill_alone,
@@ -715,12 +728,16 @@ impl<'s, 'a> Server<'s, 'a> {
         // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
         // behind the previous GPU step with overlap, added to it without.
         let gpu = with - costs.step_overhead;
+        let cpu = CpuCosts {
+            per_seq: Seconds(self.cpu_per_seq),
+            ..*cpu
+        };
         let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
         let engine = cpu.engine_step(with, costs.step_overhead, running, self.s.overlaps());
         // One chunk per token per request passes the API server process and the client:
         // pipelined beside the engine, they bound the rate tokens are seen at.
         let api = running * self.api_per_token;
-        let client_cpu = running * self.w.client.per_chunk;
+        let client_cpu = running * self.client_per_chunk;
         (gpu, cpu_step, engine, api, client_cpu)
     }
 
@@ -1132,8 +1149,7 @@ impl<'s, 'a> Server<'s, 'a> {
 
     /// Every binding limit with its number: in-flight caps, CPU sides, and the GPU terms.
     fn limits(&self, concurrency: &[u32], last: StepParts, terms: &[(String, f64)]) -> Vec<Limit> {
-        let (w, cap, kv_max, client_cap, held) =
-            (self.w, self.cap, self.kv_max, self.client_cap, self.held);
+        let (cap, kv_max, client_cap, held) = (self.cap, self.kv_max, self.client_cap, self.held);
         let mut limits: Vec<Limit> = Vec::new();
         let mut lim = |term: &str, value: f64, unit: &'static str, detail: String| {
             limits.push(Limit {
@@ -1214,11 +1230,11 @@ impl<'s, 'a> Server<'s, 'a> {
         if cl >= engine_last && cl > 0.0 {
             lim(
                 "client_cpu",
-                w.client.per_chunk * 1e6,
+                self.client_per_chunk * 1e6,
                 "us per chunk",
                 format!(
                     "the client counts {:.0} tok/s at most",
-                    1.0 / w.client.per_chunk
+                    1.0 / self.client_per_chunk
                 ),
             );
         }

@@ -925,3 +925,56 @@ fn a_calibrated_sweeps_interval_reaches_text_and_csv() {
     assert_eq!(l.next().unwrap().split(',').nth(at), Some(""));
     assert!(!common::stdout_of(&["sweep", "--concurrency", "1"]).contains("95 % ms"));
 }
+
+/// The speed of light of a TPOT is one figure whichever command prints it: the bound that
+/// `validate` and `calibrate` hold a measured TPOT against is the `sol_tpot_ms` that
+/// `sweep` reports at the same point, for both definitions of TPOT, and it is below the
+/// predicted TPOT. (Within 0.1 %: validate's is taken at the batch its speed-of-light loop
+/// decodes, sweep's at the predicted loop's, which differ by a fraction of a sequence.) A sweep at the speed of light spends no host time: its engine CPU, API
+/// server and client terms are zero.
+#[test]
+fn a_tpots_bound_in_validate_is_the_one_sweep_reports() {
+    let m = load_model("kimi-k2.5-int4").unwrap();
+    let s = System::load("8x-rtx-pro-6000-pcie").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let a = Assumptions::default();
+    let sol = CostParams::speed_of_light();
+    for definition in [TpotDef::Itl, TpotDef::E2e] {
+        for c in [1u32, 8, 64] {
+            let o = obs(Quantity::Tpot {
+                concurrency: c,
+                input_len: Some(512),
+                output_len: 64,
+                definition,
+                seconds: 0.0,
+            });
+            let bound = predict_observation(&sc, &sol, &o, &a).unwrap();
+            let w = rooftop::serve::Workload {
+                input_len: 512,
+                output_len: 64,
+                tpot_def: definition,
+                client: a.client,
+            };
+            let point = rooftop::serve::sweep(&sc, &[c], w).unwrap().points[0].clone();
+            assert!(
+                (bound * 1e3 - point.sol_tpot_ms).abs() <= 1e-3 * point.sol_tpot_ms,
+                "{definition:?} C={c}: validate's bound {:.4} ms, sweep's {:.4} ms",
+                bound * 1e3,
+                point.sol_tpot_ms
+            );
+            assert!(point.sol_tpot_ms < point.tpot_ms);
+            let at_sol = Scenario {
+                params: sol,
+                ..sc.clone()
+            };
+            let p = rooftop::serve::sweep(&at_sol, &[c], w).unwrap().points[0].clone();
+            for host in ["engine_cpu", "token_stream"] {
+                assert_eq!(
+                    p.breakdown_ms.get(host).copied().unwrap_or(0.0),
+                    0.0,
+                    "{host}"
+                );
+            }
+        }
+    }
+}

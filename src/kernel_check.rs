@@ -83,12 +83,38 @@ pub const UNIT: &str = "us";
 /// The system a table is priced on: `given` when its GPU is the one the table names (so
 /// `--set` overrides and `--calibration` apply), else the first built-in system with the
 /// named GPU, else `given` when the table names no GPU rooftop knows.
-pub fn system_for_table(table: &KernelTable, given: &System) -> Result<System> {
+///
+/// With `refuse_other` (a system the user named that no table of the run is measured on),
+/// a table of another GPU is refused: a kernel measured on one GPU validates nothing about
+/// another, and pricing it on the table's GPU instead would drop the user's `--system`.
+pub fn system_for_table(table: &KernelTable, given: &System, refuse_other: bool) -> Result<System> {
     match &table.gpu {
-        Some(g) if *g != given.gpu.name && registry::load_gpu(g).is_ok() => system_with_gpu(g)
-            .map_err(|e| Error::Scenario(format!("{}: names GPU \"{g}\" and {e}", table.file))),
+        Some(g) if names_other_gpu(table, given) => {
+            if refuse_other {
+                return Err(Error::Measured {
+                    file: table.file.clone(),
+                    line: None,
+                    message: format!(
+                        "measured on GPU \"{g}\" (its file name), but --system \"{}\" has GPU \"{}\"; \
+                         a kernel table of another GPU validates nothing (drop --system, or give \
+                         a system with GPU \"{g}\")",
+                        given.spec.name, given.gpu.name
+                    ),
+                });
+            }
+            system_with_gpu(g)
+                .map_err(|e| Error::Scenario(format!("{}: names GPU \"{g}\" and {e}", table.file)))
+        }
         _ => Ok(given.clone()),
     }
+}
+
+/// Whether `table` names a GPU rooftop knows other than `given`'s.
+pub fn names_other_gpu(table: &KernelTable, given: &System) -> bool {
+    table
+        .gpu
+        .as_ref()
+        .is_some_and(|g| *g != given.gpu.name && registry::load_gpu(g).is_ok())
 }
 
 /// The built-in system that stands for `gpu`: the first single box with it (a kernel is

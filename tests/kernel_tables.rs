@@ -366,6 +366,35 @@ fn a_collective_row_over_more_gpus_than_the_system_is_refused() {
     assert!(run(&["--system", "2x8-h100-ib"]).status.success());
 }
 
+/// A table measured on one GPU (its file name says which) validated against a `--system`
+/// of another GPU is refused, naming both, as `calibrate` refuses it; it was priced on the
+/// file's GPU instead, the `--system` silently dropped. Without `--system`, or with one of
+/// the same GPU, it runs.
+#[test]
+fn a_kernel_table_of_another_gpu_than_the_given_system_is_refused() {
+    let table = common::data("dev").join("gemm_b200.csv");
+    let table = table.to_str().unwrap();
+    let e = common::failure_of(&[
+        "validate",
+        "--measured",
+        table,
+        "--system",
+        "8x-h100-nvlink",
+    ]);
+    assert!(
+        e.contains("gemm_b200.csv")
+            && e.contains("GPU \"b200\"")
+            && e.contains("\"8x-h100-nvlink\" has GPU \"h100-sxm\""),
+        "{e}"
+    );
+    for ok in [vec![], vec!["--system", "8x-b200-nvlink"]] {
+        let mut args = vec!["validate", "--measured", table, "--format", "json"];
+        args.extend(ok);
+        let v = common::json_of(&args);
+        assert_eq!(v["tables"][0]["system"], "8x-b200-nvlink", "{v}");
+    }
+}
+
 /// A MoE row's speed of light is never below its hardware floor: weights a repeating
 /// harness finds in L2 still cross L2 at its bandwidth (they were free at the speed of
 /// light, 530 dev rows sat below a tenth of their floor, an EP64 H100 row at 0.076 µs

@@ -3,7 +3,8 @@
 //!
 //! A `--measured` argument that is a directory stands for every kernel table in it (other
 //! files, such as end-to-end serving runs, are listed as skipped). Each table is priced on
-//! the system whose GPU its file name names, or on `--system` when it names none.
+//! the system whose GPU its file name names, or on `--system` when it names none or the
+//! same GPU; a `--system` whose GPU no table names is refused.
 
 use crate::calibrate::Calibration;
 use crate::cli::ScenarioArgs;
@@ -11,7 +12,8 @@ use crate::cost::CostParams;
 use crate::error::{Error, Result};
 use crate::export::{self, round, table, Format, Table, Tabular};
 use crate::kernel_check::{
-    check_table, implausible, summarize, system_for_table, ErrorSummary, KernelCheckRow,
+    check_table, implausible, names_other_gpu, summarize, system_for_table, ErrorSummary,
+    KernelCheckRow,
 };
 use crate::measured::kernel_table::{read_kernel_table, sniff, Family};
 use crate::spec::System;
@@ -111,16 +113,23 @@ pub fn validation(
     }
     let mut infos = Vec::new();
     let mut rows = Vec::new();
-    for p in tables {
-        let t = read_kernel_table(p)?;
-        let sys = system_for_table(&t, &given)?;
+    let read = tables
+        .iter()
+        .map(|p| read_kernel_table(p))
+        .collect::<Result<Vec<_>>>()?;
+    // A `--system` the user named must price some table: where every table names another
+    // GPU, it would be dropped without a word.
+    let unused = args.system != crate::cli::DEFAULT_SYSTEM
+        && read.iter().all(|t| names_other_gpu(t, &given));
+    for (p, t) in tables.iter().zip(&read) {
+        let sys = system_for_table(t, &given, unused)?;
         if let (Some(c), Some(file)) = (&calibration, args.calibration.as_deref()) {
             c.for_gpu(&sys.gpu.name, &p.display().to_string(), file)?;
         }
         let cal = calibration
             .as_ref()
             .map(|c| c.params(&CostParams::default_for(&sys)));
-        let r = check_table(&t, &sys, cal.as_ref())?;
+        let r = check_table(t, &sys, cal.as_ref())?;
         let bad = implausible(&r);
         if !bad.is_empty() {
             return Err(Error::Scenario(format!(

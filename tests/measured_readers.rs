@@ -1,6 +1,8 @@
 //! Every measured-file fixture reads through `read_file` (format detected from the file) to
 //! the values it holds, and every malformed fixture fails with the file and line named.
 
+mod common;
+
 use approx::assert_relative_eq;
 use rooftop::measured::{
     read_file, read_file_with, read_files, MeasuredSet, Observation, Quantity, ReadOptions,
@@ -263,6 +265,36 @@ fn profiler_trace_shares() {
             ..
         }
     )));
+}
+
+/// A trace whose all-reduce or MoE kernels the layout does not run was taken on another
+/// model or layout: `validate`, `calibrate` and `explain` refuse it, naming the file, the
+/// category and the layout, where they reported a -40-point error (all-reduce at TP 1) or
+/// fitted a dense model to MoE kernels. The same trace on the layout it fits runs.
+#[test]
+fn a_trace_of_kernels_the_layout_does_not_run_is_refused() {
+    let trace = fixture("decode.pt.trace.json");
+    let trace = trace.to_str().unwrap();
+    let dense = ["--model", "llama-3.1-8b", "--system", "8x-h100-nvlink"];
+    for (cmd, tp, category) in [
+        ("validate", "1", "allreduce"),
+        ("calibrate", "1", "allreduce"),
+        ("validate", "8", "moe"),
+        ("explain", "8", "moe"),
+    ] {
+        let mut args = vec![cmd, "--measured", trace, "--tp", tp];
+        args.extend(dense);
+        let out = common::output_of(&args);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd} --tp {tp}: {e}");
+        assert!(
+            e.contains("decode.pt.trace.json")
+                && e.contains(&format!("{category} kernels, which llama-3.1-8b"))
+                && e.contains(&format!("at tp{tp} does not run")),
+            "{e}"
+        );
+    }
+    common::stdout_of(&["validate", "--measured", trace]);
 }
 
 #[test]

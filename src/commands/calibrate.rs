@@ -212,11 +212,17 @@ pub fn assumptions(a: &MeasuredArgs) -> Result<Assumptions> {
     })
 }
 
+/// The smallest share of a trace's kernel time, in a category the layout does not run,
+/// that marks the trace as another model's or layout's: below it, stray kernels a
+/// categorizer put there by name.
+const MIN_FOREIGN_SHARE: f64 = 0.01;
+
 /// Refuse serving measurements no run can produce: faster than the speed-of-light bound of
 /// this model on this system (with the assumed lengths), or slower than
 /// `MAX_SERVING_SECONDS`. The error names the row and the bound, instead of a fit that
 /// reports an error of +3e21 %. Kernel rows (GEMM, all-reduce) may not run below half their
-/// bound, nor over more GPUs than the system has.
+/// bound, nor over more GPUs than the system has. A trace's share of kernels this layout
+/// does not run (all-reduce at TP 1, MoE in a dense model) is another layout's.
 pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Result<()> {
     let sol = CostParams::speed_of_light();
     // Rounding in the files (TPOT printed to 0.1 ms) is not a violation.
@@ -226,6 +232,7 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
         let row = || {
             let (x, unit) = match o.quantity {
                 Quantity::Throughput { .. } => (v, "tok/s"),
+                Quantity::CategoryShare { .. } => (v * 1e2, "% of kernel time"),
                 _ => (v * 1e3, "ms"),
             };
             if x.abs() >= 1e6 {
@@ -262,7 +269,26 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
                 }
                 continue;
             }
-            _ => continue,
+            Quantity::CategoryShare { category, .. } => {
+                // A share of kernels the layout does not run at all (all-reduce at TP 1,
+                // MoE in a dense model) was measured on another model or layout: held
+                // against this one it would fit nothing and report a large error.
+                let predicted = predict_observation(s, &CostParams::default_for(s.system), o, a)?;
+                // Only these two are structural; whether an engine runs dequantisation
+                // as kernels of its own is its kernels' choice, which a trace may know better.
+                let structural = matches!(category, TraceCategory::Allreduce | TraceCategory::Moe);
+                if structural && v >= MIN_FOREIGN_SHARE && predicted == 0.0 {
+                    return Err(refuse(format!(
+                        "{} kernels, which {} on {} at {} does not run; the trace was taken on \
+                         another model or layout (check --model, --tp, --ep)",
+                        category.name(),
+                        s.model.name,
+                        s.system.spec.name,
+                        s.parallel
+                    )));
+                }
+                continue;
+            }
         };
         if time && v > MAX_SERVING_SECONDS {
             return Err(refuse(format!(

@@ -231,6 +231,15 @@ pub(crate) fn read_request(row: &CsvRow, ttft: usize, tpot: usize) -> Result<E2e
     if row.get(2).is_empty() {
         return Err(row.err(2, "a Hugging Face model id"));
     }
+    // One output token has no time per output token after it: a TPOT beside it is another
+    // run's, or the length is wrong.
+    if row.count(8, 1.0)? < 2 {
+        return Err(row.err(
+            8,
+            "an output length of at least 2 tokens (the row gives a TPOT, which one output \
+             token does not have)",
+        ));
+    }
     Ok(E2eRun {
         line: row.line,
         backend: row.text(0),
@@ -288,6 +297,18 @@ mod tests {
             e.contains("f.csv:1") && e.contains("`silicon_tpot_ms` appears twice"),
             "{e}"
         );
+    }
+
+    /// A run of one output token has no TPOT: a row that gives one is refused at its `osl`,
+    /// where it was predicted (a 343 % TPOT error); two tokens are read.
+    #[test]
+    fn one_output_token_with_a_tpot_is_refused() {
+        let row = |osl: &str| {
+            format!("{HEAD}\nvllm,0.19.0,m/x,b200,fp8,fp8,fp8,1024,{osl},4.0,2.0,1.0,,2.0,1.0,61.2,7.5\n")
+        };
+        let e = parse_e2e_csv(&row("1"), "f.csv").unwrap_err().to_string();
+        assert!(e.contains("f.csv:2") && e.contains("`osl` = \"1\""), "{e}");
+        assert_eq!(parse_e2e_csv(&row("2"), "f.csv").unwrap()[0].osl, 2);
     }
 
     /// A serving time past ten minutes (a unit slip: 1e9 ms) is refused with its line and

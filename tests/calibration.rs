@@ -885,45 +885,49 @@ fn explain_reads_a_given_calibration_as_a_third_basis() {
     );
 }
 
-/// A calibrated sweep carries its TPOT interval in every format, not JSON alone: the text
-/// table gains a "95 % ms" column and the CSV two columns, equal to the JSON interval;
-/// without a calibration the CSV columns are empty and the text has none.
+/// A calibrated sweep or specdec run carries its TPOT interval in every format, not JSON
+/// alone: the text table gains a "95 % ms" column and the CSV two columns, equal to the JSON
+/// interval; without a calibration the CSV columns are empty and the text has none.
 #[test]
-fn a_calibrated_sweeps_interval_reaches_text_and_csv() {
+fn a_calibrated_tpot_interval_reaches_text_and_csv() {
     let cal = format!(
         "{}/tests/fixtures/calibration/kimi-k2.5-int4-8x-rtx-pro-6000-pcie.toml",
         env!("CARGO_MANIFEST_DIR")
     );
-    let args = ["sweep", "--calibration", &cal, "--concurrency", "1,8"];
-    let json = common::json_of(&[&args[..], &["--format", "json"]].concat());
-    let text = common::stdout_of(&args);
-    assert!(text.contains("95 % ms"), "{text}");
-    let csv = common::stdout_of(&[&args[..], &["--format", "csv"]].concat());
-    let mut lines = csv.lines();
-    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let (lo, hi) = (
-        head.iter().position(|c| *c == "tpot_ci95_low_ms").unwrap(),
-        head.iter().position(|c| *c == "tpot_ci95_high_ms").unwrap(),
-    );
-    for (row, p) in lines.zip(json["points"].as_array().unwrap()) {
-        let f: Vec<&str> = row.split(',').collect();
-        let ci = p["tpot_ci95_ms"].as_array().unwrap();
-        for (col, want) in [(lo, &ci[0]), (hi, &ci[1])] {
-            let got: f64 = f[col].parse().unwrap();
-            assert!((got - want.as_f64().unwrap()).abs() < 1e-3, "{row}");
+    for cmd in ["sweep", "specdec"] {
+        let args = [cmd, "--calibration", &cal, "--concurrency", "1,8"];
+        let json = common::json_of(&[&args[..], &["--format", "json"]].concat());
+        let text = common::stdout_of(&args);
+        assert!(text.contains("95 % ms"), "{text}");
+        let csv = common::stdout_of(&[&args[..], &["--format", "csv"]].concat());
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let (lo, hi) = (
+            head.iter().position(|c| *c == "tpot_ci95_low_ms").unwrap(),
+            head.iter().position(|c| *c == "tpot_ci95_high_ms").unwrap(),
+        );
+        let points = json["points"].as_array().unwrap();
+        assert!(!points.is_empty());
+        for (row, p) in lines.zip(points) {
+            let f: Vec<&str> = row.split(',').collect();
+            let ci = p["tpot_ci95_ms"].as_array().unwrap();
+            for (col, want) in [(lo, &ci[0]), (hi, &ci[1])] {
+                let got: f64 = f[col].parse().unwrap();
+                assert!((got - want.as_f64().unwrap()).abs() < 1e-3, "{cmd}: {row}");
+            }
+            assert!(text.contains(&format!(
+                "[{:.2}, {:.2}]",
+                ci[0].as_f64().unwrap(),
+                ci[1].as_f64().unwrap()
+            )));
         }
-        assert!(text.contains(&format!(
-            "[{:.2}, {:.2}]",
-            ci[0].as_f64().unwrap(),
-            ci[1].as_f64().unwrap()
-        )));
+        let plain = common::stdout_of(&[cmd, "--concurrency", "1", "--format", "csv"]);
+        let mut l = plain.lines();
+        let head: Vec<&str> = l.next().unwrap().split(',').collect();
+        let at = head.iter().position(|c| *c == "tpot_ci95_low_ms").unwrap();
+        assert_eq!(l.next().unwrap().split(',').nth(at), Some(""));
+        assert!(!common::stdout_of(&[cmd, "--concurrency", "1"]).contains("95 % ms"));
     }
-    let plain = common::stdout_of(&["sweep", "--concurrency", "1", "--format", "csv"]);
-    let mut l = plain.lines();
-    let head: Vec<&str> = l.next().unwrap().split(',').collect();
-    let at = head.iter().position(|c| *c == "tpot_ci95_low_ms").unwrap();
-    assert_eq!(l.next().unwrap().split(',').nth(at), Some(""));
-    assert!(!common::stdout_of(&["sweep", "--concurrency", "1"]).contains("95 % ms"));
 }
 
 /// The speed of light of a TPOT is one figure whichever command prints it: the bound that

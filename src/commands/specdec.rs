@@ -196,6 +196,8 @@ pub fn run(a: &SpecdecArgs) -> Result<Vec<u8>> {
 
 pub fn text(r: &SpecDec) -> String {
     let mut o = String::new();
+    // A calibrated run's TPOT carries its 95 % interval, as sweep's and predict's do.
+    let intervals = r.points.iter().any(|p| p.tpot_ci95_ms.is_some());
     let acc: Vec<String> = r.acceptance.0.iter().map(|p| format!("{p:.2}")).collect();
     let _ = writeln!(
         o,
@@ -247,29 +249,32 @@ pub fn text(r: &SpecDec) -> String {
             .iter()
             .filter(|p| p.concurrency == c)
             .map(|p| {
-                vec![
+                let mut row = vec![
                     p.k.to_string(),
                     format!("{:.2}", p.expected_tokens_per_step),
                     format!("{:.2}", p.draft_ms),
                     format!("{:.2}", p.verify_ms),
                     format!("{:.2}", p.tpot_ms),
+                ];
+                if intervals {
+                    row.push(
+                        p.tpot_ci95_ms
+                            .map_or("-".into(), |[lo, hi]| format!("[{lo:.2}, {hi:.2}]")),
+                    );
+                }
+                row.extend([
                     format!("{:.0}", p.throughput_tok_s),
                     format!("{:.2}x", p.speedup),
-                ]
+                ]);
+                row
             })
             .collect();
-        o.push_str(&table(
-            &[
-                "k",
-                "tokens/step",
-                "draft ms",
-                "verify ms",
-                "TPOT ms",
-                "tok/s",
-                "speedup",
-            ],
-            &rows,
-        ));
+        let mut head = vec!["k", "tokens/step", "draft ms", "verify ms", "TPOT ms"];
+        if intervals {
+            head.push("95 % ms");
+        }
+        head.extend(["tok/s", "speedup"]);
+        o.push_str(&table(&head, &rows));
     }
     let _ = writeln!(o);
     for b in &r.breakeven {

@@ -175,6 +175,9 @@ pub struct SpecdecRow {
     pub plain_tpot_ms: Option<f64>,
     /// Time per output token with speculation, ms.
     pub tpot_ms: f64,
+    /// Its 95 % interval with a calibration, ms (empty without one).
+    pub tpot_ci95_low_ms: Option<f64>,
+    pub tpot_ci95_high_ms: Option<f64>,
     /// Output tokens per second of the server.
     pub throughput_tok_s: f64,
     /// Plain-decode TPOT over this TPOT.
@@ -206,6 +209,8 @@ impl Tabular for SpecDec {
                         .find(|(c, _)| *c == p.concurrency)
                         .map(|(_, t)| round(*t, 4)),
                     tpot_ms: round(p.tpot_ms, 4),
+                    tpot_ci95_low_ms: round_opt(p.tpot_ci95_ms.map(|c| c[0]), 4),
+                    tpot_ci95_high_ms: round_opt(p.tpot_ci95_ms.map(|c| c[1]), 4),
                     throughput_tok_s: round(p.throughput_tok_s, 2),
                     speedup: round(p.speedup, 4),
                     expected_tokens_per_step: round(p.expected_tokens_per_step, 4),

@@ -904,7 +904,8 @@ mod tests {
 
     /// The speed of light of a benchmark attention call whose cache fits in L2 streams it at
     /// the L2 bound: never above the DRAM speed of light of the same bytes, never above the
-    /// model's prediction; a cache larger than L2 keeps the DRAM speed of light.
+    /// model's prediction; a cache larger than L2 keeps the DRAM speed of light of what L2
+    /// cannot hold.
     #[test]
     fn l2_resident_attention_sol_is_under_the_dram_sol_and_the_model() {
         for sys in ["8x-h100-nvlink", "8x-l40s-pcie", "8x-b200-nvlink"] {
@@ -932,7 +933,14 @@ mod tests {
                         assert!(r.sol < dram_sol, "{}: {r:?}", sys.spec.name);
                         assert!(r.sol >= 0.99 * kv / l2 * 1e6, "{}: {r:?}", sys.spec.name);
                     } else {
-                        assert!(r.sol >= dram_sol, "{}: {r:?}", sys.spec.name);
+                        // What L2 cannot hold comes from DRAM at every repeat.
+                        let l2_bytes = sys.gpu.l2_cache.unwrap().0;
+                        let rest = (kv - l2_bytes) / mem * 1e6;
+                        assert!(
+                            r.sol >= rest && r.sol < dram_sol,
+                            "{}: {r:?}",
+                            sys.spec.name
+                        );
                     }
                 }
             }

@@ -422,3 +422,29 @@ fn a_moe_rows_speed_of_light_is_never_below_its_floor() {
         }
     }
 }
+
+/// The speed of light is a bound: no row the floor does not flag (`below_floor`) ran faster
+/// than its speed-of-light column, on any dev or SM120 table. A repeated attention or MoE
+/// call just larger than L2 keeps what L2 holds of it between repeats; its speed of light
+/// charged every byte at DRAM, and 28 rows ran faster than that (an SM120 attention row at
+/// 60.05 µs against a "speed of light" of 74.93 µs).
+#[test]
+fn no_row_runs_faster_than_its_speed_of_light_unless_flagged_below_the_floor() {
+    for (folder, system) in [
+        ("dev", "8x-h100-nvlink"),
+        ("dev-sm120", "8x-rtx-pro-6000-server-pcie"),
+    ] {
+        for (_, v) in validate_folder(folder, if folder == "dev" { 17 } else { 4 }, system) {
+            for r in &v.rows {
+                assert!(
+                    r.below_floor || r.sol <= r.measured * (1.0 + 1e-9),
+                    "{}: {} measured {:.2} us, speed of light {:.2} us",
+                    r.origin,
+                    r.point,
+                    r.measured,
+                    r.sol
+                );
+            }
+        }
+    }
+}

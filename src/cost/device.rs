@@ -209,6 +209,25 @@ impl<'a> Device<'a> {
         self.harness != Harness::None && self.fits_in_l2(bytes)
     }
 
+    /// The least time a call streams `bytes` in at the speed of light (validate only where a
+    /// harness runs): from DRAM at its peak in predictions; in a harness that repeats the
+    /// call, what L2 can hold of them may stay there from the last repeat, so only the rest
+    /// must come from DRAM, and all of them still cross L2 at its bandwidth (DRAM's where the
+    /// description names none): `max((bytes − L2) / B_dram, bytes / B_l2)`. A bound, not the
+    /// kernel model: a repeated call just larger than L2 was priced at DRAM for every byte,
+    /// and 28 dev attention and MoE rows ran faster than that "speed of light".
+    pub fn sol_stream(&self, bytes: f64) -> f64 {
+        let gpu = &self.system.gpu;
+        let dram = gpu.memory_bandwidth.0;
+        match (self.harness, gpu.l2_cache) {
+            (Harness::None, _) | (_, None) => bytes / dram,
+            (_, Some(l2)) => {
+                let l2_bw = gpu.l2_bandwidth().unwrap_or(dram);
+                ((bytes - l2.0).max(0.0) / dram).max(bytes / l2_bw)
+            }
+        }
+    }
+
     /// Whether `bytes` fit in this GPU's L2 (none when it names no L2 size).
     pub fn fits_in_l2(&self, bytes: f64) -> bool {
         self.system.gpu.l2_cache.is_some_and(|l2| bytes <= l2.0)

@@ -112,17 +112,11 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let peak_bw = dev.system.gpu.memory_bandwidth.0;
     // A harness repeating the call on the same weights finds them in L2 when they fit: at
     // the speed of light they then cost no DRAM time, but still cross L2, at most at its
-    // bandwidth (as a warm GEMM's or attention call's speed of light; validate only).
+    // bandwidth; weights beyond L2 keep what L2 holds of them ([`Device::sol_stream`], as a
+    // repeated attention call's speed of light; validate only).
     let warm = dev.warm_in_l2(weight_bytes);
     if dev.params.is_sol() {
-        let gpu = &dev.system.gpu;
-        let l2_bw = gpu.l2_bandwidth().unwrap_or(peak_bw);
-        let weights = if warm {
-            weight_bytes / l2_bw
-        } else {
-            weight_bytes / peak_bw
-        };
-        let tm = weights + act_bytes / peak_bw;
+        let tm = dev.sol_stream(weight_bytes) + act_bytes / peak_bw;
         let tc = flops / dev.gemm_peak[kind];
         return (flops, weight_bytes + act_bytes, tm.max(tc), tc > tm);
     }

@@ -12,7 +12,7 @@
 
 use crate::cost::breakdown::OpCost;
 use crate::cost::collective::{self, AllReduceAlgo, CollectiveCost};
-use crate::cost::device::Device;
+use crate::cost::device::{Device, Harness};
 use crate::cost::kernels;
 use crate::cost::roofline::{roofline, Bound};
 use crate::ops::Category;
@@ -252,10 +252,10 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                     )
                 }
                 Some(k) if k > t => (flops, bytes, k, Bound::Memory, Some(MathDtype::Bf16), None),
-                None if sol && warm => (
+                None if sol && decode && dev.harness != Harness::None => (
                     flops,
                     bytes,
-                    warm_l2_sol(dev, flops, bytes),
+                    dev.sol_stream(bytes).max(flops / dev.bf16_peak),
                     Bound::Memory,
                     Some(MathDtype::Bf16),
                     None,

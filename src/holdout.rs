@@ -161,6 +161,7 @@ fn check(d: &Deployment, source: &str, fit_points: usize, seed: u64) -> Result<D
         system: None,
         model: None,
         observations: fit.iter().map(|r| tpot_observation(r, source)).collect(),
+        devices: Vec::new(),
     };
     let c = calibrate(&s, &set, a, vec![source.to_string()])?;
     let base = CostParams::default_for(&d.system);

@@ -184,6 +184,83 @@ fn nccl_all_reduce() {
     assert_eq!(set.observations[0].origin.line, Some(18));
 }
 
+/// nccl-tests output is held to what it says of itself: the device its ranks ran on must
+/// be the system's GPU (an H100 log on the RTX PRO 6000 box fitted its link and latency and
+/// was written as that box's calibration), and a run whose check found wrong values (a
+/// row's `#wrong`, or the `Out of bounds values : N FAILED` summary) is refused with its
+/// line. The file as measured, and the same log on an H100 system, run.
+#[test]
+fn nccl_output_of_another_gpu_or_a_failed_check_is_refused() {
+    let text = std::fs::read_to_string(fixture("nccl_all_reduce_8gpu.log")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, t: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, t).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let h100 = write(
+        "h100.log",
+        text.replace(
+            "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+            "NVIDIA H100 80GB HBM3",
+        ),
+    );
+    for cmd in ["validate", "calibrate"] {
+        let e = common::failure_of(&[cmd, "--measured", &h100]);
+        assert!(
+            e.contains("h100.log:6")
+                && e.contains("\"NVIDIA H100 80GB HBM3\"")
+                && e.contains("GPU h100-pcie or h100-sxm")
+                && e.contains("the system's GPU is rtx-pro-6000"),
+            "{cmd}: {e}"
+        );
+    }
+    common::stdout_of(&[
+        "validate",
+        "--measured",
+        &h100,
+        "--system",
+        "8x-h100-nvlink",
+    ]);
+    let summary = write(
+        "summary.log",
+        text.replace(
+            "# Out of bounds values : 0 OK",
+            "# Out of bounds values : 7 FAILED",
+        ),
+    );
+    let e = common::failure_of(&["validate", "--measured", &summary]);
+    assert!(
+        e.contains("summary.log:44") && e.contains("7 wrong values"),
+        "{e}"
+    );
+    // The 1,024-byte row's out-of-place #wrong (the 9th column) set to 5.
+    let row: String = text
+        .lines()
+        .map(|l| {
+            let mut c: Vec<&str> = l.split_whitespace().collect();
+            if c.first() == Some(&"1024") && c.len() == 13 {
+                c[8] = "5";
+                c.join(" ")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let wrong = write("row.log", row);
+    let e = common::failure_of(&["validate", "--measured", &wrong]);
+    assert!(
+        e.contains("row.log:25") && e.contains("#wrong = 5") && e.contains("1024 bytes"),
+        "{e}"
+    );
+    common::stdout_of(&[
+        "validate",
+        "--measured",
+        fixture("nccl_all_reduce_8gpu.log").to_str().unwrap(),
+    ]);
+}
+
 #[test]
 fn nccl_errors() {
     let e = error("nccl_bad_time.log", Some(19));

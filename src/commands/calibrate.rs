@@ -224,6 +224,7 @@ const MIN_FOREIGN_SHARE: f64 = 0.01;
 /// bound, nor over more GPUs than the system has. A trace's share of kernels this layout
 /// does not run (all-reduce at TP 1, MoE in a dense model) is another layout's.
 pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Result<()> {
+    check_devices(&s.system.gpu, set)?;
     let sol = CostParams::speed_of_light();
     // Rounding in the files (TPOT printed to 0.1 ms) is not a violation.
     let slack = 0.02;
@@ -328,6 +329,32 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
                 }
             )));
         }
+    }
+    Ok(())
+}
+
+/// Refuse a file whose reported GPU device is another GPU than the system's: the built-in
+/// GPU whose full name shares the most words with the device name (`NVIDIA H100 80GB
+/// HBM3` → the H100s) must include the system's. A device name that matches no built-in
+/// GPU, or the system's as well as any other, passes: only a clear mismatch is refused.
+fn check_devices(gpu: &crate::spec::GpuSpec, set: &MeasuredSet) -> Result<()> {
+    for d in &set.devices {
+        let (best, names) = crate::spec::registry::gpus_named_by(&d.name);
+        if best == 0 || names.iter().any(|n| *n == gpu.name) {
+            continue;
+        }
+        return Err(Error::Measured {
+            file: d.file.clone(),
+            line: Some(d.line),
+            message: format!(
+                "measured on \"{}\" (GPU {}), but the system's GPU is {} ({}); a measurement \
+                 of another GPU calibrates nothing here (give --system with that GPU)",
+                d.name,
+                names.join(" or "),
+                gpu.name,
+                gpu.full_name
+            ),
+        });
     }
     Ok(())
 }

@@ -198,6 +198,18 @@ pub struct MeasuredSet {
     pub system: Option<String>,
     pub model: Option<String>,
     pub observations: Vec<Observation>,
+    /// The GPU device names the files report (nccl-tests' `#  Rank … device …` lines), each
+    /// with where it was read: held against the system's GPU before any fit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceSeen>,
+}
+
+/// A GPU device name as a measured file reports it (`NVIDIA H100 80GB HBM3`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSeen {
+    pub name: String,
+    pub file: String,
+    pub line: usize,
 }
 
 impl TraceCategory {
@@ -326,6 +338,7 @@ impl MeasuredSet {
             self.model = other.model;
         }
         self.observations.extend(other.observations);
+        self.devices.extend(other.devices);
     }
 }
 
@@ -937,6 +950,7 @@ mod tests {
             system: None,
             model: Some("m1".into()),
             observations: vec![],
+            devices: vec![],
         };
         let b = MeasuredSet {
             system: Some("s".into()),
@@ -950,6 +964,7 @@ mod tests {
                 "f",
                 Some(3),
             )],
+            devices: vec![],
         };
         a.merge(b);
         assert_eq!(a.system.as_deref(), Some("s"));

@@ -14,6 +14,10 @@
 //! it counts one process's GPUs. When the file says neither, the caller's hint is used;
 //! a hint that contradicts the file is an error, and no count at all is an error asking for one.
 //!
+//! The device names of the rank lines are kept ([`MeasuredSet::devices`]), to be held
+//! against the system's GPU. A row whose `#wrong` count is not zero, or a summary
+//! `# Out of bounds values : N FAILED`, is an error: a broken run's times measure nothing.
+//!
 //! Rows of 0 bytes are left out: they move nothing, and the all-reduce model has no term
 //! for them. A time of 0 is not a measurement and is an error.
 //!
@@ -21,7 +25,7 @@
 //! (`NCCL INFO` debug output, shell prompts). A line that starts with a number is a data row:
 //! too few columns or a non-numeric size or time is an error with its line number.
 
-use super::{measured_error, observation, MeasuredSet, Quantity};
+use super::{measured_error, observation, DeviceSeen, MeasuredSet, Quantity};
 use crate::error::Result;
 use std::collections::BTreeSet;
 
@@ -58,6 +62,7 @@ const OTHER_TESTS: [&str; 9] = [
 pub fn parse_nccl(text: &str, file: &str, gpus_hint: Option<u32>) -> Result<MeasuredSet> {
     let mut layout = DEFAULT_LAYOUT;
     let mut ranks = BTreeSet::new();
+    let mut devices: Vec<DeviceSeen> = Vec::new();
     let mut command_gpus: Option<u32> = None;
     // (line, bytes, seconds)
     let mut rows: Vec<(usize, f64, f64)> = Vec::new();
@@ -84,6 +89,24 @@ pub fn parse_nccl(text: &str, file: &str, gpus_hint: Option<u32>) -> Result<Meas
         if let Some(comment) = line.strip_prefix('#') {
             if let Some(rank) = rank_of(comment) {
                 ranks.insert(rank);
+                if let Some(name) = device_of(comment) {
+                    if !devices.iter().any(|d| d.name == name) {
+                        devices.push(DeviceSeen {
+                            name,
+                            file: file.to_string(),
+                            line: n,
+                        });
+                    }
+                }
+            } else if let Some(bad) = failed_check(comment) {
+                return Err(measured_error(
+                    file,
+                    Some(n),
+                    format!(
+                        "nccl-tests found {bad} wrong values: the all-reduce gave wrong results, \
+                         and the times of a broken run measure nothing"
+                    ),
+                ));
             } else if let Some(l) = layout_of(comment) {
                 layout = l;
             }
@@ -134,6 +157,21 @@ pub fn parse_nccl(text: &str, file: &str, gpus_hint: Option<u32>) -> Result<Meas
                     ),
                 )
             })?;
+        // `#wrong` after each time (out-of-place, then in-place): values the check found
+        // wrong; `N/A` where the run did not check (`-c 0`).
+        for wrong in [layout.time + 3, layout.time + 7] {
+            let text = cols.get(wrong).copied().unwrap_or("");
+            if text.parse::<u64>().is_ok_and(|w| w > 0) {
+                return Err(measured_error(
+                    file,
+                    Some(n),
+                    format!(
+                        "#wrong = {text}: the all-reduce gave wrong results at {size} bytes, \
+                         and the time of a broken run measures nothing"
+                    ),
+                ));
+            }
+        }
         rows.push((n, size as f64, time_us * 1e-6));
     }
 
@@ -164,6 +202,7 @@ pub fn parse_nccl(text: &str, file: &str, gpus_hint: Option<u32>) -> Result<Meas
         system: None,
         model: None,
         observations,
+        devices,
     })
 }
 
@@ -203,6 +242,25 @@ fn rank_of(comment: &str) -> Option<u32> {
     }
     let rank = words.next()?.parse().ok()?;
     comment.contains("device").then_some(rank)
+}
+
+/// The device name at the end of a rank line: what follows the PCI bus id
+/// (`… device  0 [0x18] NVIDIA H100 80GB HBM3`).
+fn device_of(comment: &str) -> Option<String> {
+    let after = comment.split_once("device")?.1;
+    let name = after.split_once(']')?.1.trim();
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The count of wrong values in nccl-tests' summary line `# Out of bounds values : 3 FAILED`
+/// (text after the `#`), where it is not zero.
+fn failed_check(comment: &str) -> Option<u64> {
+    let rest = comment.trim().strip_prefix("Out of bounds values")?;
+    let count = rest
+        .trim_start_matches([' ', ':'])
+        .split_whitespace()
+        .next()?;
+    count.parse().ok().filter(|c| *c > 0)
 }
 
 /// The layout from the column-title line `#  size  count  type  redop  root  time  algbw …`.

@@ -309,6 +309,7 @@ pub fn parse_toml(text: &str, file: &str) -> Result<MeasuredSet> {
         system: Some(doc.system),
         model: Some(doc.model),
         observations,
+        devices: Vec::new(),
     })
 }
 

@@ -134,6 +134,7 @@ pub fn parse_trace(text: &str, file: &str, concurrency_hint: Option<u32>) -> Res
         system: None,
         model: None,
         observations,
+        devices: Vec::new(),
     })
 }
 

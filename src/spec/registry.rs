@@ -113,6 +113,33 @@ fn invalid(label: &str, text: &str, (field, expected): (String, String)) -> Erro
     }
 }
 
+/// The built-in GPUs a device name as CUDA or ROCm reports it names best: (the most words
+/// of a GPU's `full_name` it shares, the GPUs that share that many). Vendor words (`NVIDIA`,
+/// `AMD`) count for nothing; case is ignored. (0, every GPU) where it shares none.
+pub fn gpus_named_by(device: &str) -> (usize, Vec<String>) {
+    let words = |t: &str| -> Vec<String> {
+        t.split(|c: char| c.is_whitespace() || c == '-' || c == '(' || c == ')')
+            .map(str::to_ascii_lowercase)
+            .filter(|w| !w.is_empty() && w != "nvidia" && w != "amd")
+            .collect()
+    };
+    let seen = words(device);
+    let mut best = (0, Vec::new());
+    for n in builtin_names(Kind::Gpu) {
+        let Ok(g) = load_gpu(n) else { continue };
+        let shared = words(&g.full_name)
+            .iter()
+            .filter(|w| seen.contains(w))
+            .count();
+        if shared > best.0 {
+            best = (shared, vec![g.name.clone()]);
+        } else if shared == best.0 {
+            best.1.push(g.name.clone());
+        }
+    }
+    best
+}
+
 pub fn load_gpu(name: &str) -> Result<GpuSpec> {
     let (text, label) = load_text(Kind::Gpu, name)?;
     let g: GpuSpec = parse_toml(&text, &label)?;

@@ -12,6 +12,9 @@
 //! - `output_throughput` → [`Quantity::Throughput`] (output tokens/s of the whole server; left
 //!   out when 0; its output length is unknown when the mean rounds to 0 tokens).
 //!
+//! `output_throughput` must agree with `total_output_tokens / duration` within 2 % where the
+//! file gives `duration` (vLLM computes it so).
+//!
 //! Lengths are `total_input_tokens / completed` and `total_output_tokens / completed`,
 //! rounded; `total_input_tokens` may be absent (then the input length is unknown), but a mean
 //! below one token per request is an error.
@@ -151,6 +154,11 @@ impl Run<'_> {
     }
 }
 
+/// How far `output_throughput` may stand from `total_output_tokens / duration`, a fraction:
+/// vLLM computes the one from the others, so only rounding in a hand-edited file separates
+/// them.
+const THROUGHPUT_AGREEMENT: f64 = 0.02;
+
 fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
     let concurrency = concurrency(run)?;
     let completed = run.count("completed")?;
@@ -177,6 +185,25 @@ fn read_run(run: &Run, set: &mut MeasuredSet) -> Result<()> {
     let tpot_ms = run.number("mean_tpot_ms")?;
     let ttft_ms = run.number("mean_ttft_ms")?;
     let tokens_per_second = run.number("output_throughput")?;
+    // vLLM writes the throughput as the output tokens over the benchmark's duration: where
+    // the file gives the duration, the two must agree (a throughput off by a unit slip, or
+    // edited apart from its run, fits nothing and widens every interval without bound).
+    if let Some(v) = run.obj.get("duration").filter(|v| !v.is_null()) {
+        let duration = run.as_number("duration", v)?;
+        if duration > 0.0 && output_total > 0.0 {
+            let implied = output_total / duration;
+            if (tokens_per_second - implied).abs() > THROUGHPUT_AGREEMENT * implied {
+                return Err(run.bad(
+                    "output_throughput",
+                    &format!(
+                        "{tokens_per_second} tok/s, but total_output_tokens / duration is \
+                         {output_total} / {duration} s = {implied:.4} tok/s; the two describe \
+                         different runs (or a unit slip)"
+                    ),
+                ));
+            }
+        }
+    }
 
     // One file measures one model, as two files of two models are refused: a later run of
     // another model is not read as the first one's.
@@ -283,6 +310,33 @@ fn concurrency(run: &Run) -> Result<u32> {
 mod tests {
     use super::*;
     use approx::assert_relative_eq;
+
+    /// A throughput that disagrees with the run's own tokens over its duration (a thousand
+    /// times too small: 0.51 tok/s for 8,190 tokens in 16 s) is refused at its field; within
+    /// 2 %, or without a duration, it is read.
+    #[test]
+    fn a_throughput_apart_from_tokens_over_duration_is_refused() {
+        let with = |tps: &str, duration: &str| {
+            run_json("8")
+                .replace(
+                    "\"output_throughput\": 512.5",
+                    &format!("\"output_throughput\": {tps}"),
+                )
+                .replace(
+                    "\"completed\": 64",
+                    &format!("\"completed\": 64, \"duration\": {duration}"),
+                )
+        };
+        let e = parse_vllm_json(&with("0.5125", "15.98"), "r.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("r.json:3") && e.contains("`output_throughput`") && e.contains("512.5156"),
+            "{e}"
+        );
+        assert!(parse_vllm_json(&with("512.5", "15.98"), "r.json").is_ok());
+        assert!(parse_vllm_json(&run_json("8"), "r.json").is_ok());
+    }
 
     fn run_json(max_concurrency: &str) -> String {
         format!(

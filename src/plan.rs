@@ -189,7 +189,13 @@ pub fn plan(
             system.spec.name,
             model.name,
             match crate::layouts::gpus_needed(model, system) {
-                Some(n) => format!("its weights need at least {n} GPUs"),
+                Some(n) if n > largest => format!("its weights need at least {n} GPUs"),
+                // The weights fit; what is left holds no sequence of the request's length.
+                Some(n) => format!(
+                    "its weights fit on {n} GPU(s), but leave too little memory for the KV \
+                     cache of one sequence of {context} tokens on up to {largest}; give more GPUs \
+                     (--gpus) or a shorter request"
+                ),
                 None => "its splits allow none".into(),
             }
         )));

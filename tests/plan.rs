@@ -134,6 +134,22 @@ fn what_cannot_be_planned_is_refused() {
         e.contains("no layout of up to 1 GPUs") && e.contains("need at least"),
         "{e}"
     );
+    // Llama-3.1-70B's FP8 weights fit on one H100, with no room left for a sequence's KV
+    // cache: the error says so (it said the weights needed at least 1 GPU).
+    let e = common::failure_of(&[
+        "plan",
+        "--model",
+        "llama-3.1-70b-fp8",
+        "--system",
+        "8x-h100-nvlink",
+        "--gpus",
+        "1",
+    ]);
+    assert!(
+        e.contains("weights fit on 1 GPU(s), but leave too little memory for the KV cache")
+            && !e.contains("need at least"),
+        "{e}"
+    );
     let e = common::failure_of(&["plan", "--system", "2x8-h200-ib", "--tp", "8"]);
     assert!(e.contains("--tp does not apply to plan"), "{e}");
 }

@@ -340,7 +340,7 @@ pub fn check_plausible(s: &Scenario, set: &MeasuredSet, a: &Assumptions) -> Resu
 fn check_devices(gpu: &crate::spec::GpuSpec, set: &MeasuredSet) -> Result<()> {
     for d in &set.devices {
         let (best, names) = crate::spec::registry::gpus_named_by(&d.name);
-        if best == 0 || names.iter().any(|n| *n == gpu.name) {
+        if best == 0 || names.contains(&gpu.name) {
             continue;
         }
         return Err(Error::Measured {

@@ -359,19 +359,12 @@ fn refined(
             if !meets(r, lo) || meets(r, hi) {
                 continue;
             }
-            let (mut lo_c, mut hi_c) = (*lo_c, *hi_c);
-            while hi_c - lo_c > 1 {
-                let mid = lo_c + (hi_c - lo_c) / 2;
-                let Some((_, pt)) = at(mid)?.into_iter().next() else {
-                    break;
-                };
-                if meets(r, &pt) {
-                    lo_c = mid;
-                } else {
-                    hi_c = mid;
-                }
-                extra.push(pt);
-            }
+            crate::whatif::bisect_gap(
+                (*lo_c, *hi_c),
+                |c| Ok(at(c)?.into_iter().next().map(|(_, p)| p)),
+                |p| meets(r, p),
+                &mut extra,
+            )?;
         }
     }
     Ok(ladder.into_iter().map(|(_, p)| p).chain(extra).collect())

@@ -339,8 +339,9 @@ struct Server<'s, 'a> {
     /// An in-flight cap fitted by calibration (client connections or max_num_seqs the
     /// descriptions do not know of), when it binds below `cap`.
     fitted_cap: Option<f64>,
-    /// The engine's CPU per running sequence per step, s: none at the speed of light.
-    cpu_per_seq: f64,
+    /// The engine's CPU work beside the GPU step: its per-sequence part none at the speed of
+    /// light.
+    cpu: CpuCosts,
     /// API-server time per streamed token, s: the engine's, or the calibration's; none at
     /// the speed of light.
     api_per_token: f64,
@@ -617,7 +618,10 @@ impl<'s, 'a> Server<'s, 'a> {
             client_cap,
             cap,
             fitted_cap: s.params.inflight_cap.filter(|f| *f < cap as f64),
-            cpu_per_seq: host * eng.cpu.per_seq.0,
+            cpu: CpuCosts {
+                per_seq: Seconds(host * eng.cpu.per_seq.0),
+                ..eng.cpu
+            },
             api_per_token: host * s.params.api_per_token.unwrap_or(eng.cpu.api_per_token.0),
             client_per_chunk: host * w.client.per_chunk,
             request_latency: s.params.request_latency,
@@ -724,14 +728,10 @@ impl<'s, 'a> Server<'s, 'a> {
     /// What runs beside a GPU pass of `with` seconds at `running` sequences: (its GPU part,
     /// engine CPU, the engine's step, API server, client), seconds.
     fn beside(&self, with: f64, running: f64) -> (f64, f64, f64, f64, f64) {
-        let (costs, cpu) = (&self.costs, &self.s.system.engine.cpu);
+        let (costs, cpu) = (&self.costs, &self.cpu);
         // The engine's CPU per step (fixed + per sequence) beside the GPU's kernels: hidden
         // behind the previous GPU step with overlap, added to it without.
         let gpu = with - costs.step_overhead;
-        let cpu = CpuCosts {
-            per_seq: Seconds(self.cpu_per_seq),
-            ..*cpu
-        };
         let cpu_step = costs.step_overhead + cpu.per_seq.0 * running;
         let engine = cpu.engine_step(with, costs.step_overhead, running, self.s.overlaps());
         // One chunk per token per request passes the API server process and the client:

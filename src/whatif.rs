@@ -279,22 +279,40 @@ fn refined_to_target(
         if targets.missed(lo).is_some() || targets.missed(hi).is_none() {
             continue;
         }
-        let (mut lo_c, mut hi_c) = (lo.concurrency, hi.concurrency);
-        while hi_c - lo_c > 1 {
-            let mid = lo_c + (hi_c - lo_c) / 2;
-            let Some(p) = sweep(s, &[mid], w)?.points.into_iter().next() else {
-                break;
-            };
-            if targets.missed(&p).is_none() {
-                lo_c = mid;
-            } else {
-                hi_c = mid;
-            }
-            out.points.push(p);
-        }
+        bisect_gap(
+            (lo.concurrency, hi.concurrency),
+            |c| Ok(sweep(s, &[c], w)?.points.into_iter().next()),
+            |p| targets.missed(p).is_none(),
+            &mut out.points,
+        )?;
     }
     out.points.sort_by_key(|p| p.concurrency);
     Ok(out)
+}
+
+/// Bisects the gap between a concurrency that meets a target and a larger one that misses
+/// it (`lo`, `hi`) down to one request: each midpoint priced by `at` (`None`: nothing to
+/// price there, stop) and pushed to `out`, the half that holds the last point meeting the
+/// target (`meets`) kept. `compare` and `plan` refine their doubling ladders with it.
+pub(crate) fn bisect_gap<P>(
+    (mut lo, mut hi): (u32, u32),
+    mut at: impl FnMut(u32) -> Result<Option<P>>,
+    meets: impl Fn(&P) -> bool,
+    out: &mut Vec<P>,
+) -> Result<()> {
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let Some(p) = at(mid)? else {
+            break;
+        };
+        if meets(&p) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+        out.push(p);
+    }
+    Ok(())
 }
 
 /// The point of highest throughput meeting `targets`, priced, or why none does.

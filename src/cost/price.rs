@@ -98,7 +98,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             // only; predictions never run a harness).
             let warm = dev.warm_in_l2(bytes);
             if sol && warm {
-                let t = warm_l2_sol(dev, 0.0, bytes).max(flops / dev.gemm_rate[kind]);
+                let t = harness_sol(dev, 0.0, bytes).max(flops / dev.gemm_rate[kind]);
                 let bound = if flops / dev.gemm_rate[kind] >= t {
                     Bound::Compute
                 } else {
@@ -110,7 +110,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             } else {
                 let (t, compute) = kernels::gemm_time(dev, m, n, k, weights, after_cast);
                 let t = if warm {
-                    t.max(warm_l2_sol(dev, 0.0, bytes))
+                    t.max(harness_sol(dev, 0.0, bytes))
                 } else {
                     t
                 };
@@ -241,7 +241,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 // there: the kernel model bounds it, not the DRAM roofline at the system's
                 // attained fraction; never under the L2 speed of light (validate only).
                 Some(k) if warm => {
-                    let sol = warm_l2_sol(dev, flops, bytes);
+                    let sol = harness_sol(dev, flops, bytes);
                     (
                         flops,
                         bytes,
@@ -255,7 +255,7 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
                 None if sol && decode && dev.harness != Harness::None => (
                     flops,
                     bytes,
-                    dev.sol_stream(bytes).max(flops / dev.bf16_peak),
+                    harness_sol(dev, flops, bytes),
                     Bound::Memory,
                     Some(MathDtype::Bf16),
                     None,
@@ -310,14 +310,12 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
     }
 }
 
-/// The speed of light of a decode attention call a benchmark harness repeats on a cache
-/// that fits in L2 (validate only): its bytes at the GPU's L2 bandwidth bound
-/// ([`crate::spec::GpuSpec::l2_bandwidth`]; DRAM's where the description lacks one), its
-/// flops at the attention peak. Never above the DRAM speed of light.
-fn warm_l2_sol(dev: &Device, flops: f64, bytes: f64) -> f64 {
-    let gpu = &dev.system.gpu;
-    let l2 = gpu.l2_bandwidth().unwrap_or(gpu.memory_bandwidth.0);
-    (bytes / l2).max(flops / dev.bf16_peak)
+/// The speed of light of a call a benchmark harness repeats (validate only): its bytes as
+/// [`Device::sol_stream`] streams them (what fits in L2 at the GPU's L2 bandwidth bound,
+/// [`crate::spec::GpuSpec::l2_bandwidth`], DRAM's where the description lacks one; what
+/// does not, from DRAM), its flops at the BF16 peak. Never above the DRAM speed of light.
+fn harness_sol(dev: &Device, flops: f64, bytes: f64) -> f64 {
+    dev.sol_stream(bytes).max(flops / dev.bf16_peak)
 }
 
 /// Bytes a GEMM reads for `elems` weights stored as `w`, and the format it computes from:

@@ -233,7 +233,8 @@ pub(crate) fn read_request(row: &CsvRow, ttft: usize, tpot: usize) -> Result<E2e
     }
     // One output token has no time per output token after it: a TPOT beside it is another
     // run's, or the length is wrong.
-    if row.count(8, 1.0)? < 2 {
+    let osl = row.count(8, 1.0)?;
+    if osl < 2 {
         return Err(row.err(
             8,
             "an output length of at least 2 tokens (the row gives a TPOT, which one output \
@@ -250,7 +251,7 @@ pub(crate) fn read_request(row: &CsvRow, ttft: usize, tpot: usize) -> Result<E2e
         gemm_quant_mode: row.text(5),
         moe_quant_mode: row.text(6),
         isl: row.count(7, 1.0)?,
-        osl: row.count(8, 1.0)?,
+        osl,
         batch_size: 1,
         concurrency: 1,
         campaign: String::new(),

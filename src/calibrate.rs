@@ -14,8 +14,6 @@
 pub use crate::calibration::{
     Assumptions, Calibration, FitParam, MechanismFit, ParamKind, Residual, ServingLimit,
 };
-use crate::cost::price::cost_all;
-use crate::cost::Device;
 use crate::cost::{collective, Category, CostParams, Evaluator, Pass};
 use crate::error::{Error, Result};
 use crate::measured::{MeasuredSet, Observation, Quantity, TraceCategory};
@@ -119,22 +117,21 @@ pub fn predict_observation(
         Quantity::AllReduce { bytes, gpus, .. } => {
             collective::allreduce(sc.system, *bytes, *gpus, p).time()
         }
-        Quantity::Gemm { m, n, k, dtype, .. } => {
+        Quantity::Gemm {
+            m,
+            n,
+            k,
+            dtype,
+            kernel,
+            ..
+        } => {
             let fmt: WeightFormat = crate::measured::gemm_csv::weight_format_of(dtype)
                 .map_err(|e: String| Error::Scenario(format!("{} (at {})", e, o.origin.file)))?;
-            let ops = crate::ops::gemm_ops(
-                &sc.system.engine.unfused_dequant,
-                *m as f64,
-                *n as f64,
-                *k as f64,
-                fmt,
-            );
-            // The kernels' fixed cost included, as `op gemm` and the kernel tables price a
-            // call: a timed micro-benchmark holds each kernel's launch and ramp.
-            cost_all(&ops, &Device::new(sc.system, *p)?)
-                .iter()
-                .map(|x| x.total())
-                .sum()
+            // A timed micro-benchmark's call, priced as `validate` prices a GEMM table's
+            // row: the kernel's fixed cost, the harness's repeats (weights that fit in L2)
+            // and its floor included, so that a fit and its check see the same call.
+            crate::kernel_check::RowPricing::of_gemm(*m, *n, *k, fmt, kernel, sc.system)?
+                .price(p)?
         }
     })
 }

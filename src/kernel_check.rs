@@ -154,66 +154,17 @@ pub fn check_table(
     let mut out = Vec::with_capacity(table.rows.len());
     for row in &table.rows {
         let origin = format!("{}:{}", table.file, row.line);
-        let sys = system_for_row(system, &row.shape, &row.kernel)?;
-        let mut ops = operators(&row.shape, &sys, mla.as_ref())
-            .map_err(|e| Error::Scenario(format!("{origin}: {e}")))?;
-        // The MoE or attention library the row names runs its kernel.
-        let named = MoeBackend::from_kernel_name(&row.kernel);
-        let attention = AttentionBackend::from_kernel_name(&row.kernel);
-        for o in &mut ops {
-            match &mut o.op {
-                Op::MoeGemm { backend, .. } => *backend = named,
-                Op::Attention { backend, .. } => *backend = attention,
-                _ => {}
-            }
-        }
-        // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
-        // alone: its model latency already holds launch and barriers, so the gap between
-        // kernels in a graph is not added. Eager calls keep their CPU launch cost.
-        let call_only = matches!(
-            row.shape,
-            KernelShape::Nccl { .. } | KernelShape::VllmCustomAllreduce { graph: true, .. }
-        );
-        // The benchmark harness's own costs for this row (applied here only, never in
-        // predictions): a floor the measured call is the slower of, and a cost added on top.
-        let (harness, harness_add) = harness(&row.shape, &row.kernel, attention, &sys)?;
-        let price = |p: &CostParams| -> Result<f64> {
-            let mut dev = Device::new(&sys, *p)?;
-            // The harness repeats the attention call on one cache, the MoE and GEMM calls
-            // on one set of weights: a cache or weights that fit in L2 are read from there
-            // (`harness_warm_l2_speedup`).
-            // The GEMM harness cycles through copies of the weights between repeats
-            // (`harness_weight_copies`); the attention and MoE harnesses repeat one set.
-            dev.harness = match row.shape {
-                KernelShape::Gemm { .. } => Harness::CyclesWeightCopies,
-                KernelShape::AttentionDecode { .. } | KernelShape::Moe { .. } => {
-                    Harness::RepeatsOneSet
-                }
-                _ => Harness::None,
-            };
-            let mut costs = cost_all(&ops, &dev);
-            // The MLA module's several calls share L2: they stay warm across the harness's
-            // repeats only when the whole module (every projection's weights, the cache)
-            // fits in it; a larger module evicts each call's data before its next repeat.
-            if matches!(row.shape, KernelShape::MlaDecodeModule { .. })
-                && dev.fits_in_l2(costs.iter().map(|c| c.bytes).sum())
-            {
-                dev.harness = Harness::RepeatsOneSet;
-                costs = cost_all(&ops, &dev);
-            }
-            let t = costs
-                .iter()
-                .map(|c| if call_only { c.time } else { c.total() })
-                .sum::<f64>();
-            Ok(if p.is_sol() {
-                t
-            } else {
-                t.max(harness) + harness_add
-            })
-        };
+        let pricing = RowPricing::of_row(&row.shape, &row.kernel, system, mla.as_ref()).map_err(
+            |e| match e {
+                Error::Scenario(m) => Error::Scenario(format!("{origin}: {m}")),
+                e => e,
+            },
+        )?;
+        let sys = &pricing.sys;
+        let price = |p: &CostParams| pricing.price(p);
         let (s, d) = (price(&sol)?, price(&default)?);
-        let c = calibrated.map(&price).transpose()?;
-        let floor = floor(&ops, &sys)?;
+        let c = calibrated.map(price).transpose()?;
+        let floor = floor(&pricing.ops, sys)?;
         let measured = row.seconds;
         out.push(KernelCheckRow {
             origin,
@@ -235,6 +186,138 @@ pub fn check_table(
         });
     }
     Ok(out)
+}
+
+/// One measured call as its benchmark harness ran it, ready to price at any parameters: the
+/// system as the harness ran it ([`system_for_row`]), the operators the row maps to, and the
+/// harness's own costs ([`harness`]). The one pricing of a kernel row, shared by `validate`'s
+/// tables and `calibrate`'s GEMM rows, so that a fit and its check see the same call.
+pub struct RowPricing {
+    sys: System,
+    ops: Vec<Operator>,
+    /// How the harness repeats the call (which data stay in L2 between repeats).
+    repeats: Harness,
+    /// An MLA module: its calls stay warm only when the whole module fits in L2.
+    module: bool,
+    /// The call alone, without its launch gap (a collective's measured kernel).
+    call_only: bool,
+    /// The harness's floor (the measured call is the slower of it and the kernel) and the
+    /// cost it adds on top, seconds.
+    harness_floor: f64,
+    harness_add: f64,
+}
+
+impl RowPricing {
+    /// A kernel table's row.
+    pub fn of_row(
+        shape: &KernelShape,
+        kernel: &str,
+        system: &System,
+        mla: Option<&ModelSpec>,
+    ) -> Result<RowPricing> {
+        if let KernelShape::Gemm { m, n, k, dtype } = *shape {
+            return RowPricing::of_gemm(m, n, k, dtype.format(), kernel, system);
+        }
+        let sys = system_for_row(system, shape, kernel)?;
+        let mut ops = operators(shape, &sys, mla)?;
+        // The MoE or attention library the row names runs its kernel.
+        let named = MoeBackend::from_kernel_name(kernel);
+        let attention = AttentionBackend::from_kernel_name(kernel);
+        for o in &mut ops {
+            match &mut o.op {
+                Op::MoeGemm { backend, .. } => *backend = named,
+                Op::Attention { backend, .. } => *backend = attention,
+                _ => {}
+            }
+        }
+        // A collective's measured call (nccl-tests, vLLM's in-graph benchmark) is the kernel
+        // alone: its model latency already holds launch and barriers, so the gap between
+        // kernels in a graph is not added. Eager calls keep their CPU launch cost.
+        let call_only = matches!(
+            shape,
+            KernelShape::Nccl { .. } | KernelShape::VllmCustomAllreduce { graph: true, .. }
+        );
+        // The benchmark harness's own costs for this row (applied here only, never in
+        // predictions): a floor the measured call is the slower of, and a cost added on top.
+        let (harness_floor, harness_add) = harness(shape, kernel, attention, &sys)?;
+        // The harness repeats the attention call on one cache, the MoE and GEMM calls
+        // on one set of weights: a cache or weights that fit in L2 are read from there
+        // (`harness_warm_l2_speedup`).
+        // The GEMM harness cycles through copies of the weights between repeats
+        // (`harness_weight_copies`); the attention and MoE harnesses repeat one set.
+        let repeats = match shape {
+            KernelShape::Gemm { .. } => Harness::CyclesWeightCopies,
+            KernelShape::AttentionDecode { .. } | KernelShape::Moe { .. } => Harness::RepeatsOneSet,
+            _ => Harness::None,
+        };
+        Ok(RowPricing {
+            sys,
+            ops,
+            repeats,
+            module: matches!(shape, KernelShape::MlaDecodeModule { .. }),
+            call_only,
+            harness_floor,
+            harness_add,
+        })
+    }
+
+    /// One GEMM call of a micro-benchmark (a GEMM CSV's row, which may be of any weight
+    /// format): priced as a GEMM table's row of that shape, format and kernel.
+    pub fn of_gemm(
+        m: u64,
+        n: u64,
+        k: u64,
+        format: WeightFormat,
+        kernel: &str,
+        system: &System,
+    ) -> Result<RowPricing> {
+        let mut sys = system.clone();
+        // As [`system_for_row`]: the kernel the row names, on its own weights.
+        sys.engine.gemm_family.clear();
+        sys.engine.unfused_dequant.clear();
+        name_gemm_family(&mut sys, format, kernel)?;
+        let ops = gemm_ops(
+            &sys.engine.unfused_dequant,
+            m as f64,
+            n as f64,
+            k as f64,
+            format,
+        );
+        let harness_floor = gemm_harness_floor(&sys, format, m, k, kernel)?;
+        Ok(RowPricing {
+            sys,
+            ops,
+            repeats: Harness::CyclesWeightCopies,
+            module: false,
+            call_only: false,
+            harness_floor,
+            harness_add: 0.0,
+        })
+    }
+
+    /// The measured call's time at parameters `p`, seconds: the harness's floor and added
+    /// cost apply except at the speed of light.
+    pub fn price(&self, p: &CostParams) -> Result<f64> {
+        let mut dev = Device::new(&self.sys, *p)?;
+        dev.harness = self.repeats;
+        let mut costs = cost_all(&self.ops, &dev);
+        // The MLA module's several calls share L2: they stay warm across the harness's
+        // repeats only when the whole module (every projection's weights, the cache)
+        // fits in it; a larger module evicts each call's data before its next repeat.
+        if self.module && dev.fits_in_l2(costs.iter().map(|c| c.bytes).sum()) {
+            dev.harness = Harness::RepeatsOneSet;
+            costs = cost_all(&self.ops, &dev);
+        }
+        let t = costs
+            .iter()
+            .map(|c| if self.call_only { c.time } else { c.total() })
+            .sum::<f64>();
+        Ok(if p.is_sol() {
+            t
+        } else {
+            t.max(self.harness_floor) + self.harness_add
+        })
+    }
 }
 
 /// The benchmark harness's costs for a row on its GPU's generation, as (floor, added):
@@ -269,20 +352,7 @@ fn harness(
             (floor, k.harness_floor.0)
         }
         KernelShape::Gemm { dtype, m, k, .. } => {
-            let g = Generation::of(&sys.gpu)?
-                .kernels()
-                .gemm
-                .get(moe_key(dtype.format()));
-            let floor = g
-                .and_then(|g| g.harness_floor.get(kernel))
-                .map_or(0.0, |s| s.0);
-            let relayout = if scales_need_relayout(m, k) {
-                g.and_then(|g| g.harness_scale_relayout.get(kernel))
-                    .map_or(0.0, |s| s.0)
-            } else {
-                0.0
-            };
-            (floor + relayout, 0.0)
+            (gemm_harness_floor(sys, dtype.format(), m, k, kernel)?, 0.0)
         }
         KernelShape::MlaDecodeModule { batch, .. } => {
             let k = &Generation::of(&sys.gpu)?.kernels().mla_decode;
@@ -293,6 +363,32 @@ fn harness(
         }
         _ => (0.0, 0.0),
     })
+}
+
+/// A GEMM row's harness floor: the flat floor its kernel's constants name for the format,
+/// raised by `harness_scale_relayout` when the block scales need the copy
+/// ([`scales_need_relayout`]), seconds.
+fn gemm_harness_floor(
+    sys: &System,
+    format: WeightFormat,
+    m: u64,
+    k: u64,
+    kernel: &str,
+) -> Result<f64> {
+    let g = Generation::of(&sys.gpu)?
+        .kernels()
+        .gemm
+        .get(moe_key(format));
+    let floor = g
+        .and_then(|g| g.harness_floor.get(kernel))
+        .map_or(0.0, |s| s.0);
+    let relayout = if scales_need_relayout(m, k) {
+        g.and_then(|g| g.harness_scale_relayout.get(kernel))
+            .map_or(0.0, |s| s.0)
+    } else {
+        0.0
+    };
+    Ok(floor + relayout)
 }
 
 /// Whether an m x k activation's 1 x 128 block scales, stored column-major in FP32, need a
@@ -362,17 +458,7 @@ fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<
     s.engine.gemm_family.clear();
     s.engine.unfused_dequant.clear();
     if let KernelShape::Gemm { dtype, .. } = *shape {
-        let key = moe_key(dtype.format());
-        let named = Generation::of(&s.gpu)?
-            .kernels()
-            .gemm_families
-            .get(kernel)
-            .is_some_and(|f| f.contains_key(key));
-        if named {
-            s.engine
-                .gemm_family
-                .insert(key.to_string(), kernel.to_string());
-        }
+        name_gemm_family(&mut s, dtype.format(), kernel)?;
     }
     match shape {
         KernelShape::Nccl { .. } => {
@@ -388,6 +474,23 @@ fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<
         _ => {}
     }
     Ok(s)
+}
+
+/// A GEMM of `format` through `kernel`: the generation's family of that name where it has one
+/// for the format (`[gemm_families.<kernel>.<format>]`), else its default GEMM.
+fn name_gemm_family(s: &mut System, format: WeightFormat, kernel: &str) -> Result<()> {
+    let key = moe_key(format);
+    let named = Generation::of(&s.gpu)?
+        .kernels()
+        .gemm_families
+        .get(kernel)
+        .is_some_and(|f| f.contains_key(key));
+    if named {
+        s.engine
+            .gemm_family
+            .insert(key.to_string(), kernel.to_string());
+    }
+    Ok(())
 }
 
 fn format(s: &str) -> WeightFormat {

@@ -982,3 +982,66 @@ fn a_tpots_bound_in_validate_is_the_one_sweep_reports() {
         }
     }
 }
+
+/// A GEMM micro-benchmark row is one call, priced the same way whether `validate` checks it
+/// as a kernel table's row or `calibrate` fits it: the harness's repeats (weights that fit in
+/// L2), the floor its kernel names and its fixed cost. Before, calibrate priced the bare
+/// operator: it refused the L40S table (a call whose 12.6 MB of weights sit in L2 ran below
+/// the DRAM-only "bound"), and on H100 it fitted a memory efficiency of 0.68 that took the
+/// calibrated BF16 rows from 8.4 % to 15.7 % median error.
+#[test]
+fn calibrate_prices_a_gemm_row_as_validate_does() {
+    use rooftop::kernel_check::check_table;
+    use rooftop::measured::kernel_table::read_kernel_table;
+    for (file, system) in [
+        ("gemm_l40s.csv", "8x-l40s-pcie"),
+        ("gemm_h100-sxm.csv", "8x-h100-nvlink"),
+        ("gemm_b200.csv", "8x-b200-nvlink"),
+    ] {
+        let path = common::data(&format!("dev/{file}"));
+        let table = read_kernel_table(&path).unwrap();
+        let s = System::load(system).unwrap();
+        let rows = check_table(&table, &s, None).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let set = measured::parse_text(
+            &text,
+            file,
+            measured::FileFormat::GemmCsv,
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(set.observations.len(), rows.len(), "{file}");
+        let m = load_model("llama-3.1-70b").unwrap();
+        let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+        let a = Assumptions::default();
+        for (p, name) in [
+            (CostParams::default_for(&s), "default"),
+            (CostParams::speed_of_light(), "sol"),
+        ] {
+            for (o, r) in set.observations.iter().zip(&rows) {
+                let fit = predict_observation(&sc, &p, o, &a).unwrap() * 1e6;
+                let check = if name == "sol" { r.sol } else { r.default };
+                assert!(
+                    (fit - check).abs() <= 1e-9 * check.max(1e-9),
+                    "{}: calibrate {fit} us, validate {check} us at {name}",
+                    r.origin
+                );
+            }
+        }
+        // The table calibrates (before, L40S's row 15 was refused as below its bound).
+        let out = common::output_of(&[
+            "calibrate",
+            "--measured",
+            path.to_str().unwrap(),
+            "--system",
+            system,
+            "--model",
+            "llama-3.1-70b",
+        ]);
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

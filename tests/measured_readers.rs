@@ -291,6 +291,7 @@ fn gemm_csv() {
                 k,
                 dtype,
                 seconds,
+                ..
             } => Some((*m, *n, *k, dtype.clone(), *seconds)),
             _ => None,
         })

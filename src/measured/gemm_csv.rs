@@ -5,7 +5,8 @@
 //! The first line that is neither blank nor a `#` comment is the header. Required columns
 //! (any order, names case-insensitive, extra columns ignored): `m`, `n`, `k`, `dtype`, and one
 //! latency column, taken in this order of preference: `latency_ms`, `time_ms`, `latency_us`,
-//! `time_us`. Fields are split at commas; surrounding double quotes are removed, but quoted
+//! `time_us`. An optional `kernel` column names the kernel each row ran (the kernel tables'
+//! own column), which calibrate prices as `validate` does. Fields are split at commas; surrounding double quotes are removed, but quoted
 //! fields containing commas are not supported (no GEMM benchmark writes them).
 //!
 //! A missing column is an error naming it; a missing or malformed value is an error with its
@@ -53,6 +54,9 @@ pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
         })
     };
     let (m, n, k, dtype) = (column("m")?, column("n")?, column("k")?, column("dtype")?);
+    // Optional: the kernel the row ran (a kernel table's column), which names the family
+    // its constants come from, as `validate` reads it.
+    let kernel = titles.iter().position(|t| t == "kernel");
     let latencies: Vec<(usize, (&str, f64))> = LATENCY_COLUMNS
         .iter()
         .filter_map(|c| titles.iter().position(|t| t == c.0).map(|i| (i, *c)))
@@ -112,6 +116,9 @@ pub fn parse_gemm_csv(text: &str, file: &str) -> Result<MeasuredSet> {
                 n: nv,
                 k: kv,
                 dtype: dt.to_string(),
+                kernel: kernel
+                    .and_then(|i| fields.get(i))
+                    .map_or(String::new(), |f| f.to_string()),
                 seconds,
             },
             file,
@@ -211,6 +218,17 @@ mod tests {
     use approx::assert_relative_eq;
 
     #[test]
+    fn keeps_the_kernel_a_row_names() {
+        let text =
+            "m,n,k,dtype,kernel,latency_us\n1,2048,7168,fp8_block,vllm_triton_w8a8_block,25\n";
+        let set = parse_gemm_csv(text, "g.csv").unwrap();
+        match &set.observations[0].quantity {
+            Quantity::Gemm { kernel, .. } => assert_eq!(kernel, "vllm_triton_w8a8_block"),
+            q => panic!("{q:?}"),
+        }
+    }
+
+    #[test]
     fn reads_rows_in_any_column_order() {
         let text = "# gemm sweep\nDTYPE,k,time_us,n,m,gpu\nbf16,7168,25.0,2048,1,rtx\n\nfp8,7168,\"30\",2048,16,rtx\n";
         let set = parse_gemm_csv(text, "g.csv").unwrap();
@@ -221,9 +239,11 @@ mod tests {
                 n,
                 k,
                 dtype,
+                kernel,
                 seconds,
             } => {
                 assert_eq!((*m, *n, *k, dtype.as_str()), (16, 2048, 7168, "fp8"));
+                assert_eq!(kernel, "", "no `kernel` column: none named");
                 assert_relative_eq!(*seconds, 30e-6);
             }
             q => panic!("{q:?}"),

@@ -135,12 +135,16 @@ pub enum Quantity {
     },
     /// One all-reduce of `bytes` over `gpus` GPUs took `seconds`.
     AllReduce { bytes: f64, gpus: u32, seconds: f64 },
-    /// One GEMM (m × k by k × n) in `dtype` took `seconds`.
+    /// One GEMM (m × k by k × n) in `dtype` took `seconds`, through `kernel` where the file
+    /// names it (a kernel-table row's `kernel` column: the family it runs at; empty when
+    /// unnamed).
     Gemm {
         m: u64,
         n: u64,
         k: u64,
         dtype: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        kernel: String,
         seconds: f64,
     },
 }

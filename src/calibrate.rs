@@ -14,7 +14,7 @@
 pub use crate::calibration::{
     Assumptions, Calibration, FitParam, MechanismFit, ParamKind, Residual, ServingLimit,
 };
-use crate::cost::{collective, Category, CostParams, Evaluator, Pass};
+use crate::cost::{Category, CostParams, Evaluator, Pass};
 use crate::error::{Error, Result};
 use crate::measured::{MeasuredSet, Observation, Quantity, TraceCategory};
 use crate::predict::Scenario;
@@ -115,7 +115,14 @@ pub fn predict_observation(
             part / b.kernel_time()
         }
         Quantity::AllReduce { bytes, gpus, .. } => {
-            collective::allreduce(sc.system, *bytes, *gpus, p).time()
+            // nccl-tests' call: NCCL alone with its tuner free, whatever the engine runs in
+            // serving (vLLM's custom kernel), priced as `validate` prices an NCCL table row.
+            let shape = crate::measured::kernel_table::KernelShape::Nccl {
+                collective: crate::measured::kernel_table::CollectiveName::AllReduce,
+                gpus: *gpus,
+                bytes: bytes.round() as u64,
+            };
+            crate::kernel_check::RowPricing::of_row(&shape, "", sc.system, None)?.price(p)?
         }
         Quantity::Gemm {
             m,

@@ -1045,3 +1045,46 @@ fn calibrate_prices_a_gemm_row_as_validate_does() {
         );
     }
 }
+
+/// An nccl-tests all-reduce is NCCL's call alone, with its tuner free: calibrate prices it
+/// as `validate` prices an NCCL table's row, not as the serving engine would all-reduce the
+/// same bytes (vLLM's custom kernel on an NVSwitch box, which is several times faster on
+/// small messages and would have pulled a fit's link efficiency and latency wrong).
+#[test]
+fn calibrate_prices_an_nccl_tests_all_reduce_as_nccl_alone() {
+    use rooftop::kernel_check::check_table;
+    use rooftop::measured::kernel_table::{read_kernel_table, CollectiveName, KernelShape};
+    let path = common::data("dev/nccl_h100-sxm.csv");
+    let table = read_kernel_table(&path).unwrap();
+    let s = System::load("8x-h100-nvlink").unwrap();
+    let rows = check_table(&table, &s, None).unwrap();
+    let m = load_model("llama-3.1-70b").unwrap();
+    let sc = Scenario::new(&m, &s, Parallel::tp(8)).unwrap();
+    let a = Assumptions::default();
+    let p = CostParams::default_for(&s);
+    let mut checked = 0;
+    for (row, r) in table.rows.iter().zip(&rows) {
+        let KernelShape::Nccl {
+            collective: CollectiveName::AllReduce,
+            gpus,
+            bytes,
+        } = row.shape
+        else {
+            continue;
+        };
+        let o = obs(Quantity::AllReduce {
+            bytes: bytes as f64,
+            gpus,
+            seconds: row.seconds,
+        });
+        let fit = predict_observation(&sc, &p, &o, &a).unwrap() * 1e6;
+        assert!(
+            (fit - r.default).abs() <= 1e-9 * r.default,
+            "{}: calibrate {fit} us, validate {} us",
+            r.origin,
+            r.default
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} all-reduce rows");
+}

@@ -59,6 +59,9 @@ fn mean_load_block(mean: f64) -> f64 {
 /// The fused-MoE call's shape, as `Op::MoeGemm` carries it.
 #[derive(Debug, Clone, Copy)]
 pub struct MoeShape {
+    /// The call is handed every token of `tokens` (an expert map drops other ranks'
+    /// pairs), not only the pairs routed to its experts (an all-to-all dispatch).
+    pub handed_all: bool,
     pub experts: f64,
     pub ep: f64,
     pub tokens: f64,
@@ -125,9 +128,16 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let first = (s.matrices - 1.0).max(1.0);
     let wide = (first * s.width / 64.0).ceil() * 64.0 / first;
     // Rows an expert with `l` pairs computes: padded to the library's block.
+    // The pairs the call is handed: every token's (an expert map drops the other ranks'),
+    // or, after an all-to-all dispatch, only those routed to this rank's experts.
+    let handed = if s.handed_all {
+        s.tokens * s.top_k
+    } else {
+        load.pairs
+    };
     let block = k
         .block_from_mean_load
-        .then(|| mean_load_block(s.tokens * s.top_k / (s.experts / s.ep + s.redundant).max(1.0)));
+        .then(|| mean_load_block(handed / (s.experts / s.ep + s.redundant).max(1.0)));
     let padded = |l: f64| match block {
         // The MMA fragments are 16 rows high: a shorter block computes as 16.
         Some(b) => (l / b).ceil() * b.max(16.0),
@@ -139,12 +149,11 @@ pub fn moe_time(s: &MoeShape, dev: &Device) -> (f64, f64, f64, bool) {
     let speedup = if warm { k.harness_warm_l2_speedup } else { 1.0 };
     let tm = weight_bytes / (Device::attained(k.memory_fraction, dev.mem_eff) * peak_bw * speedup);
     let pairs = match k.pairs {
-        crate::cost::generation::PairScope::All => s.tokens * s.top_k,
+        crate::cost::generation::PairScope::All => handed,
         crate::cost::generation::PairScope::Local => load.pairs,
     };
-    let pair_bytes = (k.pair_passes * pairs + k.all_pair_passes * s.tokens * s.top_k)
-        * (s.hidden + s.width)
-        * 2.0;
+    let pair_bytes =
+        (k.pair_passes * pairs + k.all_pair_passes * handed) * (s.hidden + s.width) * 2.0;
     // An expert map (expert parallelism) adds its remapping kernels.
     let map_fixed = if s.ep > 1.0 {
         k.expert_map_fixed.0
@@ -709,6 +718,7 @@ mod tests {
         let (experts, top_k) = (256.0, 8.0);
         let touched = crate::ops::routing::expected_experts_touched(experts, top_k, tokens) / ep;
         MoeShape {
+            handed_all: true,
             experts,
             ep,
             tokens,

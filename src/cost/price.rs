@@ -136,9 +136,11 @@ fn work(op: &Operator, dev: &Device, memo: &mut CollectiveMemo) -> Work {
             weights,
             after_cast,
             backend,
+            handed_all,
             ..
         } => {
             let shape = kernels::MoeShape {
+                handed_all,
                 experts,
                 ep,
                 tokens,

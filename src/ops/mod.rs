@@ -158,6 +158,11 @@ pub enum Op {
         matrices: f64,
         /// Token-expert pairs this GPU computes.
         routed_tokens: f64,
+        /// The kernel is handed every token of `tokens` and drops, through its expert map,
+        /// the pairs of other ranks' experts (no attention DP: each GPU holds the whole
+        /// batch; or an all-gather dispatch); otherwise (an all-to-all dispatch) it is
+        /// handed only the pairs routed to its experts.
+        handed_all: bool,
         hidden: f64,
         /// Expert MLP width on this GPU.
         width: f64,

@@ -130,6 +130,11 @@ pub fn moe_ops(cx: &BuildContext, out: &mut Vec<Operator>) {
             top_k: k,
             matrices,
             routed_tokens: all_tokens * k / ep,
+            // Attention DP with an all-to-all dispatch (NCCL's or DeepEP's) delivers each
+            // GPU only the pairs routed to its experts; without DP, or with an all-gather,
+            // its kernel sees every token ([`crate::ops::ep_all_to_all`]).
+            handed_all: par.dp <= 1
+                || cx.moe_all_to_all == crate::spec::engine::MoeAllToAll::AllgatherReducescatter,
             hidden: eh,
             width,
             weights: fmt,

@@ -553,7 +553,10 @@ fn a_wider_all_to_all_expert_group_never_slows_the_routed_experts() {
         let mut last = f64::INFINITY;
         for ep in [8, 16, 32, 64] {
             let (t, _) = per_call(sets, ep);
-            assert!(t <= last * (1.0 + 1e-9), "{sets:?} ep {ep}: {t} s after {last} s");
+            assert!(
+                t <= last * (1.0 + 1e-9),
+                "{sets:?} ep {ep}: {t} s after {last} s"
+            );
             last = t;
         }
     }
@@ -562,5 +565,8 @@ fn a_wider_all_to_all_expert_group_never_slows_the_routed_experts() {
     let a2a = &["engine.moe_all_to_all=nccl"][..];
     let (_, b_gather) = per_call(gather, 64);
     let (_, b_a2a) = per_call(a2a, 64);
-    assert!(b_gather > b_a2a, "all-gather {b_gather} B, all-to-all {b_a2a} B");
+    assert!(
+        b_gather > b_a2a,
+        "all-gather {b_gather} B, all-to-all {b_a2a} B"
+    );
 }

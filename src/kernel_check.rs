@@ -271,10 +271,7 @@ impl RowPricing {
         kernel: &str,
         system: &System,
     ) -> Result<RowPricing> {
-        let mut sys = system.clone();
-        // As [`system_for_row`]: the kernel the row names, on its own weights.
-        sys.engine.gemm_family.clear();
-        sys.engine.unfused_dequant.clear();
+        let mut sys = with_the_tables_kernels(system);
         name_gemm_family(&mut sys, format, kernel)?;
         let ops = gemm_ops(
             &sys.engine.unfused_dequant,
@@ -443,20 +440,25 @@ pub fn implausible(rows: &[KernelCheckRow]) -> Vec<(&str, f64, f64)> {
         .collect()
 }
 
+/// `system` running the kernels the tables measured, one engine's kernel selection (vLLM
+/// 0.24): the generation's `[gemm.*]` families, whatever another engine version runs
+/// instead, and each quantized format computed by the kernel the row names on its own
+/// weights (FlashInfer's CUTLASS NVFP4 GEMMs and MoE run FP4 natively on SM120 there), with
+/// no cast pass that an older engine's path put before it.
+fn with_the_tables_kernels(system: &System) -> System {
+    let mut s = system.clone();
+    s.engine.gemm_family.clear();
+    s.engine.unfused_dequant.clear();
+    s
+}
+
 /// The system as the measured harness ran it: NCCL rows with NCCL alone, vLLM custom
 /// all-reduce rows with the custom kernel (eager rows without CUDA graphs).
 /// A GEMM row whose `kernel` the generation names as a family for the row's format
 /// (`[gemm_families.<kernel>.<format>]`) runs at that family's constants: a fit to the
 /// table's kernel that predictions do not use.
 fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<System> {
-    let mut s = system.clone();
-    // The tables measured one engine's kernel selection (vLLM 0.24): the generation's
-    // `[gemm.*]` families, whatever another engine version runs instead, and each quantized
-    // format computed by the kernel the row names on its own weights (FlashInfer's CUTLASS
-    // NVFP4 GEMMs and MoE run FP4 natively on SM120 there), with no cast pass that an older
-    // engine's path put before it.
-    s.engine.gemm_family.clear();
-    s.engine.unfused_dequant.clear();
+    let mut s = with_the_tables_kernels(system);
     if let KernelShape::Gemm { dtype, .. } = *shape {
         name_gemm_family(&mut s, dtype.format(), kernel)?;
     }

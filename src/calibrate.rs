@@ -16,11 +16,13 @@ pub use crate::calibration::{
 };
 use crate::cost::{Category, CostParams, Evaluator, Pass};
 use crate::error::{Error, Result};
+use crate::kernel_check::RowPricing;
 use crate::measured::{MeasuredSet, Observation, Quantity, TraceCategory};
 use crate::predict::Scenario;
 use crate::serve::{sweep, TpotDef, Workload};
 use crate::spec::{FormatKind, WeightFormat};
 use nalgebra::{DMatrix, DVector};
+use std::sync::Arc;
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -51,6 +53,50 @@ pub fn predict_observation(
     o: &Observation,
     a: &Assumptions,
 ) -> Result<f64> {
+    match kernel_call(s, o)? {
+        Some(call) => call.price(p),
+        None => predict_serving(s, p, o, a),
+    }
+}
+
+/// A micro-benchmark's kernel call (a GEMM, an nccl-tests all-reduce), priced as `validate`
+/// prices a kernel table's row of it: what does not depend on the parameters (the system
+/// as the harness ran it, the operators), built once so that a fit prices only the rest.
+/// `None` for serving observations.
+fn kernel_call(s: &Scenario, o: &Observation) -> Result<Option<RowPricing>> {
+    Ok(Some(match &o.quantity {
+        // nccl-tests' call: NCCL alone with its tuner free, whatever the engine runs in
+        // serving (vLLM's custom kernel), priced as `validate` prices an NCCL table row.
+        Quantity::AllReduce { bytes, gpus, .. } => {
+            let shape = crate::measured::kernel_table::KernelShape::Nccl {
+                collective: crate::measured::kernel_table::CollectiveName::AllReduce,
+                gpus: *gpus,
+                bytes: bytes.round() as u64,
+            };
+            RowPricing::of_row(&shape, "", s.system, None)?
+        }
+        // A timed micro-benchmark's call, priced as `validate` prices a GEMM table's row:
+        // the kernel's fixed cost, the harness's repeats (weights that fit in L2) and its
+        // floor included, so that a fit and its check see the same call.
+        Quantity::Gemm {
+            m,
+            n,
+            k,
+            dtype,
+            kernel,
+            ..
+        } => {
+            let fmt: WeightFormat = crate::measured::gemm_csv::weight_format_of(dtype)
+                .map_err(|e: String| Error::Scenario(format!("{} (at {})", e, o.origin.file)))?;
+            RowPricing::of_gemm(*m, *n, *k, fmt, kernel, s.system)?
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// [`predict_observation`] of a serving observation (a TPOT, TTFT, throughput or trace
+/// share): a sweep or a decode step at parameters `p`.
+fn predict_serving(s: &Scenario, p: &CostParams, o: &Observation, a: &Assumptions) -> Result<f64> {
     let sc = Scenario {
         params: *p,
         ..s.clone()
@@ -114,31 +160,11 @@ pub fn predict_observation(
             let part: f64 = trace_category(*category).iter().map(|c| b.get(*c)).sum();
             part / b.kernel_time()
         }
-        Quantity::AllReduce { bytes, gpus, .. } => {
-            // nccl-tests' call: NCCL alone with its tuner free, whatever the engine runs in
-            // serving (vLLM's custom kernel), priced as `validate` prices an NCCL table row.
-            let shape = crate::measured::kernel_table::KernelShape::Nccl {
-                collective: crate::measured::kernel_table::CollectiveName::AllReduce,
-                gpus: *gpus,
-                bytes: bytes.round() as u64,
-            };
-            crate::kernel_check::RowPricing::of_row(&shape, "", sc.system, None)?.price(p)?
-        }
-        Quantity::Gemm {
-            m,
-            n,
-            k,
-            dtype,
-            kernel,
-            ..
-        } => {
-            let fmt: WeightFormat = crate::measured::gemm_csv::weight_format_of(dtype)
-                .map_err(|e: String| Error::Scenario(format!("{} (at {})", e, o.origin.file)))?;
-            // A timed micro-benchmark's call, priced as `validate` prices a GEMM table's
-            // row: the kernel's fixed cost, the harness's repeats (weights that fit in L2)
-            // and its floor included, so that a fit and its check see the same call.
-            crate::kernel_check::RowPricing::of_gemm(*m, *n, *k, fmt, kernel, sc.system)?
-                .price(p)?
+        Quantity::AllReduce { .. } | Quantity::Gemm { .. } => {
+            return Err(Error::Scenario(format!(
+                "{}: a kernel call is priced by its kernel table's rule, not as serving",
+                describe(o)
+            )))
         }
     })
 }
@@ -264,11 +290,29 @@ struct Problem<'s, 'a> {
     kinds: Vec<ParamKind>,
     priors: Vec<f64>,
     obs: Vec<Observation>,
+    /// Each observation's kernel call ([`kernel_call`]), built once and shared by the
+    /// problems a fit derives (a fit prices every observation hundreds of times).
+    calls: Vec<Option<Arc<RowPricing>>>,
     a: Assumptions,
     base: CostParams,
 }
 
+/// The kernel calls of `obs`, in order ([`kernel_call`]).
+fn kernel_calls(s: &Scenario, obs: &[Observation]) -> Result<Vec<Option<Arc<RowPricing>>>> {
+    obs.iter()
+        .map(|o| Ok(kernel_call(s, o)?.map(Arc::new)))
+        .collect()
+}
+
 impl Problem<'_, '_> {
+    /// [`predict_observation`] of observation `i`, its kernel call built once.
+    fn predict(&self, i: usize, p: &CostParams) -> Result<f64> {
+        match &self.calls[i] {
+            Some(call) => call.price(p),
+            None => predict_serving(self.s, p, &self.obs[i], &self.a),
+        }
+    }
+
     fn params_of(&self, x: &[f64]) -> CostParams {
         let mut p = self.base;
         for (k, v) in self.kinds.iter().zip(x) {
@@ -281,9 +325,9 @@ impl Problem<'_, '_> {
     fn residuals(&self, x: &[f64]) -> Result<DVector<f64>> {
         let p = self.params_of(x);
         let mut r = Vec::with_capacity(self.obs.len() + x.len());
-        for o in &self.obs {
+        for (i, o) in self.obs.iter().enumerate() {
             let (m, sigma) = measured_value(o);
-            r.push((predict_observation(self.s, &p, o, &self.a)? - m) / sigma);
+            r.push((self.predict(i, &p)? - m) / sigma);
         }
         for (j, k) in self.kinds.iter().enumerate() {
             r.push((x[j] - self.priors[j]) / k.prior_sigma(self.priors[j]));
@@ -380,11 +424,13 @@ pub fn calibrate(
         kinds.push(ParamKind::RequestLatency);
     }
     let priors: Vec<f64> = kinds.iter().map(|k| k.get(&base)).collect();
+    let calls = kernel_calls(s, &set.observations)?;
     let prob = Problem {
         s,
         kinds: kinds.clone(),
         priors: priors.clone(),
         obs: set.observations.clone(),
+        calls: calls.clone(),
         a,
         base,
     };
@@ -408,6 +454,7 @@ pub fn calibrate(
                 kinds: kinds.clone(),
                 priors: priors.clone(),
                 obs: set.observations.clone(),
+                calls: calls.clone(),
                 ..prob
             };
             let (x, j, r) = p.solve(x0)?;
@@ -419,6 +466,7 @@ pub fn calibrate(
         kinds: kinds.clone(),
         priors: priors.clone(),
         obs: set.observations.clone(),
+        calls: calls.clone(),
         ..prob
     };
     let n_obs = set.observations.len();
@@ -525,11 +573,14 @@ pub fn calibrate(
         for (i, res) in residuals.iter_mut().enumerate() {
             let mut obs = set.observations.clone();
             let held = obs.remove(i);
+            let mut held_calls = calls.clone();
+            held_calls.remove(i);
             let p = Problem {
                 s,
                 kinds: kinds.clone(),
                 priors: priors.clone(),
                 obs,
+                calls: held_calls,
                 a,
                 base,
             };
@@ -650,9 +701,9 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
     let rms = |p: &Problem, x: &[f64]| -> Result<f64> {
         let params = p.params_of(x);
         let mut sq = 0.0;
-        for o in &p.obs {
+        for (i, o) in p.obs.iter().enumerate() {
             let (m, _) = measured_value(o);
-            let v = predict_observation(p.s, &params, o, &p.a)?;
+            let v = p.predict(i, &params)?;
             let e = error_of(&o.quantity, v, m);
             sq += e * e;
         }
@@ -697,6 +748,7 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
                 kinds,
                 priors: xv.clone(),
                 obs: prob.obs.clone(),
+                calls: prob.calls.clone(),
                 ..*prob
             };
             Ok(p.residuals(&xv)?.norm_squared() + penalty(v))
@@ -718,6 +770,7 @@ fn serving_limit(prob: &Problem, x: &[f64], none_chi2: f64) -> Result<Option<Ser
             kinds,
             priors,
             obs: prob.obs.clone(),
+            calls: prob.calls.clone(),
             ..*prob
         };
         let mut x0 = x.to_vec();

@@ -218,7 +218,7 @@ impl RowPricing {
         if let KernelShape::Gemm { m, n, k, dtype } = *shape {
             return RowPricing::of_gemm(m, n, k, dtype.format(), kernel, system);
         }
-        let sys = system_for_row(system, shape, kernel)?;
+        let sys = system_for_row(system, shape);
         let mut ops = operators(shape, &sys, mla)?;
         // The MoE or attention library the row names runs its kernel.
         let named = MoeBackend::from_kernel_name(kernel);
@@ -239,14 +239,12 @@ impl RowPricing {
         );
         // The benchmark harness's own costs for this row (applied here only, never in
         // predictions): a floor the measured call is the slower of, and a cost added on top.
-        let (harness_floor, harness_add) = harness(shape, kernel, attention, &sys)?;
-        // The harness repeats the attention call on one cache, the MoE and GEMM calls
-        // on one set of weights: a cache or weights that fit in L2 are read from there
-        // (`harness_warm_l2_speedup`).
-        // The GEMM harness cycles through copies of the weights between repeats
-        // (`harness_weight_copies`); the attention and MoE harnesses repeat one set.
+        let (harness_floor, harness_add) = harness(shape, attention, &sys)?;
+        // The harness repeats the attention call on one cache, the MoE call on one set of
+        // weights: a cache or weights that fit in L2 are read from there
+        // (`harness_warm_l2_speedup`). (The GEMM harness cycles through copies of the
+        // weights: [`RowPricing::of_gemm`].)
         let repeats = match shape {
-            KernelShape::Gemm { .. } => Harness::CyclesWeightCopies,
             KernelShape::AttentionDecode { .. } | KernelShape::Moe { .. } => Harness::RepeatsOneSet,
             _ => Harness::None,
         };
@@ -284,6 +282,8 @@ impl RowPricing {
         Ok(RowPricing {
             sys,
             ops,
+            // The GEMM harness cycles through copies of the weights between repeats
+            // (`harness_weight_copies`).
             repeats: Harness::CyclesWeightCopies,
             module: false,
             call_only: false,
@@ -317,11 +317,8 @@ impl RowPricing {
     }
 }
 
-/// The benchmark harness's costs for a row on its GPU's generation, as (floor, added):
-/// - a GEMM row: the flat floor its kernel's constants name (an eager call's CPU-side
-///   cost; the measured call is the slower of it and the kernel), raised by the kernel's
-///   `harness_scale_relayout` when its block scales must first be copied into an aligned
-///   layout ([`scales_need_relayout`]);
+/// The benchmark harness's costs for a row on its GPU's generation, as (floor, added) (a
+/// GEMM row's: [`gemm_harness_floor`], through [`RowPricing::of_gemm`]):
 /// - a decode attention row: its library's serial cost per (sequence, KV head) as the floor
 ///   (up to the batch it was seen at), and its flat eager cost added;
 /// - an MLA module row: the backend's flat cost plus its serial cost per sequence, added
@@ -330,7 +327,6 @@ impl RowPricing {
 /// (0, 0) for other families.
 fn harness(
     shape: &KernelShape,
-    kernel: &str,
     attention: Option<AttentionBackend>,
     sys: &System,
 ) -> Result<(f64, f64)> {
@@ -348,9 +344,6 @@ fn harness(
             };
             (floor, k.harness_floor.0)
         }
-        KernelShape::Gemm { dtype, m, k, .. } => {
-            (gemm_harness_floor(sys, dtype.format(), m, k, kernel)?, 0.0)
-        }
         KernelShape::MlaDecodeModule { batch, .. } => {
             let k = &Generation::of(&sys.gpu)?.kernels().mla_decode;
             (
@@ -362,9 +355,10 @@ fn harness(
     })
 }
 
-/// A GEMM row's harness floor: the flat floor its kernel's constants name for the format,
-/// raised by `harness_scale_relayout` when the block scales need the copy
-/// ([`scales_need_relayout`]), seconds.
+/// A GEMM row's harness floor: the flat floor its kernel's constants name for the format (an
+/// eager call's CPU-side cost; the measured call is the slower of it and the kernel),
+/// raised by the kernel's `harness_scale_relayout` when its block scales must first be
+/// copied into an aligned layout ([`scales_need_relayout`]), seconds.
 fn gemm_harness_floor(
     sys: &System,
     format: WeightFormat,
@@ -453,15 +447,10 @@ fn with_the_tables_kernels(system: &System) -> System {
 }
 
 /// The system as the measured harness ran it: NCCL rows with NCCL alone, vLLM custom
-/// all-reduce rows with the custom kernel (eager rows without CUDA graphs).
-/// A GEMM row whose `kernel` the generation names as a family for the row's format
-/// (`[gemm_families.<kernel>.<format>]`) runs at that family's constants: a fit to the
-/// table's kernel that predictions do not use.
-fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<System> {
+/// all-reduce rows with the custom kernel (eager rows without CUDA graphs). (A GEMM row's:
+/// [`RowPricing::of_gemm`].)
+fn system_for_row(system: &System, shape: &KernelShape) -> System {
     let mut s = with_the_tables_kernels(system);
-    if let KernelShape::Gemm { dtype, .. } = *shape {
-        name_gemm_family(&mut s, dtype.format(), kernel)?;
-    }
     match shape {
         KernelShape::Nccl { .. } => {
             // nccl-tests: NCCL alone, its tuner free to pick algorithm and protocol.
@@ -475,11 +464,12 @@ fn system_for_row(system: &System, shape: &KernelShape, kernel: &str) -> Result<
         }
         _ => {}
     }
-    Ok(s)
+    s
 }
 
 /// A GEMM of `format` through `kernel`: the generation's family of that name where it has one
-/// for the format (`[gemm_families.<kernel>.<format>]`), else its default GEMM.
+/// for the format (`[gemm_families.<kernel>.<format>]`), at that family's constants (a fit to
+/// the table's kernel that predictions do not use), else its default GEMM.
 fn name_gemm_family(s: &mut System, format: WeightFormat, kernel: &str) -> Result<()> {
     let key = moe_key(format);
     let named = Generation::of(&s.gpu)?
@@ -965,7 +955,7 @@ mod tests {
             let ops = operators(&table.rows[0].shape, &sys, Some(&mla)).unwrap();
             let cold_dev = Device::new(&sys, CostParams::default_for(&sys)).unwrap();
             let cold: f64 = cost_all(&ops, &cold_dev).iter().map(|c| c.total()).sum();
-            let (floor, added) = harness(&table.rows[0].shape, "", None, &sys).unwrap();
+            let (floor, added) = harness(&table.rows[0].shape, None, &sys).unwrap();
             let cold = cold.max(floor) + added;
             if warm {
                 assert!(

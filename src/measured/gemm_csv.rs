@@ -6,8 +6,9 @@
 //! (any order, names case-insensitive, extra columns ignored): `m`, `n`, `k`, `dtype`, and one
 //! latency column, taken in this order of preference: `latency_ms`, `time_ms`, `latency_us`,
 //! `time_us`. An optional `kernel` column names the kernel each row ran (the kernel tables'
-//! own column), which calibrate prices as `validate` does. Fields are split at commas; surrounding double quotes are removed, but quoted
-//! fields containing commas are not supported (no GEMM benchmark writes them).
+//! own column), which calibrate prices as `validate` does. Fields are split at commas;
+//! surrounding double quotes are removed, but quoted fields containing commas are not
+//! supported (no GEMM benchmark writes them).
 //!
 //! A missing column is an error naming it; a missing or malformed value is an error with its
 //! line. Sizes must be positive integers (`4096` or `4096.0`); latencies positive.
